@@ -1,0 +1,1 @@
+"""HTTP face of the engine (starlette + uvicorn): checkout API and provider callbacks."""

@@ -1,0 +1,1 @@
+"""onsale engine: seats, holds and charges as atomic Redis Lua transitions."""

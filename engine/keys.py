@@ -1,0 +1,53 @@
+"""Every Redis key of the engine. All keys of one event share the hash tag {event_id}, so each
+script call touches one Redis Cluster slot. Scripts receive keys only through KEYS."""
+
+import re
+from typing import NewType
+
+EventId = NewType("EventId", str)
+HoldId = NewType("HoldId", str)
+ChargeId = NewType("ChargeId", str)
+SeatId = NewType("SeatId", str)
+Login = NewType("Login", str)
+
+PREFIX = "onsale:v1"
+
+# The order is the contract with lua/_lib.lua (KEYS[1] .. KEYS[14]).
+EVENT_KEYS: tuple[str, ...] = (
+    "event",
+    "seats",
+    "free",
+    "owners",
+    "holds",
+    "charges",
+    "logins",
+    "deadlines",
+    "quarantines",
+    "refunds",
+    "attempts",
+    "callbacks",
+    "outbox",
+    "sections",
+)
+
+_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+
+
+def valid_id(value: str) -> bool:
+    """Ids go into keys and Lua arguments: a small safe alphabet, bounded length."""
+    return bool(_ID_RE.match(value))
+
+
+def event_keys(event_id: str, prefix: str = PREFIX) -> list[str]:
+    if not valid_id(event_id):
+        raise ValueError(f"invalid event id {event_id!r}")
+    return [f"{prefix}:{{{event_id}}}:{name}" for name in EVENT_KEYS]
+
+
+def event_key(event_id: str, name: str, prefix: str = PREFIX) -> str:
+    return event_keys(event_id, prefix)[EVENT_KEYS.index(name)]
+
+
+def events_index(prefix: str = PREFIX) -> str:
+    """The set of event ids the sweeper walks (not hash-tagged: touched by Python only)."""
+    return f"{prefix}:events"

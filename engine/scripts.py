@@ -1,0 +1,143 @@
+"""Loads lua/, registers every script (EVALSHA, reload on NOSCRIPT) and names reply codes.
+
+Each script is sent as one chunk: clock + lua/_lib.lua + lua/<name>.lua. Production uses the
+server clock; `Scripts(test_clock=True)` swaps in lua/_clock_test.lua, which only tests build."""
+
+from collections.abc import Mapping
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
+
+import lua
+
+
+class ClaimCode(StrEnum):
+    OK = "OK"
+    REPLAY = "REPLAY"
+    SOLD_OUT = "SOLD_OUT"
+    SEAT_TAKEN = "SEAT_TAKEN"
+    UNKNOWN_SEAT = "UNKNOWN_SEAT"
+    NOT_OPEN = "NOT_OPEN"
+    NOT_FOUND = "NOT_FOUND"
+    CHARGE_IN_FLIGHT = "CHARGE_IN_FLIGHT"
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+
+
+class ReleaseCode(StrEnum):
+    RELEASED = "RELEASED"
+    ALREADY_TERMINAL = "ALREADY_TERMINAL"
+    NOT_OWNER = "NOT_OWNER"
+    NOT_FOUND = "NOT_FOUND"
+
+
+class SweepCode(StrEnum):
+    SWEPT = "SWEPT"
+    NOT_FOUND = "NOT_FOUND"
+
+
+class ChargeStartCode(StrEnum):
+    OK = "OK"
+    REPLAY = "REPLAY"
+    CHARGE_IN_FLIGHT = "CHARGE_IN_FLIGHT"
+    HOLD_NOT_LIVE = "HOLD_NOT_LIVE"
+    NOT_OWNER = "NOT_OWNER"
+    NOT_FOUND = "NOT_FOUND"
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+
+
+class AbandonCode(StrEnum):
+    ABANDONED = "ABANDONED"
+    NOT_IN_FLIGHT = "NOT_IN_FLIGHT"
+    NOT_OWNER = "NOT_OWNER"
+    NOT_FOUND = "NOT_FOUND"
+
+
+class OutcomeCode(StrEnum):
+    CONFIRMED = "CONFIRMED"
+    REFUND = "REFUND"
+    DECLINED = "DECLINED"
+    FAILED = "FAILED"
+    CONTRADICTION = "CONTRADICTION"
+    NOT_FOUND = "NOT_FOUND"
+
+
+class RefundCode(StrEnum):
+    REFUNDED = "REFUNDED"
+    ALREADY_REFUNDED = "ALREADY_REFUNDED"
+    RETRY_SCHEDULED = "RETRY_SCHEDULED"
+    NOT_REFUNDING = "NOT_REFUNDING"
+    NOT_FOUND = "NOT_FOUND"
+
+
+class EventCreateCode(StrEnum):
+    CREATED = "CREATED"
+    EXISTS = "EXISTS"
+
+
+class SeatsAddCode(StrEnum):
+    ADDED = "ADDED"
+    NOT_FOUND = "NOT_FOUND"
+    NOT_DRAFT = "NOT_DRAFT"
+    DUPLICATE_SEAT = "DUPLICATE_SEAT"
+
+
+class OpenCode(StrEnum):
+    OPENED = "OPENED"
+    NOT_FOUND = "NOT_FOUND"
+
+
+REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
+    {
+        "event_create": EventCreateCode,
+        "event_seats_add": SeatsAddCode,
+        "event_open": OpenCode,
+        "hold_claim": ClaimCode,
+        "hold_release": ReleaseCode,
+        "hold_expire": SweepCode,
+        "hold_quarantine_timeout": SweepCode,
+        "charge_start": ChargeStartCode,
+        "charge_abandon": AbandonCode,
+        "charge_outcome": OutcomeCode,
+        "charge_refund": RefundCode,
+    }
+)
+
+
+def chunk(name: str, *, test_clock: bool = False) -> str:
+    """The exact text sent to Redis for script `name`."""
+    clock = lua.source("_clock_test" if test_clock else "_clock_server")
+    return "\n".join((clock, lua.source("_lib"), lua.source(name)))
+
+
+class Scripts:
+    """One registered script per transition, bound to one client."""
+
+    def __init__(self, client: "aioredis.Redis", *, test_clock: bool = False) -> None:
+        missing = set(lua.names()) ^ set(REPLY_CODES)
+        assert not missing, f"scripts and reply-code table disagree: {sorted(missing)}"
+        self.test_clock = test_clock
+        self.client = client
+        self._by_name: dict[str, AsyncScript] = {
+            name: client.register_script(chunk(name, test_clock=test_clock))
+            for name in REPLY_CODES
+        }
+
+    def __getitem__(self, name: str) -> AsyncScript:
+        return self._by_name[name]
+
+    async def load_all(self) -> dict[str, str]:
+        """SCRIPT LOAD every script at boot; a syntax error or a SHA mismatch fails boot."""
+        loaded: dict[str, str] = {}
+        for name, script in self._by_name.items():
+            sha = await self.client.script_load(script.script)
+            assert sha == script.sha, f"{name}: SCRIPT LOAD sha {sha} != {script.sha}"
+            loaded[name] = sha
+        return loaded
+
+    async def call(self, name: str, keys: list[str], args: list[Any]) -> list[Any]:
+        reply = await self._by_name[name](keys=keys, args=args)
+        assert isinstance(reply, list) and reply, f"{name}: unexpected reply {reply!r}"
+        return reply

@@ -1,0 +1,440 @@
+"""The only module that talks to Redis. Each state change is exactly one script call; results
+come back as typed outcomes, refusals as EngineError subclasses (engine/errors.py)."""
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from engine import errors, keys
+from engine.holds import (
+    Availability,
+    Charge,
+    ChargeStarted,
+    Claimed,
+    Hold,
+    OutcomeResult,
+    ProviderOutcome,
+    SeatSpec,
+    SweepResult,
+)
+from engine.scripts import (
+    AbandonCode,
+    ChargeStartCode,
+    ClaimCode,
+    EventCreateCode,
+    OpenCode,
+    OutcomeCode,
+    RefundCode,
+    ReleaseCode,
+    Scripts,
+    SeatsAddCode,
+    SweepCode,
+)
+from engine.states import CHARGE_TERMINAL, HOLD_TERMINAL, ChargeState, HoldState, LatePolicy
+
+SEATS_CHUNK_MAX = 2000  # seats per event_seats_add call: keeps one script call short
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    """The invariants of SPEC checked over one consistent snapshot of an event."""
+
+    event_id: str
+    counts: dict[str, int]
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+class Store:
+    def __init__(
+        self,
+        client: "aioredis.Redis",
+        *,
+        scripts: Scripts | None = None,
+        prefix: str = keys.PREFIX,
+        timeout_s: float = 2.0,
+    ) -> None:
+        assert client.get_encoder().decode_responses, "Store needs decode_responses=True"
+        self.client = client
+        self.scripts = scripts or Scripts(client)
+        self.prefix = prefix
+        self.timeout_s = timeout_s
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def keys(self, event_id: str) -> list[str]:
+        return keys.event_keys(event_id, self.prefix)
+
+    async def _run(self, name: str, event_id: str, args: Sequence[Any]) -> list[Any]:
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await self.scripts.call(name, self.keys(event_id), list(args))
+        except ResponseError as exc:
+            if str(exc).startswith("INVARIANT"):
+                raise errors.InvariantViolation(f"{name}: {exc}") from exc
+            raise
+        except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
+            raise errors.StoreUnavailable(f"{name}: {exc!r}") from exc
+
+    async def _read(self, coro: Any) -> Any:
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await coro
+        except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
+            raise errors.StoreUnavailable(repr(exc)) from exc
+
+    # -- events ---------------------------------------------------------------------------
+
+    async def create_event(
+        self,
+        event_id: str,
+        seats: Iterable[SeatSpec],
+        *,
+        hold_ttl_ms: int,
+        quarantine_ms: int,
+        policy: LatePolicy = LatePolicy.QUARANTINE,
+    ) -> int:
+        """Create a DRAFT event and add its seats in chunks; returns the number of seats."""
+        reply = await self._run(
+            "event_create", event_id, [event_id, hold_ttl_ms, quarantine_ms, str(policy)]
+        )
+        if reply[0] == EventCreateCode.EXISTS:
+            raise errors.EventExists(f"event {event_id} exists")
+        total = 0
+        batch: list[Any] = []
+        for seat in seats:
+            if not keys.valid_id(seat.seat_id):
+                raise ValueError(f"invalid seat id {seat.seat_id!r}")
+            batch += [seat.seat_id, seat.rank, seat.section]
+            if len(batch) >= 3 * SEATS_CHUNK_MAX:
+                total += await self._add_seats(event_id, batch)
+                batch = []
+        if batch:
+            total += await self._add_seats(event_id, batch)
+        await self._read(self.client.sadd(keys.events_index(self.prefix), event_id))
+        return total
+
+    async def _add_seats(self, event_id: str, batch: list[Any]) -> int:
+        reply = await self._run("event_seats_add", event_id, batch)
+        code = SeatsAddCode(reply[0])
+        if code == SeatsAddCode.DUPLICATE_SEAT:
+            raise ValueError(f"duplicate seat {reply[1]!r}")
+        if code != SeatsAddCode.ADDED:
+            raise errors.EventNotFound(f"cannot add seats to {event_id}: {code}")
+        return int(reply[1])
+
+    async def open_sale(self, event_id: str, opens_at_ms: int = 0) -> int:
+        reply = await self._run("event_open", event_id, [opens_at_ms])
+        if reply[0] == OpenCode.NOT_FOUND:
+            raise errors.EventNotFound(event_id)
+        return int(reply[1])
+
+    async def event_ids(self) -> list[str]:
+        members = await self._read(self.client.smembers(keys.events_index(self.prefix)))
+        return sorted(members)
+
+    async def availability(self, event_id: str) -> Availability:
+        raw = await self._read(self.client.hgetall(self._key(event_id, "event")))
+        if not raw:
+            raise errors.EventNotFound(event_id)
+        return Availability(
+            event_id=event_id,
+            status=raw["status"],
+            opens_at_ms=int(raw["opens_at_ms"]),
+            policy=LatePolicy(raw["policy"]),
+            hold_ttl_ms=int(raw["hold_ttl_ms"]),
+            quarantine_ms=int(raw["quarantine_ms"]),
+            seats_total=int(raw["seats_total"]),
+            free=int(raw["free"]),
+            held=int(raw["held"]),
+            blocked=int(raw["blocked"]),
+            sold=int(raw["sold"]),
+        )
+
+    def _key(self, event_id: str, name: str) -> str:
+        return keys.event_key(event_id, name, self.prefix)
+
+    # -- holds ----------------------------------------------------------------------------
+
+    async def claim(
+        self, event_id: str, login: str, hold_id: str, seat_id: str | None = None
+    ) -> Claimed:
+        """Claim `seat_id`, or the best free seat when None. `hold_id` is the idempotency key."""
+        if not keys.valid_id(hold_id) or not login:
+            raise ValueError("hold_id and login are required")
+        reply = await self._run("hold_claim", event_id, [hold_id, login, seat_id or ""])
+        code = ClaimCode(reply[0])
+        if code == ClaimCode.OK:
+            return Claimed(reply[1], reply[2], int(reply[3]), False, HoldState.RESERVED)
+        if code == ClaimCode.REPLAY:
+            return Claimed(reply[1], reply[2], int(reply[3]), True, HoldState(reply[4]))
+        raise {
+            ClaimCode.SOLD_OUT: errors.SoldOut,
+            ClaimCode.SEAT_TAKEN: errors.SeatTaken,
+            ClaimCode.UNKNOWN_SEAT: errors.UnknownSeat,
+            ClaimCode.NOT_OPEN: errors.SaleNotOpen,
+            ClaimCode.NOT_FOUND: errors.EventNotFound,
+            ClaimCode.CHARGE_IN_FLIGHT: errors.ChargeInFlight,
+            ClaimCode.IDEMPOTENCY_KEY_REUSED: errors.IdempotencyKeyReused,
+        }[code](f"claim {hold_id}: {code}", reply=reply[1:])
+
+    async def release(self, event_id: str, hold_id: str, login: str) -> HoldState:
+        """Give a hold up. Returns the hold's state afterwards (idempotent)."""
+        reply = await self._run("hold_release", event_id, [hold_id, login])
+        code = ReleaseCode(reply[0])
+        if code in (ReleaseCode.RELEASED, ReleaseCode.ALREADY_TERMINAL):
+            return HoldState(reply[1])
+        if code == ReleaseCode.NOT_OWNER:
+            raise errors.NotOwner(f"hold {hold_id} is not yours")
+        raise errors.HoldNotFound(f"hold {hold_id}")
+
+    async def sweep(self, event_id: str, batch_max: int = 200) -> SweepResult:
+        """One expire-if-still-held step over the overdue holds (by the server clock)."""
+        return await self._sweep("hold_expire", event_id, batch_max)
+
+    async def sweep_quarantine(self, event_id: str, batch_max: int = 200) -> SweepResult:
+        """One quarantine hard-timeout step."""
+        return await self._sweep("hold_quarantine_timeout", event_id, batch_max)
+
+    async def _sweep(self, name: str, event_id: str, batch_max: int) -> SweepResult:
+        reply = await self._run(name, event_id, [batch_max])
+        if reply[0] == SweepCode.NOT_FOUND:
+            raise errors.EventNotFound(event_id)
+        return SweepResult(int(reply[1]), int(reply[2]), int(reply[3]), int(reply[4]))
+
+    async def hold(self, event_id: str, hold_id: str) -> Hold:
+        raw = await self._read(self.client.hget(self._key(event_id, "holds"), hold_id))
+        if raw is None:
+            raise errors.HoldNotFound(f"hold {hold_id}")
+        return Hold.from_json(raw)
+
+    async def charge(self, event_id: str, charge_id: str) -> Charge:
+        raw = await self._read(self.client.hget(self._key(event_id, "charges"), charge_id))
+        if raw is None:
+            raise errors.ChargeNotFound(f"charge {charge_id}")
+        return Charge.from_json(raw)
+
+    async def free_seats(self, event_id: str, limit: int = 100) -> list[str]:
+        """The best `limit` free seats by rank (a hint: only a claim makes one yours)."""
+        members: list[str] = await self._read(
+            self.client.zrange(self._key(event_id, "free"), 0, max(0, limit - 1))
+        )
+        return members
+
+    # -- charges --------------------------------------------------------------------------
+
+    async def start_charge(
+        self, event_id: str, hold_id: str, login: str, charge_id: str, amount: int
+    ) -> ChargeStarted:
+        if not keys.valid_id(charge_id):
+            raise ValueError(f"invalid charge id {charge_id!r}")
+        reply = await self._run("charge_start", event_id, [hold_id, login, charge_id, amount])
+        code = ChargeStartCode(reply[0])
+        if code == ChargeStartCode.OK:
+            return ChargeStarted(reply[1], int(reply[2]), False, ChargeState.CHARGING)
+        if code == ChargeStartCode.REPLAY:
+            return ChargeStarted(reply[1], 0, True, ChargeState(reply[2]))
+        if code == ChargeStartCode.HOLD_NOT_LIVE:
+            state = HoldState(reply[1])
+            if state == HoldState.CONFIRMED:
+                raise errors.AlreadyConfirmed(f"hold {hold_id} is confirmed")
+            raise errors.HoldExpired(f"hold {hold_id} is {state}", state=state)
+        raise {
+            ChargeStartCode.CHARGE_IN_FLIGHT: errors.ChargeInFlight,
+            ChargeStartCode.NOT_OWNER: errors.NotOwner,
+            ChargeStartCode.NOT_FOUND: errors.HoldNotFound,
+            ChargeStartCode.IDEMPOTENCY_KEY_REUSED: errors.IdempotencyKeyReused,
+        }[code](f"start charge {charge_id}: {code}", reply=reply[1:])
+
+    async def abandon_charge(self, event_id: str, hold_id: str, login: str, charge_id: str) -> bool:
+        """The client stopped waiting for `charge_id`: True if it was in flight and now is
+        resolve-by-refund (the hold may start another charge), False if it was not in flight."""
+        reply = await self._run("charge_abandon", event_id, [hold_id, login, charge_id])
+        code = AbandonCode(reply[0])
+        if code == AbandonCode.NOT_OWNER:
+            raise errors.NotOwner(f"hold {hold_id} is not yours")
+        if code == AbandonCode.NOT_FOUND:
+            raise errors.ChargeNotFound(f"charge {charge_id} on hold {hold_id}")
+        return code == AbandonCode.ABANDONED
+
+    async def apply_outcome(self, event_id: str, outcome: ProviderOutcome) -> OutcomeResult:
+        """Apply one authenticated provider callback (confirm-if-charge-wins). Replays of the
+        same provider event id return the first result with first_seen=False."""
+        reply = await self._run(
+            "charge_outcome",
+            event_id,
+            [
+                outcome.provider_event_id,
+                outcome.charge_id,
+                outcome.attempt_id,
+                outcome.intent_id,
+                outcome.outcome,
+            ],
+        )
+        code = OutcomeCode(reply[0])
+        if code == OutcomeCode.NOT_FOUND:
+            raise errors.EventNotFound(event_id)
+        return OutcomeResult(
+            decision=code,
+            charge_id=reply[1],
+            charge_state=ChargeState(reply[2]),
+            hold_id=reply[3],
+            hold_state=HoldState(reply[4]) if reply[4] else None,
+            first_seen=bool(int(reply[5])),
+        )
+
+    async def refund_result(
+        self, event_id: str, charge_id: str, *, refunded: bool, retry_delay_ms: int = 0
+    ) -> RefundCode:
+        reply = await self._run(
+            "charge_refund",
+            event_id,
+            [charge_id, "REFUNDED" if refunded else "FAILED", retry_delay_ms],
+        )
+        code = RefundCode(reply[0])
+        if code == RefundCode.NOT_FOUND:
+            raise errors.ChargeNotFound(f"charge {charge_id}")
+        return code
+
+    async def due_refunds(self, event_id: str, now_ms: int, limit: int = 100) -> list[str]:
+        """Charges whose refund is due (REFUNDING, or a re-refund after REFUNDED)."""
+        members: list[str] = await self._read(
+            self.client.zrangebyscore(
+                self._key(event_id, "refunds"), "-inf", now_ms, start=0, num=limit
+            )
+        )
+        return members
+
+    async def server_time_ms(self) -> int:
+        seconds, micros = await self._read(self.client.time())
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    async def outbox(self, event_id: str, count: int = 100_000) -> list[dict[str, str]]:
+        entries = await self._read(
+            self.client.xrange(self._key(event_id, "outbox"), count=count)
+        )
+        return [fields for _id, fields in entries]
+
+    # -- audit ----------------------------------------------------------------------------
+
+    async def audit(self, event_id: str) -> AuditReport:
+        """Check SPEC invariants 1-6 over one atomic snapshot (MULTI/EXEC on the event slot)."""
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.hgetall(self._key(event_id, "event"))
+            pipe.zrange(self._key(event_id, "seats"), 0, -1)
+            pipe.zrange(self._key(event_id, "free"), 0, -1)
+            pipe.hgetall(self._key(event_id, "owners"))
+            pipe.hvals(self._key(event_id, "holds"))
+            pipe.hvals(self._key(event_id, "charges"))
+            pipe.xrange(self._key(event_id, "outbox"))
+            ev, seats, free, owners, hold_rows, charge_rows, outbox = await self._read(
+                pipe.execute()
+            )
+        return audit_snapshot(
+            event_id,
+            ev,
+            seats,
+            free,
+            owners,
+            [Hold.from_json(r) for r in hold_rows],
+            [Charge.from_json(r) for r in charge_rows],
+            [f for _i, f in outbox],
+        )
+
+
+def audit_snapshot(
+    event_id: str,
+    ev: dict[str, str],
+    seats: list[str],
+    free: list[str],
+    owners: dict[str, str],
+    holds: list[Hold],
+    charges: list[Charge],
+    outbox: list[dict[str, str]],
+) -> AuditReport:
+    bad: list[str] = []
+    by_hold = {h.hold_id: h for h in holds}
+    by_charge = {c.charge_id: c for c in charges}
+    kinds = Counter(v[0] for v in owners.values())
+    counts = {
+        "seats": len(seats),
+        "free": len(free),
+        "held": kinds["H"],
+        "blocked": kinds["B"],
+        "sold": kinds["S"],
+        "holds": len(holds),
+        "charges": len(charges),
+        "captured_winners": sum(c.state == ChargeState.CAPTURED for c in charges),
+        "refunding": sum(c.state == ChargeState.REFUNDING for c in charges),
+        "refunded": sum(c.state == ChargeState.REFUNDED for c in charges),
+    }
+    # Counters kept by the scripts agree with the structures.
+    for name in ("free", "held", "blocked", "sold"):
+        if int(ev.get(name, -1)) != counts[name]:
+            bad.append(f"counter {name}={ev.get(name)} but structures say {counts[name]}")
+    if int(ev.get("seats_total", -1)) != len(seats):
+        bad.append("seats_total counter differs from the seat set")
+    if set(free) & set(owners):
+        bad.append(f"seats both free and owned: {sorted(set(free) & set(owners))[:5]}")
+    if set(free) | set(owners) != set(seats):
+        bad.append("some seat is neither free nor owned")
+    # 1. never oversell: one owner per seat by construction; the hold must agree.
+    confirmed_seats = Counter(h.seat_id for h in holds if h.state == HoldState.CONFIRMED)
+    for seat, n in confirmed_seats.items():
+        if n > 1:
+            bad.append(f"seat {seat} sold to {n} holds")
+    expected_kind = {HoldState.RESERVED: "H", HoldState.QUARANTINED: "B", HoldState.CONFIRMED: "S"}
+    for seat, owner in owners.items():
+        kind, hold_id = owner[0], owner[2:]
+        h = by_hold.get(hold_id)
+        if h is None or h.seat_id != seat:
+            bad.append(f"seat {seat} owned by unknown hold {hold_id}")
+            continue
+        want = expected_kind.get(h.state, "B" if h.blocking_charge else None)
+        if kind != want:
+            bad.append(f"seat {seat} is {kind} but hold {hold_id} is {h.state}")
+    for h in holds:
+        owner = owners.get(h.seat_id, "")
+        holds_seat = owner[2:] == h.hold_id
+        if h.state in expected_kind or h.blocking_charge:
+            if not holds_seat:
+                bad.append(f"hold {h.hold_id} ({h.state}) does not own seat {h.seat_id}")
+        elif holds_seat:
+            bad.append(f"{h.state} hold {h.hold_id} still owns seat {h.seat_id}")
+        # 3. a confirmed hold has a captured winner of its own.
+        if h.state == HoldState.CONFIRMED:
+            w = by_charge.get(h.winner)
+            if w is None or w.state != ChargeState.CAPTURED or w.hold_id != h.hold_id:
+                bad.append(f"confirmed hold {h.hold_id} without captured winner")
+    # 2 and 4. captured money is a winner of a confirmed hold, or on its way back.
+    for c in charges:
+        if c.state == ChargeState.CAPTURED:
+            h = by_hold.get(c.hold_id)
+            if h is None or h.state != HoldState.CONFIRMED or h.winner != c.charge_id:
+                bad.append(f"captured charge {c.charge_id} is not the winner of its hold")
+    # 6. exactly one terminal record per terminal hold and charge, none for live ones.
+    terminal_records = Counter(
+        (r["kind"], r["id"]) for r in outbox if r.get("terminal") == "1"
+    )
+    for (kind, ident), n in terminal_records.items():
+        if n != 1:
+            bad.append(f"{kind} {ident} has {n} terminal records")
+    for h in holds:
+        n = terminal_records.get(("hold", h.hold_id), 0)
+        if (h.state in HOLD_TERMINAL) != (n == 1):
+            bad.append(f"hold {h.hold_id} is {h.state} with {n} terminal records")
+    for c in charges:
+        n = terminal_records.get(("charge", c.charge_id), 0)
+        if (c.state in CHARGE_TERMINAL) != (n == 1):
+            bad.append(f"charge {c.charge_id} is {c.state} with {n} terminal records")
+    return AuditReport(event_id, counts, bad)

@@ -1,0 +1,1 @@
+"""Load tooling: Locust scenarios and the T0 burst generator."""

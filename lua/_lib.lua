@@ -1,0 +1,200 @@
+--[[ _lib: shared prelude, prepended by engine/scripts.py to every script (after the clock).
+KEYS is always the event key set, in the order of engine/keys.py EVENT_KEYS:
+KEYS[1] event hash (config + seat counters)   KEYS[2] seats zset (seat -> rank, every seat)
+KEYS[3] free zset (FREE seats -> rank)         KEYS[4] owners hash (seat -> "H|B|S:<hold_id>")
+KEYS[5] holds hash (hold_id -> json)           KEYS[6] charges hash (charge_id -> json)
+KEYS[7] logins hash (login -> active hold id)  KEYS[8] deadlines zset (RESERVED hold -> expires_ms)
+KEYS[9] quarantines zset (hold -> until_ms)    KEYS[10] refunds zset (charge -> due ms)
+KEYS[11] attempts hash (attempt id -> charge)  KEYS[12] callbacks hash (provider event id -> reply)
+KEYS[13] outbox stream                         KEYS[14] sections hash (seat -> section)
+Invariants kept here: free + held + blocked + sold = seats_total; a seat is in the free zset
+iff it has no owner entry; every terminal transition XADDs exactly one outbox record. ]]
+
+local K_EVENT, K_SEATS, K_FREE, K_OWNERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_HOLDS, K_CHARGES, K_LOGINS, K_DEADLINES = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_QUARANTINES, K_REFUNDS, K_ATTEMPTS, K_CALLBACKS = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local K_OUTBOX, K_SECTIONS = KEYS[13], KEYS[14]
+
+-- Hold states (engine/states.py HoldState) and charge states (ChargeState).
+local RESERVED, CONFIRMED, EXPIRED, RELEASED, QUARANTINED =
+  'RESERVED', 'CONFIRMED', 'EXPIRED', 'RELEASED', 'QUARANTINED'
+local CHARGING, CAPTURED, DECLINED, FAILED, REFUNDING, REFUNDED =
+  'CHARGING', 'CAPTURED', 'DECLINED', 'FAILED', 'REFUNDING', 'REFUNDED'
+
+local function config()
+  local v = redis.call('HMGET', K_EVENT, 'id', 'status', 'opens_at_ms', 'hold_ttl_ms',
+    'quarantine_ms', 'policy')
+  if not v[1] then return nil end
+  return { id = v[1], status = v[2], opens_at_ms = tonumber(v[3]) or 0,
+           hold_ttl_ms = tonumber(v[4]), quarantine_ms = tonumber(v[5]), policy = v[6] }
+end
+
+local function get_hold(hold_id)
+  local raw = redis.call('HGET', K_HOLDS, hold_id)
+  if not raw then return nil end
+  return cjson.decode(raw)
+end
+
+local function put_hold(h)
+  redis.call('HSET', K_HOLDS, h.id, cjson.encode(h))
+end
+
+local function get_charge(charge_id)
+  local raw = redis.call('HGET', K_CHARGES, charge_id)
+  if not raw then return nil end
+  return cjson.decode(raw)
+end
+
+local function put_charge(c)
+  redis.call('HSET', K_CHARGES, c.id, cjson.encode(c))
+end
+
+-- Outbox: one record per decision, in the same atomic step that makes it. decision_id is
+-- deterministic so the ledger can insert it idempotently (ON CONFLICT DO NOTHING).
+local function emit(ctx, kind, id, from, to, terminal, h, c, reason, suffix)
+  local decision_id = kind .. ':' .. id .. ':' .. to
+  if suffix then decision_id = decision_id .. ':' .. suffix end
+  redis.call('XADD', K_OUTBOX, '*',
+    'decision_id', decision_id, 'event', ctx.cfg.id, 'kind', kind, 'id', id,
+    'from', from, 'to', to, 'terminal', terminal,
+    'hold', h and h.id or (c and c.hold or ''), 'charge', c and c.id or '',
+    'seat', h and h.seat or (c and c.seat or ''), 'login', h and h.login or (c and c.login or ''),
+    'winner', h and h.winner or '', 'amount', c and c.amount or 0,
+    'attempt', c and c.attempt or '', 'intent', c and c.intent or '',
+    'policy', ctx.cfg.policy, 'reason', reason or '', 'now_ms', ctx.now)
+end
+
+-- Seat inventory. A hold holds one seat; these are the only functions that know how a seat is
+-- stored, so quantity stock can supply its own versions without touching the transitions.
+local function counters(from, to)
+  if from then redis.call('HINCRBY', K_EVENT, from, -1) end
+  if to then redis.call('HINCRBY', K_EVENT, to, 1) end
+end
+
+local OWNER_COUNTER = { H = 'held', B = 'blocked', S = 'sold' }
+
+local function seat_take_specific(seat, hold_id)
+  if redis.call('ZREM', K_FREE, seat) == 0 then return false end
+  redis.call('HSET', K_OWNERS, seat, 'H:' .. hold_id)
+  counters('free', 'held')
+  return true
+end
+
+local function seat_take_best(hold_id)
+  local popped = redis.call('ZPOPMIN', K_FREE)
+  if #popped == 0 then return nil end
+  redis.call('HSET', K_OWNERS, popped[1], 'H:' .. hold_id)
+  counters('free', 'held')
+  return popped[1]
+end
+
+-- Move a seat owned by hold h to owner state H, B or S, or back on sale (nil).
+local function seat_move(h, to)
+  local cur = redis.call('HGET', K_OWNERS, h.seat)
+  if (not cur) or string.sub(cur, 3) ~= h.id then
+    -- A bug, not an outcome: abort loudly (InvariantViolation on the Python side).
+    error({ err = 'INVARIANT seat ' .. h.seat .. ' not owned by hold ' .. h.id })
+  end
+  local from = string.sub(cur, 1, 1)
+  if to then
+    redis.call('HSET', K_OWNERS, h.seat, to .. ':' .. h.id)
+    counters(OWNER_COUNTER[from], OWNER_COUNTER[to])
+  else
+    redis.call('HDEL', K_OWNERS, h.seat)
+    redis.call('ZADD', K_FREE, redis.call('ZSCORE', K_SEATS, h.seat), h.seat)
+    counters(OWNER_COUNTER[from], 'free')
+  end
+end
+
+local function drop_login(h)
+  if redis.call('HGET', K_LOGINS, h.login) == h.id then redis.call('HDEL', K_LOGINS, h.login) end
+end
+
+-- A charge that must never win: if it is ever captured it is refunded.
+local function mark_refund_only(ctx, charge_id, reason)
+  if charge_id == nil or charge_id == '' then return end
+  local c = get_charge(charge_id)
+  if c and c.refund_only == 0 then
+    c.refund_only = 1
+    c.reason = reason
+    put_charge(c)
+    emit(ctx, 'charge', c.id, c.state, 'REFUND_ONLY', 0, nil, c, reason)
+  end
+end
+
+local function hold_end(ctx, h, to, reason)
+  local from = h.state
+  h.state = to
+  h.decided_ms = ctx.now
+  h.reason = reason
+  redis.call('ZREM', K_DEADLINES, h.id)
+  redis.call('ZREM', K_QUARANTINES, h.id)
+  drop_login(h)
+  put_hold(h)
+  emit(ctx, 'hold', h.id, from, to, 1, h, nil, reason)
+end
+
+-- The deadline rule, the one place it is written. Live while now < expires_ms. Applied by the
+-- sweeper and by every path that touches a hold (callbacks, claims, releases), so whichever
+-- script runs first after the deadline makes the one transition and the others see its result.
+local function settle(ctx, h)
+  if h.state == RESERVED and ctx.now >= h.expires_ms then
+    if h.charge ~= '' and ctx.cfg.policy == 'quarantine' then
+      h.state = QUARANTINED
+      h.until_ms = h.expires_ms + ctx.cfg.quarantine_ms
+      seat_move(h, 'B')
+      redis.call('ZREM', K_DEADLINES, h.id)
+      redis.call('ZADD', K_QUARANTINES, h.until_ms, h.id)
+      put_hold(h)
+      emit(ctx, 'hold', h.id, RESERVED, QUARANTINED, 0, h, nil, 'deadline_charge_in_flight')
+    else
+      local reason = 'deadline'
+      if h.charge ~= '' then
+        reason = 'deadline_release_and_refund'
+        mark_refund_only(ctx, h.charge, reason)
+        h.charge = ''
+      end
+      seat_move(h, nil)
+      hold_end(ctx, h, EXPIRED, reason)
+    end
+  end
+  if h.state == QUARANTINED and ctx.now >= h.until_ms then
+    mark_refund_only(ctx, h.charge, 'quarantine_timeout')
+    h.charge = ''
+    seat_move(h, nil)
+    hold_end(ctx, h, EXPIRED, 'quarantine_timeout')
+  end
+  if h.state == RELEASED and h.blocking ~= '' and ctx.now >= h.until_ms then
+    seat_move(h, nil)
+    h.blocking = ''
+    redis.call('ZREM', K_QUARANTINES, h.id)
+    put_hold(h)
+    emit(ctx, 'hold', h.id, RELEASED, 'SEAT_FREED', 0, h, nil, 'quarantine_timeout')
+  end
+end
+
+-- A charge of hold h reached DECLINED, FAILED or REFUNDING: the hold stops waiting for it.
+local function charge_resolved(ctx, h, c, reason)
+  if h.charge == c.id then
+    h.charge = ''
+    if h.state == QUARANTINED then
+      seat_move(h, nil)
+      hold_end(ctx, h, EXPIRED, reason)
+      return
+    end
+    put_hold(h)
+  end
+  if h.state == RELEASED and h.blocking == c.id then
+    seat_move(h, nil)
+    h.blocking = ''
+    redis.call('ZREM', K_QUARANTINES, h.id)
+    put_hold(h)
+    emit(ctx, 'hold', h.id, RELEASED, 'SEAT_FREED', 0, h, nil, reason)
+  end
+end
+
+local function context()
+  local cfg = config()
+  if not cfg then return nil end
+  return { cfg = cfg, now = now_ms() }
+end

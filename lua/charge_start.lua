@@ -1,0 +1,34 @@
+--[[ charge_start: register a charge (our charge id = the provider idempotency key) on a live hold.
+KEYS[1..14] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+ARGV[1] hold_id   ARGV[2] login   ARGV[3] charge_id   ARGV[4] amount (minor units)
+Returns {code, ...}: OK charge_id expires_ms | REPLAY charge_id state | CHARGE_IN_FLIGHT charge_id |
+  HOLD_NOT_LIVE state | NOT_OWNER | NOT_FOUND | IDEMPOTENCY_KEY_REUSED
+Invariants: at most one charge CHARGING per hold (the in-flight one); a charge is only started on
+a hold that is RESERVED and live by the deadline rule; the start is recorded in the outbox. ]]
+local hold_id, login, charge_id = ARGV[1], ARGV[2], ARGV[3]
+local amount = tonumber(ARGV[4])
+if charge_id == '' or not amount or amount < 0 then
+  return redis.error_reply('BAD_ARGS charge_id and amount')
+end
+local ctx = context()
+if not ctx then return { 'NOT_FOUND' } end
+local h = get_hold(hold_id)
+if not h then return { 'NOT_FOUND' } end
+if h.login ~= login then return { 'NOT_OWNER' } end
+local existing = get_charge(charge_id)
+if existing then
+  if existing.hold ~= hold_id then return { 'IDEMPOTENCY_KEY_REUSED' } end
+  return { 'REPLAY', existing.id, existing.state }
+end
+settle(ctx, h)
+if h.state ~= RESERVED then return { 'HOLD_NOT_LIVE', h.state } end
+if h.charge ~= '' then return { 'CHARGE_IN_FLIGHT', h.charge } end
+local c = { id = charge_id, hold = h.id, seat = h.seat, login = h.login, state = CHARGING,
+  attempt = '', intent = '', refund_only = 0, amount = amount, created_ms = ctx.now,
+  decided_ms = 0, refund_attempts = 0, reason = '' }
+put_charge(c)
+h.charge = charge_id
+if h.charges == '' then h.charges = charge_id else h.charges = h.charges .. ',' .. charge_id end
+put_hold(h)
+emit(ctx, 'charge', c.id, '', CHARGING, 0, h, c, 'started')
+return { 'OK', charge_id, h.expires_ms }

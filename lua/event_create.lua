@@ -1,0 +1,17 @@
+--[[ event_create: create an event's config in DRAFT, ready for seats; idempotent by event id.
+KEYS[1..14] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+ARGV[1] event_id   ARGV[2] hold_ttl_ms   ARGV[3] quarantine_ms   ARGV[4] policy (quarantine|release_refund)
+Returns {code, ...}: CREATED | EXISTS
+Invariants: an existing event's config and counters are never overwritten. ]]
+local ttl, qms = tonumber(ARGV[2]), tonumber(ARGV[3])
+if (not ttl) or ttl <= 0 or (not qms) or qms <= 0 then
+  return redis.error_reply('BAD_ARGS hold_ttl_ms and quarantine_ms must be positive integers')
+end
+if ARGV[4] ~= 'quarantine' and ARGV[4] ~= 'release_refund' then
+  return redis.error_reply('BAD_ARGS unknown policy ' .. tostring(ARGV[4]))
+end
+if redis.call('HSETNX', K_EVENT, 'id', ARGV[1]) == 0 then return { 'EXISTS' } end
+redis.call('HSET', K_EVENT, 'status', 'draft', 'hold_ttl_ms', ttl, 'quarantine_ms', qms,
+  'policy', ARGV[4], 'opens_at_ms', 0, 'seats_total', 0, 'free', 0, 'held', 0, 'blocked', 0,
+  'sold', 0, 'created_ms', now_ms())
+return { 'CREATED' }

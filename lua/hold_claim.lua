@@ -1,0 +1,66 @@
+--[[ hold_claim: claim a specific seat if FREE, or the best FREE seat by rank (ZPOPMIN, O(log n)).
+KEYS[1..14] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+ARGV[1] hold_id (the idempotency key)   ARGV[2] login   ARGV[3] seat_id, '' for best available
+Returns {code, ...}: OK hold_id seat expires_ms | REPLAY hold_id seat expires_ms state |
+  SOLD_OUT | SEAT_TAKEN | UNKNOWN_SEAT | NOT_OPEN opens_at_ms | NOT_FOUND |
+  CHARGE_IN_FLIGHT previous_hold_id | IDEMPOTENCY_KEY_REUSED
+Invariants: a seat leaves the free set at most once per claim; one active checkout per login:
+the login's previous live hold is released in the same step, only when the new claim succeeds,
+and never while a charge on it is in flight. ]]
+local hold_id, login, want = ARGV[1], ARGV[2], ARGV[3]
+if hold_id == '' or login == '' then return redis.error_reply('BAD_ARGS hold_id and login') end
+local ctx = context()
+if not ctx then return { 'NOT_FOUND' } end
+if ctx.cfg.status ~= 'open' or ctx.now < ctx.cfg.opens_at_ms then
+  return { 'NOT_OPEN', ctx.cfg.opens_at_ms }
+end
+
+local existing = get_hold(hold_id)
+if existing then
+  if existing.login ~= login then return { 'IDEMPOTENCY_KEY_REUSED' } end
+  settle(ctx, existing)
+  return { 'REPLAY', existing.id, existing.seat, existing.expires_ms, existing.state }
+end
+
+-- The login's previous checkout: apply the deadline rule first, then decide if it can go.
+local prev = nil
+local prev_id = redis.call('HGET', K_LOGINS, login)
+if prev_id then
+  prev = get_hold(prev_id)
+  settle(ctx, prev)
+  if prev.state == QUARANTINED or (prev.state == RESERVED and prev.charge ~= '') then
+    return { 'CHARGE_IN_FLIGHT', prev.id }
+  end
+  if prev.state ~= RESERVED then prev = nil end
+end
+
+-- Check the new claim can succeed before giving up the previous hold.
+if want ~= '' then
+  if not redis.call('ZSCORE', K_SEATS, want) then return { 'UNKNOWN_SEAT' } end
+  local mine = prev and prev.seat == want
+  if (not mine) and (not redis.call('ZSCORE', K_FREE, want)) then return { 'SEAT_TAKEN' } end
+elseif (not prev) and redis.call('ZCARD', K_FREE) == 0 then
+  return { 'SOLD_OUT' }
+end
+
+if prev then
+  seat_move(prev, nil)
+  hold_end(ctx, prev, RELEASED, 'replaced_by_new_claim')
+end
+
+local seat = want
+if want ~= '' then
+  if not seat_take_specific(want, hold_id) then
+    error({ err = 'INVARIANT seat ' .. want .. ' checked free but not in free set' })
+  end
+else
+  seat = seat_take_best(hold_id)
+end
+
+local h = { id = hold_id, login = login, seat = seat, state = RESERVED, created_ms = ctx.now,
+  expires_ms = ctx.now + ctx.cfg.hold_ttl_ms, charge = '', blocking = '', winner = '',
+  until_ms = 0, decided_ms = 0, reason = '', charges = '' }
+put_hold(h)
+redis.call('HSET', K_LOGINS, login, hold_id)
+redis.call('ZADD', K_DEADLINES, h.expires_ms, hold_id)
+return { 'OK', hold_id, seat, h.expires_ms }

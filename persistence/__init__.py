@@ -1,0 +1,1 @@
+"""Durable ledger in PostgreSQL (asyncpg): migrations, write-behind worker, reconciliation."""

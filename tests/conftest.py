@@ -1,0 +1,128 @@
+"""Shared fixtures. Every test gets its own key prefix (onsale:test:<random>) and deletes its
+keys afterwards, so tests never see leftovers and can share one Redis with anything else."""
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import fakeredis
+import pytest
+import redis.asyncio as aioredis
+
+from engine.holds import SeatSpec
+from engine.scripts import Scripts
+from engine.states import LatePolicy
+from engine.store import Store
+
+REDIS_URL = os.environ.get("ONSALE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@dataclass
+class Sale:
+    """A store plus one open event, with the test clock at hand."""
+
+    store: Store
+    event_id: str
+
+    async def at(self, now_ms: int) -> None:
+        """Freeze the test clock of this event at `now_ms` (scripts built with test_clock)."""
+        assert self.store.scripts.test_clock, "needs a store built with the test clock"
+        await self.store.client.hset(self.store.keys(self.event_id)[0], "test_now_ms", now_ms)
+
+    async def audit_ok(self) -> None:
+        report = await self.store.audit(self.event_id)
+        assert report.ok, report.violations
+
+
+def seats(n: int, section: str = "A") -> list[SeatSpec]:
+    return [SeatSpec(f"s{i:05d}", float(i), section) for i in range(n)]
+
+
+async def open_sale(
+    store: Store,
+    n_seats: int,
+    *,
+    hold_ttl_ms: int = 480_000,
+    quarantine_ms: int = 900_000,
+    policy: LatePolicy = LatePolicy.QUARANTINE,
+    event_id: str | None = None,
+    now_ms: int | None = None,
+) -> Sale:
+    event_id = event_id or f"ev-{uuid.uuid4().hex[:8]}"
+    await store.create_event(
+        event_id, seats(n_seats), hold_ttl_ms=hold_ttl_ms, quarantine_ms=quarantine_ms,
+        policy=policy,
+    )
+    sale = Sale(store, event_id)
+    if now_ms is not None:
+        await sale.at(now_ms)
+    await store.open_sale(event_id)
+    return sale
+
+
+def new_prefix() -> str:
+    return f"onsale:test:{uuid.uuid4().hex[:12]}"
+
+
+async def _drop_prefix(client: "aioredis.Redis", prefix: str) -> None:
+    async for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+        await client.delete(key)
+
+
+@pytest.fixture
+def redis_url() -> str:
+    return REDIS_URL
+
+
+def _real_client() -> "aioredis.Redis":
+    return aioredis.from_url(
+        REDIS_URL, decode_responses=True, socket_timeout=10, socket_connect_timeout=5,
+        max_connections=512,
+    )
+
+
+async def _real_store() -> tuple[Store, "aioredis.Redis"]:
+    client = _real_client()
+    try:
+        await client.ping()
+    except Exception as exc:  # an environment problem: say so loudly, never skip
+        pytest.fail(f"Redis at {REDIS_URL} not reachable ({exc!r}); run `make test`")
+    store = Store(client, scripts=Scripts(client, test_clock=True), prefix=new_prefix())
+    await store.scripts.load_all()
+    return store, client
+
+
+def _fake_store() -> tuple[Store, "aioredis.Redis"]:
+    client = fakeredis.aioredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)
+    return Store(client, scripts=Scripts(client, test_clock=True), prefix=new_prefix()), client
+
+
+@pytest.fixture
+async def real_store() -> AsyncIterator[Store]:
+    """A store on real Redis with the test clock, under a private prefix."""
+    store, client = await _real_store()
+    yield store
+    await _drop_prefix(client, store.prefix)
+    await client.aclose()
+
+
+@pytest.fixture
+async def fake_store() -> AsyncIterator[Store]:
+    """A store on fakeredis (Lua 5.1 via lupa) with the test clock: no network."""
+    store, client = _fake_store()
+    yield store
+    await client.aclose()
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.redis)])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
+    """The same test on fakeredis and on real Redis: both must agree."""
+    if request.param == "fake":
+        store, client = _fake_store()
+    else:
+        store, client = await _real_store()
+    yield store
+    if request.param == "real":
+        await _drop_prefix(client, store.prefix)
+    await client.aclose()

@@ -1,0 +1,58 @@
+"""Every script carries the mandatory header, and its reply codes match the Python enums."""
+
+import re
+
+import pytest
+
+import lua
+from engine.scripts import REPLY_CODES, chunk
+
+HEADER_RE = re.compile(r"\A--\[\[ (?P<name>[a-z_0-9]+): (?P<summary>.+?)\n(?P<body>.*?)\]\]", re.S)
+
+
+def header(name: str) -> dict[str, str]:
+    m = HEADER_RE.match(lua.source(name))
+    assert m, f"{name}.lua does not start with a --[[ name: summary ... ]] header"
+    return {"name": m["name"], "summary": m["summary"], "body": m["body"]}
+
+
+@pytest.mark.parametrize("name", lua.names())
+def test_header_names_keys_argv_returns_invariants(name: str) -> None:
+    h = header(name)
+    assert h["name"] == name
+    body = h["body"]
+    for required in ("KEYS[", "ARGV[", "Returns {code, ...}:", "Invariants:"):
+        assert required in body, f"{name}: header lacks {required!r}"
+
+
+@pytest.mark.parametrize("name", lua.names())
+def test_reply_codes_match_enum_and_body(name: str) -> None:
+    body = header(name)["body"]
+    returns = body.split("Returns {code, ...}:", 1)[1].split("Invariants:", 1)[0]
+    declared = set(re.findall(r"\b[A-Z][A-Z_]{1,}\b", returns))
+    assert declared == set(REPLY_CODES[name]), f"{name}: header codes differ from the enum"
+    src = lua.source(name)
+    returned = set(re.findall(r"return \{ '([A-Z_]+)'", src))
+    returned |= set(re.findall(r"\bcode = '([A-Z_]+)'", src))
+    assert returned <= set(REPLY_CODES[name]), f"{name}: returns undeclared {returned}"
+
+
+def test_every_script_has_reply_codes() -> None:
+    assert set(lua.names()) == set(REPLY_CODES)
+
+
+@pytest.mark.parametrize("name", lua.names())
+def test_keys_only_via_KEYS(name: str) -> None:
+    """Cluster safety: no script builds a key name; it uses the K_* locals bound to KEYS."""
+    src = lua.source(name)
+    for call in re.findall(r"redis\.call\('([A-Z]+)',\s*([^,)]+)", src):
+        command, first = call
+        if command in ("TIME",):
+            continue
+        assert first.strip().startswith(("K_", "KEYS[")), f"{name}: {command} on {first}"
+
+
+def test_test_clock_is_a_different_script() -> None:
+    for name in lua.names():
+        assert chunk(name) != chunk(name, test_clock=True)
+        assert "test_now_ms" not in chunk(name)
