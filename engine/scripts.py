@@ -121,8 +121,7 @@ class Scripts:
         self.test_clock = test_clock
         self.client = client
         self._by_name: dict[str, AsyncScript] = {
-            name: client.register_script(chunk(name, test_clock=test_clock))
-            for name in REPLY_CODES
+            name: client.register_script(chunk(name, test_clock=test_clock)) for name in REPLY_CODES
         }
 
     def __getitem__(self, name: str) -> AsyncScript:

@@ -85,9 +85,7 @@ CHARGE_TRANSITIONS: Mapping[tuple[ChargeState, ChargeEvent], ChargeState] = Mapp
         (C.REFUNDED, CE.CAPTURE_AFTER_REFUND): C.REFUNDED,
     }
 )
-CHARGE_TERMINAL: frozenset[ChargeState] = frozenset(
-    {C.CAPTURED, C.DECLINED, C.FAILED, C.REFUNDED}
-)
+CHARGE_TERMINAL: frozenset[ChargeState] = frozenset({C.CAPTURED, C.DECLINED, C.FAILED, C.REFUNDED})
 
 
 def hold_transition(state: HoldState, event: HoldEvent) -> HoldState:

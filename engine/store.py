@@ -64,7 +64,8 @@ class Store:
         prefix: str = keys.PREFIX,
         timeout_s: float = 2.0,
     ) -> None:
-        assert client.get_encoder().decode_responses, "Store needs decode_responses=True"
+        encoder = client.get_encoder()  # type: ignore[no-untyped-call]
+        assert encoder.decode_responses, "Store needs a client with decode_responses=True"
         self.client = client
         self.scripts = scripts or Scripts(client)
         self.prefix = prefix
@@ -320,9 +321,7 @@ class Store:
         return int(seconds) * 1000 + int(micros) // 1000
 
     async def outbox(self, event_id: str, count: int = 100_000) -> list[dict[str, str]]:
-        entries = await self._read(
-            self.client.xrange(self._key(event_id, "outbox"), count=count)
-        )
+        entries = await self._read(self.client.xrange(self._key(event_id, "outbox"), count=count))
         return [fields for _id, fields in entries]
 
     # -- audit ----------------------------------------------------------------------------
@@ -423,9 +422,7 @@ def audit_snapshot(
             if h is None or h.state != HoldState.CONFIRMED or h.winner != c.charge_id:
                 bad.append(f"captured charge {c.charge_id} is not the winner of its hold")
     # 6. exactly one terminal record per terminal hold and charge, none for live ones.
-    terminal_records = Counter(
-        (r["kind"], r["id"]) for r in outbox if r.get("terminal") == "1"
-    )
+    terminal_records = Counter((r["kind"], r["id"]) for r in outbox if r.get("terminal") == "1")
     for (kind, ident), n in terminal_records.items():
         if n != 1:
             bad.append(f"{kind} {ident} has {n} terminal records")

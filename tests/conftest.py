@@ -51,7 +51,10 @@ async def open_sale(
 ) -> Sale:
     event_id = event_id or f"ev-{uuid.uuid4().hex[:8]}"
     await store.create_event(
-        event_id, seats(n_seats), hold_ttl_ms=hold_ttl_ms, quarantine_ms=quarantine_ms,
+        event_id,
+        seats(n_seats),
+        hold_ttl_ms=hold_ttl_ms,
+        quarantine_ms=quarantine_ms,
         policy=policy,
     )
     sale = Sale(store, event_id)
@@ -77,7 +80,10 @@ def redis_url() -> str:
 
 def _real_client() -> "aioredis.Redis":
     return aioredis.from_url(
-        REDIS_URL, decode_responses=True, socket_timeout=10, socket_connect_timeout=5,
+        REDIS_URL,
+        decode_responses=True,
+        socket_timeout=10,
+        socket_connect_timeout=5,
         max_connections=512,
     )
 

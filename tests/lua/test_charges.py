@@ -43,7 +43,9 @@ async def test_capture_confirms_and_duplicates_change_nothing(store: Store) -> N
     await store.start_charge(sale.event_id, "h1", "alice", "c1", 100)
     first = await callback(sale, "c1", "CAPTURED", event_id="pe-1")
     assert (first.decision, first.first_seen, first.hold_state) == (
-        "CONFIRMED", True, HoldState.CONFIRMED,
+        "CONFIRMED",
+        True,
+        HoldState.CONFIRMED,
     )
     outbox_len = len(await store.outbox(sale.event_id))
     replay = await callback(sale, "c1", "CAPTURED", event_id="pe-1")
@@ -139,7 +141,10 @@ async def test_refund_result_on_a_charge_that_is_not_refunding(store: Store) -> 
 @pytest.mark.parametrize(
     "order",
     [
-        ("c1", "c2"), ("c2", "c1"), ("c1", "c1", "c2"), ("c2", "c1", "c2", "c1"),
+        ("c1", "c2"),
+        ("c2", "c1"),
+        ("c1", "c1", "c2"),
+        ("c2", "c1", "c2", "c1"),
         ("c2", "c2", "c1", "c1"),
     ],
 )

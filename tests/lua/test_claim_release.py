@@ -53,7 +53,11 @@ async def test_claim_replay_returns_first_outcome(store: Store) -> None:
     sale = await open_sale(store, 3, now_ms=T0)
     first = await store.claim(sale.event_id, "alice", "h1")
     again = await store.claim(sale.event_id, "alice", "h1")
-    assert (again.seat_id, again.expires_ms, again.replay) == (first.seat_id, first.expires_ms, True)
+    assert (again.seat_id, again.expires_ms, again.replay) == (
+        first.seat_id,
+        first.expires_ms,
+        True,
+    )
     assert (await store.availability(sale.event_id)).held == 1
     with pytest.raises(errors.IdempotencyKeyReused):
         await store.claim(sale.event_id, "mallory", "h1")

@@ -1,0 +1,52 @@
+# onsale: the two commands a newcomer needs are `make demo` and `make test`.
+PY ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+SERVICES := . .services/env
+
+.PHONY: venv up down test test-unit test-all lint type fmt check demo clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+up:
+	bash .ci/services.sh up
+
+down:
+	bash .ci/services.sh down
+
+## The whole test suite against real Redis (started privately when none answers).
+test: venv up
+	$(SERVICES) && $(BIN)/pytest
+
+## Fast loop: unit tests only (fakeredis, no network).
+test-unit: venv
+	$(BIN)/pytest tests/unit
+
+test-all: check test
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+type: venv
+	$(BIN)/mypy
+
+check: lint type
+
+fmt: venv
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+## The main job: a scripted T0 burst against the engine, with a summary table.
+demo: venv up
+	$(SERVICES) && $(BIN)/onsale demo
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
