@@ -1,0 +1,251 @@
+"""Races that really run concurrently on real Redis: many connections, many trials.
+
+Each Lua script is atomic, so these tests check what atomicity alone cannot: that every
+interleaving of whole transitions still keeps the invariants (the audit checks them all)."""
+
+import asyncio
+import random
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from engine import errors
+from engine.holds import ProviderOutcome
+from engine.scripts import Scripts
+from engine.states import ChargeState, HoldState, LatePolicy
+from engine.store import Store
+from tests.conftest import REDIS_URL, Sale, new_prefix, open_sale
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+
+async def _store(*, test_clock: bool) -> tuple[Store, "aioredis.Redis"]:
+    pool = aioredis.BlockingConnectionPool.from_url(
+        REDIS_URL, decode_responses=True, max_connections=200, timeout=30, socket_timeout=30
+    )
+    client = aioredis.Redis.from_pool(pool)  # the client owns and closes the pool
+    store = Store(
+        client, scripts=Scripts(client, test_clock=test_clock), prefix=new_prefix(), timeout_s=30
+    )
+    await store.scripts.load_all()
+    return store, client
+
+
+async def _drop(store: Store, client: "aioredis.Redis") -> None:
+    async for key in client.scan_iter(match=f"{store.prefix}:*", count=1000):
+        await client.delete(key)
+    await client.aclose()
+
+
+@pytest.fixture
+async def race_store() -> AsyncIterator[Store]:
+    """Production scripts (the real server clock), 200 connections."""
+    store, client = await _store(test_clock=False)
+    yield store
+    await _drop(store, client)
+
+
+async def _claim(store: Store, event_id: str, login: str, seat: str | None) -> str:
+    try:
+        claimed = await store.claim(event_id, login, f"h-{login}", seat)
+    except errors.SoldOut:
+        return "sold_out"
+    except errors.SeatTaken:
+        return "seat_taken"
+    return claimed.seat_id
+
+
+async def test_10k_concurrent_claims_on_80_seats_never_oversell(race_store: Store) -> None:
+    sale = await open_sale(race_store, 80)
+    rng = random.Random(7)
+    wants = [f"s{rng.randrange(80):05d}" if rng.random() < 0.3 else None for _ in range(10_000)]
+    results = await asyncio.gather(
+        *(_claim(race_store, sale.event_id, f"u{i}", w) for i, w in enumerate(wants))
+    )
+    seats_won = [r for r in results if r.startswith("s0")]
+    assert len(seats_won) == 80
+    assert len(set(seats_won)) == 80  # no seat twice
+    assert Counter(r for r in results if not r.startswith("s0")).total() == 9_920
+    avail = await race_store.availability(sale.event_id)
+    assert (avail.free, avail.held) == (0, 80)
+    await sale.audit_ok()
+
+
+async def test_500_tasks_on_5_specific_seats(race_store: Store) -> None:
+    sale = await open_sale(race_store, 5)
+    results = await asyncio.gather(
+        *(_claim(race_store, sale.event_id, f"u{i}", f"s{i % 5:05d}") for i in range(500))
+    )
+    assert sorted(r for r in results if r.startswith("s0")) == [f"s{i:05d}" for i in range(5)]
+    await sale.audit_ok()
+
+
+async def test_one_login_many_tabs_claiming_at_once_keeps_one_checkout(race_store: Store) -> None:
+    sale = await open_sale(race_store, 50)
+
+    async def tab(n: int) -> None:
+        # Each claim releases the login's previous hold, so a seat is always available.
+        await race_store.claim(sale.event_id, "alice", f"tab-{n}")
+
+    await asyncio.gather(*(tab(n) for n in range(40)))
+    holds = [await race_store.hold(sale.event_id, f"tab-{n}") for n in range(40)]
+    assert Counter(h.state for h in holds)[HoldState.RESERVED] == 1
+    assert (await race_store.availability(sale.event_id)).held == 1
+    await sale.audit_ok()
+
+
+async def _callback(store: Store, sale: Sale, charge: str, outcome: str, ev: str) -> str:
+    res = await store.apply_outcome(
+        sale.event_id, ProviderOutcome(ev, charge, f"att-{charge}", f"pi-{charge}", outcome)
+    )
+    return res.decision
+
+
+@pytest.mark.parametrize("policy", list(LatePolicy))
+async def test_callback_and_sweeper_race_on_the_deadline(
+    race_store: Store, policy: LatePolicy
+) -> None:
+    """1,000 trials: a hold whose deadline falls while its callback and the sweeper both run.
+    Exactly one terminal transition and one terminal record per hold and per decided charge;
+    replaying both changes nothing."""
+    trials, ttl_ms = 1_000, 25
+    sale = await open_sale(
+        race_store, trials, hold_ttl_ms=ttl_ms, quarantine_ms=60_000, policy=policy
+    )
+    rng = random.Random(11)
+    swept_decided = 0  # deadline transitions made by the sweeper (the rest: by the callback)
+
+    async def trial(i: int) -> tuple[str, str]:
+        nonlocal swept_decided
+        hold, charge = f"h{i}", f"c{i}"
+        await race_store.claim(sale.event_id, f"u{i}", hold)
+        try:
+            await race_store.start_charge(sale.event_id, hold, f"u{i}", charge, 100)
+        except errors.HoldExpired:
+            return hold, ""
+        outcome = "CAPTURED" if rng.random() < 0.75 else "DECLINED"
+        await asyncio.sleep(rng.uniform(0.0, 0.05))
+        decision, swept, _ = await asyncio.gather(
+            _callback(race_store, sale, charge, outcome, f"pe-{i}"),
+            race_store.sweep(sale.event_id, batch_max=5),
+            race_store.sweep_quarantine(sale.event_id, batch_max=5),
+        )
+        swept_decided += swept.expired + swept.other
+        # Replay both: the same provider event and another sweep.
+        again = await _callback(race_store, sale, charge, outcome, f"pe-{i}")
+        assert again == decision
+        return hold, charge
+
+    pairs = []
+    for start in range(0, trials, 100):
+        pairs += await asyncio.gather(*(trial(i) for i in range(start, start + 100)))
+    before = len(await race_store.outbox(sale.event_id))
+    await race_store.sweep(sale.event_id, batch_max=trials)
+    for _hold, charge in pairs:
+        if charge:
+            i = charge[1:]
+            outcome = (await race_store.charge(sale.event_id, charge)).state
+            assert outcome != ChargeState.CHARGING
+            await _callback(race_store, sale, charge, "CAPTURED", f"pe-{i}")
+    assert len(await race_store.outbox(sale.event_id)) == before  # replays changed nothing
+
+    states = Counter()
+    for hold, charge in pairs:
+        h = await race_store.hold(sale.event_id, hold)
+        states[h.state] += 1
+        if h.state == HoldState.CONFIRMED:
+            assert h.winner == charge
+        if charge:
+            c = await race_store.charge(sale.event_id, charge)
+            assert c.state in (ChargeState.CAPTURED, ChargeState.REFUNDING, ChargeState.DECLINED)
+            assert (c.state == ChargeState.CAPTURED) == (h.state == HoldState.CONFIRMED)
+    await sale.audit_ok()
+    # The race was real: the deadline fell on both sides of the callback.
+    assert states[HoldState.CONFIRMED] > 0
+    assert states[HoldState.EXPIRED] > 0
+    if policy == LatePolicy.RELEASE_REFUND:
+        charges = [await race_store.charge(sale.event_id, c) for _h, c in pairs if c]
+        refunded = sum(c.state == ChargeState.REFUNDING for c in charges)
+        assert refunded > 0  # captures that lost to the deadline
+    records = await race_store.outbox(sale.event_id)
+    deadline_records = sum(
+        r["kind"] == "hold" and r["reason"].startswith("deadline") for r in records
+    )
+    assert 0 < swept_decided < deadline_records, (swept_decided, deadline_records)
+
+
+async def test_capture_races_owner_release(race_store: Store) -> None:
+    """The owner releases while the capture lands: either CONFIRMED (and the release sees a
+    terminal hold) or RELEASED with the capture refunded. Never both, never a lost seat."""
+    trials = 300
+    sale = await open_sale(race_store, trials)
+    outcomes: Counter[str] = Counter()
+
+    async def trial(i: int) -> None:
+        hold, charge = f"h{i}", f"c{i}"
+        await race_store.claim(sale.event_id, f"u{i}", hold)
+        await race_store.start_charge(sale.event_id, hold, f"u{i}", charge, 100)
+        decision, state = await asyncio.gather(
+            _callback(race_store, sale, charge, "CAPTURED", f"pe-{i}"),
+            race_store.release(sale.event_id, hold, f"u{i}"),
+        )
+        outcomes[decision] += 1
+        if decision == "CONFIRMED":
+            assert state == HoldState.CONFIRMED
+        else:
+            assert (decision, state) == ("REFUND", HoldState.RELEASED)
+
+    await asyncio.gather(*(trial(i) for i in range(trials)))
+    await sale.audit_ok()
+    avail = await race_store.availability(sale.event_id)
+    assert avail.sold == outcomes["CONFIRMED"]
+    assert avail.free == outcomes["REFUND"]
+    assert avail.blocked == 0
+
+
+async def test_two_tabs_duplicated_callbacks_race(race_store: Store) -> None:
+    """Two charges on one hold captured at once, each callback delivered three times
+    concurrently: exactly one winner, the other refunded, for every hold."""
+    trials = 300
+    sale = await open_sale(race_store, trials)
+
+    async def trial(i: int) -> None:
+        hold = f"h{i}"
+        await race_store.claim(sale.event_id, f"u{i}", hold)
+        await race_store.start_charge(sale.event_id, hold, f"u{i}", f"a{i}", 100)
+        await race_store.abandon_charge(sale.event_id, hold, f"u{i}", f"a{i}")
+        await race_store.start_charge(sale.event_id, hold, f"u{i}", f"b{i}", 100)
+        deliveries = [(f"a{i}", f"pa-{i}"), (f"b{i}", f"pb-{i}")] * 3
+        random.shuffle(deliveries)
+        await asyncio.gather(
+            *(_callback(race_store, sale, c, "CAPTURED", ev) for c, ev in deliveries)
+        )
+        h = await race_store.hold(sale.event_id, hold)
+        assert (h.state, h.winner) == (HoldState.CONFIRMED, f"b{i}")
+        assert (await race_store.charge(sale.event_id, f"a{i}")).state == ChargeState.REFUNDING
+
+    await asyncio.gather(*(trial(i) for i in range(trials)))
+    await sale.audit_ok()
+
+
+async def test_drop_a_grab_b_under_contention(race_store: Store) -> None:
+    """Alice drops A with a charge in flight and grabs B while 50 others hammer seat A and A's
+    capture lands: A refunded, B kept, seat A only resold after A's money resolved."""
+    for trial in range(30):
+        sale = await open_sale(race_store, 3, event_id=f"dab-{trial}-{uuid.uuid4().hex[:4]}")
+        await race_store.claim(sale.event_id, "alice", "hA", "s00000")
+        await race_store.start_charge(sale.event_id, "hA", "alice", "cA", 100)
+        await race_store.release(sale.event_id, "hA", "alice")
+        results = await asyncio.gather(
+            race_store.claim(sale.event_id, "alice", "hB", "s00001"),
+            _callback(race_store, sale, "cA", "CAPTURED", "pe-A"),
+            *(_claim(race_store, sale.event_id, f"u{n}", "s00000") for n in range(50)),
+        )
+        assert results[1] == "REFUND"
+        assert (await race_store.hold(sale.event_id, "hB")).state == HoldState.RESERVED
+        winners = [r for r in results[2:] if r == "s00000"]
+        assert len(winners) <= 1
+        await sale.audit_ok()
