@@ -29,23 +29,34 @@ local function config()
            hold_ttl_ms = tonumber(v[4]), quarantine_ms = tonumber(v[5]), policy = v[6] }
 end
 
+-- Identity map: within one script call, each hold and charge is decoded once and every path
+-- works on that same table, so a nested step (settle marking a charge resolve-by-refund, say)
+-- can never be overwritten by a stale copy held by its caller.
+local HOLDS, CHARGES = {}, {}
+
 local function get_hold(hold_id)
-  local raw = redis.call('HGET', K_HOLDS, hold_id)
-  if not raw then return nil end
-  return cjson.decode(raw)
+  if HOLDS[hold_id] == nil then
+    local raw = redis.call('HGET', K_HOLDS, hold_id)
+    HOLDS[hold_id] = raw and cjson.decode(raw) or false
+  end
+  return HOLDS[hold_id] or nil
 end
 
 local function put_hold(h)
+  HOLDS[h.id] = h
   redis.call('HSET', K_HOLDS, h.id, cjson.encode(h))
 end
 
 local function get_charge(charge_id)
-  local raw = redis.call('HGET', K_CHARGES, charge_id)
-  if not raw then return nil end
-  return cjson.decode(raw)
+  if CHARGES[charge_id] == nil then
+    local raw = redis.call('HGET', K_CHARGES, charge_id)
+    CHARGES[charge_id] = raw and cjson.decode(raw) or false
+  end
+  return CHARGES[charge_id] or nil
 end
 
 local function put_charge(c)
+  CHARGES[c.id] = c
   redis.call('HSET', K_CHARGES, c.id, cjson.encode(c))
 end
 

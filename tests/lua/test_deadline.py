@@ -58,6 +58,10 @@ async def test_capture_around_the_deadline(
     h = await store.hold(sale.event_id, "h1")
     c = await store.charge(sale.event_id, "c1")
     assert (h.state, c.state) == (hold, charge)
+    # A capture that lost to the deadline carries the resolve-by-refund mark and its reason.
+    assert c.refund_only == (decision == "REFUND")
+    if decision == "REFUND":
+        assert c.reason in ("quarantine_timeout", "deadline_release_and_refund")
     assert ("s00000" in await store.free_seats(sale.event_id)) == free
     assert len(await terminal_records(sale, "hold", "h1")) == 1
     if policy == LatePolicy.QUARANTINE and offset >= 0:
