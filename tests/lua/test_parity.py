@@ -1,0 +1,145 @@
+"""Parity: every (state, event) pair of both automata, run through the scripts, must land where
+engine/states.py says (or stay put where the table has no entry). The tables are the
+documentation; this test keeps the scripts honest to them."""
+
+import itertools
+
+import pytest
+
+from engine.states import (
+    CHARGE_TRANSITIONS,
+    HOLD_TRANSITIONS,
+    ChargeEvent,
+    ChargeState,
+    HoldEvent,
+    HoldState,
+    LatePolicy,
+)
+from engine.store import Store
+from tests.conftest import Sale, open_sale
+from tests.helpers import callback
+
+T0 = 1_900_000_000_000
+TTL, Q = 1_000, 5_000
+E = T0 + TTL
+
+
+async def hold_in(store: Store, state: HoldState, policy: LatePolicy) -> Sale:
+    """A sale whose hold h1 (login alice) is in `state`; charge c1 exists where needed."""
+    sale = await open_sale(store, 2, hold_ttl_ms=TTL, quarantine_ms=Q, policy=policy, now_ms=T0)
+    await store.claim(sale.event_id, "alice", "h1")
+    if state in (HoldState.QUARANTINED, HoldState.CONFIRMED):
+        await store.start_charge(sale.event_id, "h1", "alice", "c1", 100)
+    if state == HoldState.QUARANTINED:
+        assert policy == LatePolicy.QUARANTINE
+        await sale.at(E)
+        await store.sweep(sale.event_id)
+    elif state == HoldState.CONFIRMED:
+        await callback(sale, "c1", "CAPTURED")
+    elif state == HoldState.EXPIRED:
+        await sale.at(E)
+        await store.sweep(sale.event_id)
+    elif state == HoldState.RELEASED:
+        await store.release(sale.event_id, "h1", "alice")
+    assert (await store.hold(sale.event_id, "h1")).state == state
+    return sale
+
+
+async def in_flight_charge(store: Store, sale: Sale) -> str:
+    """The hold's in-flight charge, started now if the hold is live and has none."""
+    h = await store.hold(sale.event_id, "h1")
+    if h.charge_in_flight:
+        return h.charge_in_flight
+    if h.state == HoldState.RESERVED:
+        await store.start_charge(sale.event_id, "h1", "alice", "c2", 100)
+        return "c2"
+    return h.charge_ids[-1] if h.charge_ids else "never-started"
+
+
+async def apply_hold_event(store: Store, sale: Sale, event: HoldEvent) -> None:
+    h = await store.hold(sale.event_id, "h1")
+    if event == HoldEvent.DEADLINE_IDLE:
+        await sale.at(max(E, h.expires_ms))
+        await store.sweep(sale.event_id)
+    elif event in (HoldEvent.DEADLINE_CHARGING, HoldEvent.DEADLINE_CHARGING_RELEASE):
+        if h.state == HoldState.RESERVED:
+            await in_flight_charge(store, sale)
+        await sale.at(max(E, h.expires_ms))
+        await store.sweep(sale.event_id)
+    elif event == HoldEvent.RELEASE:
+        await store.release(sale.event_id, "h1", "alice")
+    elif event == HoldEvent.CAPTURE_WINS:
+        await callback(sale, await in_flight_charge(store, sale), "CAPTURED")
+    elif event == HoldEvent.CHARGE_RESOLVED:
+        await callback(sale, await in_flight_charge(store, sale), "DECLINED")
+    elif event == HoldEvent.QUARANTINE_TIMEOUT:
+        await sale.at(E + Q)
+        await store.sweep_quarantine(sale.event_id)
+
+
+def hold_policy(state: HoldState, event: HoldEvent) -> LatePolicy:
+    if event == HoldEvent.DEADLINE_CHARGING_RELEASE:
+        return LatePolicy.RELEASE_REFUND
+    return LatePolicy.QUARANTINE
+
+
+@pytest.mark.parametrize(("state", "event"), list(itertools.product(HoldState, HoldEvent)))
+async def test_hold_pair(store: Store, state: HoldState, event: HoldEvent) -> None:
+    policy = hold_policy(state, event)
+    if state == HoldState.QUARANTINED and policy != LatePolicy.QUARANTINE:
+        policy = LatePolicy.QUARANTINE  # a quarantined hold only exists under that policy
+    sale = await hold_in(store, state, policy)
+    await apply_hold_event(store, sale, event)
+    want = HOLD_TRANSITIONS.get((state, event), state)
+    assert (await store.hold(sale.event_id, "h1")).state == want
+    await sale.audit_ok()
+
+
+async def charge_in(store: Store, state: ChargeState) -> Sale:
+    """A sale whose charge c1 on hold h1 is in `state`."""
+    sale = await open_sale(store, 2, hold_ttl_ms=TTL, quarantine_ms=Q, now_ms=T0)
+    await store.claim(sale.event_id, "alice", "h1")
+    await store.start_charge(sale.event_id, "h1", "alice", "c1", 100)
+    if state == ChargeState.CAPTURED:
+        await callback(sale, "c1", "CAPTURED")
+    elif state in (ChargeState.DECLINED, ChargeState.FAILED):
+        await callback(sale, "c1", state.value)
+    elif state in (ChargeState.REFUNDING, ChargeState.REFUNDED):
+        await store.release(sale.event_id, "h1", "alice")
+        await callback(sale, "c1", "CAPTURED")
+        if state == ChargeState.REFUNDED:
+            await store.refund_result(sale.event_id, "c1", refunded=True)
+    assert (await store.charge(sale.event_id, "c1")).state == state
+    return sale
+
+
+async def apply_charge_event(store: Store, sale: Sale, event: ChargeEvent) -> None:
+    if event == ChargeEvent.CAPTURE_WINS:
+        await callback(sale, "c1", "CAPTURED")
+    elif event == ChargeEvent.CAPTURE_LOSES:
+        await store.release(sale.event_id, "h1", "alice")
+        await callback(sale, "c1", "CAPTURED")
+    elif event == ChargeEvent.DECLINE:
+        await callback(sale, "c1", "DECLINED")
+    elif event == ChargeEvent.FAIL:
+        await callback(sale, "c1", "FAILED")
+    elif event == ChargeEvent.REFUND_CONFIRMED:
+        await store.refund_result(sale.event_id, "c1", refunded=True)
+    elif event == ChargeEvent.CAPTURE_AFTER_REFUND:
+        await callback(sale, "c1", "CAPTURED")
+
+
+# A capture after a refund only means something once the charge was captured before.
+NOT_APPLICABLE = {(ChargeState.CHARGING, ChargeEvent.CAPTURE_AFTER_REFUND)}
+
+
+CHARGE_PAIRS = [p for p in itertools.product(ChargeState, ChargeEvent) if p not in NOT_APPLICABLE]
+
+
+@pytest.mark.parametrize(("state", "event"), CHARGE_PAIRS)
+async def test_charge_pair(store: Store, state: ChargeState, event: ChargeEvent) -> None:
+    sale = await charge_in(store, state)
+    await apply_charge_event(store, sale, event)
+    want = CHARGE_TRANSITIONS.get((state, event), state)
+    assert (await store.charge(sale.event_id, "c1")).state == want
+    await sale.audit_ok()
