@@ -1,6 +1,8 @@
 """Small helpers shared by the scenario, race and property tests."""
 
+import asyncio
 import itertools
+from collections.abc import Callable
 
 from engine.holds import OutcomeResult, ProviderOutcome
 from tests.conftest import Sale
@@ -35,3 +37,13 @@ async def terminal_records(sale: Sale, kind: str, ident: str) -> list[dict[str, 
         for r in await sale.store.outbox(sale.event_id)
         if r["kind"] == kind and r["id"] == ident and r["terminal"] == "1"
     ]
+
+
+async def wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    """Poll `predicate` for at most `timeout_s` (bounded: a hung condition fails the test)."""
+    step_s = 0.01
+    for _ in range(int(timeout_s / step_s)):
+        if predicate():
+            return
+        await asyncio.sleep(step_s)
+    raise AssertionError(f"condition not met within {timeout_s}s")

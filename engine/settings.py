@@ -1,0 +1,66 @@
+"""Engine settings, read once at boot from ONSALE_* variables. Domain code receives values,
+never reads the environment. Every client option is set here explicitly."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+
+
+class MissingSetting(RuntimeError):
+    pass
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise MissingSetting(f"{name} must be an integer, got {raw!r}") from None
+    if value <= 0:
+        raise MissingSetting(f"{name} must be positive, got {value}")
+    return value
+
+
+@dataclass(frozen=True)  # no slots: from_env reads the defaults off the class
+class Settings:
+    redis_url: str
+    redis_timeout_ms: int = 2_000  # per command; a timed-out call is retried by the caller
+    redis_connect_timeout_ms: int = 1_000
+    redis_pool_max: int = 64  # connections per process; waiting for one is bounded too
+    sweep_interval_ms: int = 200  # pause between sweeps when nothing was due
+    sweep_batch_max: int = 200  # holds examined per script call
+    sweep_rounds_max: int = 50  # script calls per event per sweep (bounds one pass)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "Settings":
+        url = env.get("ONSALE_REDIS_URL")
+        if not url:
+            raise MissingSetting("ONSALE_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
+        return cls(
+            redis_url=url,
+            redis_timeout_ms=_int(env, "ONSALE_REDIS_TIMEOUT_MS", cls.redis_timeout_ms),
+            redis_connect_timeout_ms=_int(
+                env, "ONSALE_REDIS_CONNECT_TIMEOUT_MS", cls.redis_connect_timeout_ms
+            ),
+            redis_pool_max=_int(env, "ONSALE_REDIS_POOL_MAX", cls.redis_pool_max),
+            sweep_interval_ms=_int(env, "ONSALE_SWEEP_INTERVAL_MS", cls.sweep_interval_ms),
+            sweep_batch_max=_int(env, "ONSALE_SWEEP_BATCH_MAX", cls.sweep_batch_max),
+            sweep_rounds_max=_int(env, "ONSALE_SWEEP_ROUNDS_MAX", cls.sweep_rounds_max),
+        )
+
+    def redis_client(self) -> "aioredis.Redis":
+        """A client with every option we rely on set explicitly (strings, bounded pool)."""
+        pool = aioredis.BlockingConnectionPool.from_url(
+            self.redis_url,
+            decode_responses=True,
+            max_connections=self.redis_pool_max,
+            timeout=self.redis_timeout_ms / 1000,  # wait for a free connection
+            socket_timeout=self.redis_timeout_ms / 1000,
+            socket_connect_timeout=self.redis_connect_timeout_ms / 1000,
+            socket_keepalive=True,
+            health_check_interval=30,
+        )
+        return aioredis.Redis.from_pool(pool)

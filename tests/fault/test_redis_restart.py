@@ -1,0 +1,66 @@
+"""kill -9 of a private Redis: the store reports StoreUnavailable (never a wrong answer) while it
+is down, reloads its scripts after NOSCRIPT when it is back, and the sweeper rides it out."""
+
+import asyncio
+
+import pytest
+
+from engine import errors
+from engine.settings import Settings
+from engine.store import Store
+from engine.sweeper import Sweeper
+from tests.conftest import seats
+from tests.fault.conftest import PrivateRedis
+from tests.helpers import wait_until
+
+pytestmark = pytest.mark.redis
+
+
+async def test_outage_then_noscript_recovery(private_redis: PrivateRedis) -> None:
+    settings = Settings(
+        redis_url=private_redis.url, redis_timeout_ms=500, redis_connect_timeout_ms=200
+    )
+    client = settings.redis_client()
+    store = Store(client, timeout_s=1.0)  # production scripts, server clock
+    await store.scripts.load_all()
+    await store.create_event("ev", seats(3), hold_ttl_ms=60_000, quarantine_ms=60_000)
+    await store.open_sale("ev")
+    assert (await store.claim("ev", "alice", "h1")).seat_id == "s00000"
+
+    private_redis.kill()
+    with pytest.raises(errors.StoreUnavailable):
+        await store.claim("ev", "bob", "h2")
+
+    private_redis.start()  # empty: no data, no scripts
+    assert await client.script_exists(store.scripts["hold_claim"].sha) == [False]
+    with pytest.raises(errors.EventNotFound):  # EVALSHA -> NOSCRIPT -> reloaded -> runs
+        await store.claim("ev", "bob", "h2")
+    await store.create_event("ev", seats(3), hold_ttl_ms=60_000, quarantine_ms=60_000)
+    await store.open_sale("ev")
+    assert (await store.claim("ev", "bob", "h2")).seat_id == "s00000"
+    await client.aclose()
+
+
+async def test_sweeper_survives_an_outage(private_redis: PrivateRedis) -> None:
+    settings = Settings(
+        redis_url=private_redis.url, redis_timeout_ms=300, redis_connect_timeout_ms=200
+    )
+    client = settings.redis_client()
+    store = Store(client, timeout_s=0.5)
+    await store.create_event("ev", seats(2), hold_ttl_ms=50, quarantine_ms=50)
+    await store.open_sale("ev")
+    sweeper = Sweeper(store, interval_ms=20)
+    stop = asyncio.Event()
+    task = asyncio.create_task(sweeper.run(stop))
+    private_redis.kill()
+    await wait_until(lambda: sweeper.stats.errors >= 2)
+    private_redis.start()
+    await store.create_event("ev", seats(2), hold_ttl_ms=50, quarantine_ms=50)
+    await store.open_sale("ev")
+    await store.claim("ev", "alice", "h1")
+    await wait_until(lambda: sweeper.stats.expired == 1)
+    stop.set()
+    stats = await asyncio.wait_for(task, 10)
+    assert stats.errors >= 2 and stats.expired == 1
+    assert (await store.availability("ev")).free == 2
+    await client.aclose()
