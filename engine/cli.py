@@ -54,7 +54,7 @@ async def _sweep(settings: Settings) -> int:
     from engine.sweeper import Sweeper
 
     client = settings.redis_client()
-    store = Store(client, timeout_s=settings.redis_timeout_ms / 1000)
+    store = Store(client, prefix=settings.key_prefix, timeout_s=settings.redis_timeout_ms / 1000)
     await store.scripts.load_all()
     sweeper = Sweeper(
         store,

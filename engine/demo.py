@@ -11,6 +11,7 @@ import asyncio
 import random
 import statistics
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -239,9 +240,9 @@ def pct(values: list[float], q: float) -> float:
 
 async def run_demo(settings: Settings, cfg: DemoConfig, console: Console) -> int:
     client = settings.redis_client()
-    store = Store(client, timeout_s=settings.redis_timeout_ms / 1000)
+    store = Store(client, prefix=settings.key_prefix, timeout_s=settings.redis_timeout_ms / 1000)
     await store.scripts.load_all()
-    event_id = f"demo-{int(time.time())}"
+    event_id = f"demo-{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
     await store.create_event(
         event_id,
         seat_map(cfg.seats),

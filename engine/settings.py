@@ -27,6 +27,7 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
 @dataclass(frozen=True)  # no slots: from_env reads the defaults off the class
 class Settings:
     redis_url: str
+    key_prefix: str = "onsale:v1"  # every key starts with it; tests and tenants use their own
     redis_timeout_ms: int = 2_000  # per command; a timed-out call is retried by the caller
     redis_connect_timeout_ms: int = 1_000
     redis_pool_max: int = 64  # connections per process; waiting for one is bounded too
@@ -41,6 +42,7 @@ class Settings:
             raise MissingSetting("ONSALE_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
         return cls(
             redis_url=url,
+            key_prefix=env.get("ONSALE_KEY_PREFIX") or cls.key_prefix,
             redis_timeout_ms=_int(env, "ONSALE_REDIS_TIMEOUT_MS", cls.redis_timeout_ms),
             redis_connect_timeout_ms=_int(
                 env, "ONSALE_REDIS_CONNECT_TIMEOUT_MS", cls.redis_connect_timeout_ms

@@ -1,0 +1,55 @@
+"""Smoke run of the README's main job with tiny numbers: it must finish, audit clean, exit 0."""
+
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+import redis
+
+from tests.conftest import REDIS_URL
+
+pytestmark = pytest.mark.redis
+
+
+def test_demo_runs_clean_and_leaves_nothing_behind() -> None:
+    prefix = f"onsale:test:{uuid.uuid4().hex[:12]}"
+    env = {
+        **os.environ,
+        "ONSALE_REDIS_URL": REDIS_URL,
+        "ONSALE_KEY_PREFIX": prefix,
+        "COLUMNS": "120",
+    }
+    args = ["--clients", "300", "--seats", "12", "--hold-ttl-ms", "600", "--quarantine-ms", "400"]
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "engine.cli", "demo", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "VIOLATED" not in proc.stdout
+        assert "full audit (SPEC invariants 1-6)" in proc.stdout
+    finally:
+        client = redis.Redis.from_url(REDIS_URL)
+        for key in client.scan_iter(match=f"{prefix}:*"):
+            client.delete(key)
+        client.close()
+
+
+def test_missing_setting_is_a_clear_error() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ONSALE_REDIS_URL"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "demo"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "ONSALE_REDIS_URL" in proc.stderr
