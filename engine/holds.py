@@ -100,6 +100,7 @@ class Availability:
     held: int
     blocked: int
     sold: int
+    price_minor: int
 
 
 @dataclass(frozen=True, slots=True)

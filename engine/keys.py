@@ -45,7 +45,13 @@ def event_keys(event_id: str, prefix: str = PREFIX) -> list[str]:
 
 
 def event_key(event_id: str, name: str, prefix: str = PREFIX) -> str:
+    if name in EXTRA_KEYS:
+        return f"{event_keys(event_id, prefix)[0].rsplit(':', 1)[0]}:{name}"
     return event_keys(event_id, prefix)[EVENT_KEYS.index(name)]
+
+
+# Keys of an event that no script touches (Python only), still under the event's hash tag.
+EXTRA_KEYS: tuple[str, ...] = ("raw_callbacks",)
 
 
 def events_index(prefix: str = PREFIX) -> str:

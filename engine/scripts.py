@@ -124,6 +124,9 @@ class Scripts:
             name: client.register_script(chunk(name, test_clock=test_clock)) for name in REPLY_CODES
         }
 
+    def names(self) -> list[str]:
+        return list(self._by_name)
+
     def __getitem__(self, name: str) -> AsyncScript:
         return self._by_name[name]
 

@@ -104,6 +104,7 @@ class Store:
         hold_ttl_ms: int,
         quarantine_ms: int,
         policy: LatePolicy = LatePolicy.QUARANTINE,
+        price_minor: int = 0,
     ) -> int:
         """Create a DRAFT event and add its seats in chunks; returns the number of seats."""
         reply = await self._run(
@@ -111,6 +112,9 @@ class Store:
         )
         if reply[0] == EventCreateCode.EXISTS:
             raise errors.EventExists(f"event {event_id} exists")
+        # The price is display data read by the API, not a script input: a DRAFT event is not
+        # on sale, so setting it after the atomic create is safe.
+        await self._read(self.client.hset(self._key(event_id, "event"), "price_minor", price_minor))
         total = 0
         batch: list[Any] = []
         for seat in seats:
@@ -160,6 +164,7 @@ class Store:
             held=int(raw["held"]),
             blocked=int(raw["blocked"]),
             sold=int(raw["sold"]),
+            price_minor=int(raw.get("price_minor", 0)),
         )
 
     def _key(self, event_id: str, name: str) -> str:
@@ -224,6 +229,29 @@ class Store:
         if raw is None:
             raise errors.ChargeNotFound(f"charge {charge_id}")
         return Charge.from_json(raw)
+
+    async def charges(self, event_id: str, charge_ids: Sequence[str]) -> list[Charge]:
+        if not charge_ids:
+            return []
+        rows = await self._read(self.client.hmget(self._key(event_id, "charges"), charge_ids))
+        return [Charge.from_json(r) for r in rows if r is not None]
+
+    async def scan_charges(self, event_id: str, count: int = 500) -> list[Charge]:
+        """Every charge of the event (HSCAN in batches): for operators and reconciliation,
+        never for the request path."""
+        out: list[Charge] = []
+        key = self._key(event_id, "charges")
+        async for _cid, raw in self.client.hscan_iter(key, count=count):
+            out.append(Charge.from_json(raw))
+        return out
+
+    async def quarantined(self, event_id: str) -> list[Hold]:
+        """Holds whose seat is BLOCKED (quarantined, or released with money in flight)."""
+        ids = await self._read(self.client.zrange(self._key(event_id, "quarantines"), 0, -1))
+        if not ids:
+            return []
+        rows = await self._read(self.client.hmget(self._key(event_id, "holds"), ids))
+        return [Hold.from_json(r) for r in rows if r is not None]
 
     async def free_seats(self, event_id: str, limit: int = 100) -> list[str]:
         """The best `limit` free seats by rank (a hint: only a claim makes one yours)."""
@@ -294,6 +322,25 @@ class Store:
             first_seen=bool(int(reply[5])),
         )
 
+    async def keep_raw_callback(
+        self, event_id: str, provider_event_id: str, raw: bytes, maxlen: int
+    ) -> None:
+        """Append a verified callback, byte for byte, to the event's raw stream (capped)."""
+        await self._read(
+            self.client.xadd(
+                self._key(event_id, "raw_callbacks"),
+                {"provider_event_id": provider_event_id, "body": raw},
+                maxlen=maxlen,
+                approximate=True,
+            )
+        )
+
+    async def raw_callbacks(self, event_id: str, count: int = 1000) -> list[dict[str, str]]:
+        entries = await self._read(
+            self.client.xrange(self._key(event_id, "raw_callbacks"), count=count)
+        )
+        return [fields for _id, fields in entries]
+
     async def refund_result(
         self, event_id: str, charge_id: str, *, refunded: bool, retry_delay_ms: int = 0
     ) -> RefundCode:
@@ -315,6 +362,14 @@ class Store:
             )
         )
         return members
+
+    async def ready(self) -> int:
+        """Redis answers and every script is loaded (loading them if a restart lost them)."""
+        shas = [self.scripts[name].sha for name in self.scripts.names()]
+        loaded = await self._read(self.client.script_exists(*shas))
+        if not all(loaded):
+            await self._read(self.scripts.load_all())
+        return len(shas)
 
     async def server_time_ms(self) -> int:
         seconds, micros = await self._read(self.client.time())

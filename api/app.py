@@ -1,0 +1,83 @@
+"""create_app(settings): the checkout API, provider callbacks, admin and ops endpoints."""
+
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+
+from itsdangerous import URLSafeTimedSerializer
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from api.context import Context, Metrics
+from api.errors import error_response
+from api.routes import admin, callbacks, checkout, meta
+from api.settings import ApiSettings
+from engine.provider import ProviderClient
+from engine.store import Store
+
+log = logging.getLogger("onsale.api")
+
+ROUTES = [
+    Route("/healthz", meta.healthz, methods=["GET"]),
+    Route("/readyz", meta.readyz, methods=["GET"]),
+    Route("/metrics", meta.metrics, methods=["GET"]),
+    Route("/openapi.json", meta.openapi, methods=["GET"]),
+    Route("/v1/login", checkout.login, methods=["POST"]),
+    Route("/v1/events/{event_id}", checkout.availability, methods=["GET"]),
+    Route("/v1/events/{event_id}/seats", checkout.free_seats, methods=["GET"]),
+    Route("/v1/events/{event_id}/holds", checkout.claim, methods=["POST"]),
+    Route("/v1/events/{event_id}/holds/{hold_id}", checkout.hold_status, methods=["GET"]),
+    Route("/v1/events/{event_id}/holds/{hold_id}", checkout.release, methods=["DELETE"]),
+    Route("/v1/events/{event_id}/holds/{hold_id}/charges", checkout.start_charge, methods=["POST"]),
+    Route(
+        "/v1/events/{event_id}/holds/{hold_id}/charges/{charge_id}/abandon",
+        checkout.abandon_charge,
+        methods=["POST"],
+    ),
+    Route("/v1/provider/callbacks", callbacks.provider_callback, methods=["POST"]),
+    Route("/v1/admin/events", admin.create_event, methods=["POST"]),
+    Route("/v1/admin/events/{event_id}/open", admin.open_sale, methods=["POST"]),
+    Route("/v1/admin/events/{event_id}/exceptions", admin.exceptions, methods=["GET"]),
+]
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request")
+    return error_response(request, code, str(exc.detail), exc.status_code)
+
+
+def create_app(settings: ApiSettings) -> Starlette:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        client = settings.engine.redis_client()
+        store = Store(
+            client,
+            prefix=settings.engine.key_prefix,
+            timeout_s=settings.engine.redis_timeout_ms / 1000,
+        )
+        await store.scripts.load_all()  # a script that does not compile fails boot
+        provider = ProviderClient(settings.provider_url, timeout_ms=settings.provider_timeout_ms)
+        app.state.ctx = Context(
+            settings=settings,
+            store=store,
+            provider=provider,
+            signer=URLSafeTimedSerializer(settings.token_secret, salt="onsale-login"),
+            metrics=Metrics(),
+        )
+        yield
+        await provider.aclose()
+        await client.aclose()
+
+    return Starlette(
+        routes=ROUTES, lifespan=lifespan, exception_handlers={HTTPException: _http_error}
+    )
+
+
+def app_from_env() -> Starlette:
+    """The uvicorn factory: `uvicorn --factory api.app:app_from_env`."""
+    return create_app(ApiSettings.from_env(os.environ))

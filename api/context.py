@@ -1,0 +1,118 @@
+"""What every handler needs, built once per process: store, provider client, token signer,
+metrics. Handlers are wrapped by `endpoint`, which maps every failure to a JSON error with a
+stable code and records latency; nothing escapes as a bare 500."""
+
+import hmac
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from starlette.requests import Request
+from starlette.responses import Response
+
+from api.errors import ApiError, error_response, from_engine
+from api.settings import ApiSettings
+from engine import errors, keys
+from engine.provider import ProviderClient
+from engine.store import Store
+
+log = logging.getLogger("onsale.api")
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Histogram(
+            "onsale_http_request_seconds",
+            "HTTP request latency",
+            ["route", "status"],
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+        )
+        self.claims = Counter(
+            "onsale_claims_total", "Claims by result", ["result"], registry=self.registry
+        )
+        self.outcomes = Counter(
+            "onsale_provider_outcomes_total",
+            "Callbacks by decision",
+            ["decision", "first_seen"],
+            registry=self.registry,
+        )
+        self.decisions = Counter(
+            "onsale_decisions_total", "API-made decisions by kind", ["kind"], registry=self.registry
+        )
+
+
+@dataclass
+class Context:
+    settings: ApiSettings
+    store: Store
+    provider: ProviderClient
+    signer: URLSafeTimedSerializer
+    metrics: Metrics
+
+    def issue_token(self, login: str) -> str:
+        return str(self.signer.dumps({"l": login}))
+
+    def login_of(self, request: Request) -> str:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise ApiError(401, "unauthorized", "send Authorization: Bearer <token>")
+        try:
+            data: Any = self.signer.loads(token, max_age=self.settings.token_ttl_s)
+        except SignatureExpired:
+            raise ApiError(401, "unauthorized", "token expired") from None
+        except BadSignature:
+            raise ApiError(401, "unauthorized", "invalid token") from None
+        return str(data["l"])
+
+    def require_admin(self, request: Request) -> None:
+        header = request.headers.get("authorization", "")
+        if not hmac.compare_digest(header, f"Bearer {self.settings.admin_token}"):
+            raise ApiError(401, "unauthorized", "admin token required")
+
+
+def ctx(request: Request) -> Context:
+    context: Context = request.app.state.ctx
+    return context
+
+
+def path_id(request: Request, name: str) -> str:
+    value = str(request.path_params[name])
+    if not keys.valid_id(value):
+        raise ApiError(400, "invalid_request", f"{name} must match [A-Za-z0-9_.:-]{{1,64}}")
+    return value
+
+
+def endpoint(route: str) -> Callable[[Handler], Handler]:
+    def wrap(handler: Handler) -> Handler:
+        async def run(request: Request) -> Response:
+            started = time.perf_counter()
+            try:
+                response = await handler(request)
+            except ApiError as exc:
+                response = error_response(request, exc.code, exc.message, exc.status)
+            except errors.EngineError as exc:
+                response = from_engine(request, exc)
+            except errors.InvariantViolation:
+                log.exception("invariant violation on %s", route)
+                response = error_response(request, "internal", "invariant violation", 500)
+            except Exception:
+                log.exception("unexpected error on %s", route)
+                response = error_response(request, "internal", "unexpected error", 500)
+            metrics = ctx(request).metrics
+            metrics.requests.labels(route, str(response.status_code)).observe(
+                time.perf_counter() - started
+            )
+            return response
+
+        return run
+
+    return wrap

@@ -1,0 +1,73 @@
+"""The single map from error codes to HTTP status, and the JSON error body."""
+
+import uuid
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from engine import errors as e
+
+
+class ApiError(Exception):
+    """An error raised by the HTTP layer itself (bad input, auth)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+STATUS: dict[str, int] = {
+    "invalid_request": 400,
+    "unauthorized": 401,
+    "bad_signature": 401,
+    e.NotOwner.code: 403,
+    "forbidden": 403,
+    e.HoldNotFound.code: 404,
+    e.EventNotFound.code: 404,
+    e.ChargeNotFound.code: 404,
+    e.UnknownSeat.code: 404,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    e.SoldOut.code: 409,
+    e.SeatTaken.code: 409,
+    e.HoldExpired.code: 409,
+    e.AlreadyConfirmed.code: 409,
+    e.ChargeInFlight.code: 409,
+    e.LimitExceeded.code: 409,
+    e.SaleNotOpen.code: 409,
+    e.EventExists.code: 409,
+    "body_too_large": 413,
+    "unsupported_media_type": 415,
+    e.IdempotencyKeyReused.code: 422,
+    e.RateLimited.code: 429,
+    e.StoreUnavailable.code: 503,
+    "provider_unavailable": 502,
+}
+
+
+def request_id(request: Request) -> str:
+    rid = request.headers.get("x-request-id", "")
+    if not rid or len(rid) > 64:
+        rid = uuid.uuid4().hex
+    return rid
+
+
+def error_response(
+    request: Request, code: str, message: str, status: int | None = None, **extra: Any
+) -> Response:
+    status = status or STATUS.get(code, 500)
+    body: dict[str, Any] = {"code": code, "message": message, "request_id": request_id(request)}
+    body.update(extra)
+    headers = {"Retry-After": "1"} if status == 503 else None
+    return Response(
+        orjson.dumps({"error": body}),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
+    )
+
+
+def from_engine(request: Request, exc: e.EngineError) -> Response:
+    return error_response(request, exc.code, exc.message)

@@ -1,0 +1,46 @@
+"""JSON responses via orjson, and bounded JSON request bodies."""
+
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from api.errors import ApiError
+
+
+def json_response(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+async def read_body(request: Request, max_bytes: int) -> bytes:
+    """The raw body, refused past `max_bytes` (checked on the header and while streaming)."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise ApiError(400, "invalid_request", "bad Content-Length")
+        if int(declared) > max_bytes:
+            raise ApiError(413, "body_too_large", f"body larger than {max_bytes} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise ApiError(413, "body_too_large", f"body larger than {max_bytes} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json(request: Request, max_bytes: int, *, allow_empty: bool = False) -> Any:
+    raw = await read_body(request, max_bytes)
+    if not raw.strip():
+        if allow_empty:
+            return {}
+        raise ApiError(400, "invalid_request", "a JSON body is required")
+    ctype = request.headers.get("content-type", "application/json")
+    if "json" not in ctype:
+        raise ApiError(415, "unsupported_media_type", "send application/json")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise ApiError(400, "invalid_request", "body is not valid JSON") from None

@@ -1,0 +1,180 @@
+"""Buyer endpoints: login, availability, claim, hold status, release, charge, abandon.
+
+The claim is the hot path: token check (CPU only), one EVALSHA, no PostgreSQL."""
+
+import uuid
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from api.context import ctx, endpoint, path_id
+from api.errors import ApiError
+from api.responses import json_response, read_json
+from api.validate import idempotency_key, ident, obj
+from engine.holds import Charge, Hold
+from engine.provider import ProviderRefused, ProviderTimeout
+
+
+@endpoint("login")
+async def login(request: Request) -> Response:
+    """Demo login: any login name gets a signed bearer token (two tabs, one identity)."""
+    c = ctx(request)
+    body = obj(await read_json(request, c.settings.body_max_bytes))
+    name = ident(body, "login")
+    assert name is not None
+    return json_response({"token": c.issue_token(name), "login": name})
+
+
+@endpoint("availability")
+async def availability(request: Request) -> Response:
+    c = ctx(request)
+    event_id = path_id(request, "event_id")
+    a = await c.store.availability(event_id)
+    return json_response(
+        {
+            "event_id": event_id,
+            "status": a.status,
+            "opens_at_ms": a.opens_at_ms,
+            "seats_total": a.seats_total,
+            "free": a.free,
+            "held": a.held,
+            "blocked": a.blocked,
+            "sold": a.sold,
+            "price_minor": a.price_minor,
+            "hold_ttl_ms": a.hold_ttl_ms,
+        }
+    )
+
+
+@endpoint("free_seats")
+async def free_seats(request: Request) -> Response:
+    c = ctx(request)
+    event_id = path_id(request, "event_id")
+    raw = request.query_params.get("limit", "50")
+    if not raw.isdigit() or not 1 <= int(raw) <= 500:
+        raise ApiError(400, "invalid_request", "limit must be an integer in [1, 500]")
+    return json_response({"seats": await c.store.free_seats(event_id, int(raw))})
+
+
+@endpoint("claim")
+async def claim(request: Request) -> Response:
+    c = ctx(request)
+    login_name = c.login_of(request)
+    event_id = path_id(request, "event_id")
+    body = obj(await read_json(request, c.settings.body_max_bytes, allow_empty=True))
+    seat_id = ident(body, "seat_id", required=False)
+    hold_id = idempotency_key(request.headers.get("idempotency-key"), uuid.uuid4().hex)
+    try:
+        claimed = await c.store.claim(event_id, login_name, hold_id, seat_id)
+    except Exception as exc:
+        c.metrics.claims.labels(getattr(exc, "code", "error")).inc()
+        raise
+    c.metrics.claims.labels("replay" if claimed.replay else "ok").inc()
+    return json_response(
+        {
+            "hold_id": claimed.hold_id,
+            "seat_id": claimed.seat_id,
+            "expires_ms": claimed.expires_ms,
+            "state": claimed.state,
+        },
+        200 if claimed.replay else 201,
+    )
+
+
+def hold_view(h: Hold, charges: list[Charge]) -> dict[str, object]:
+    return {
+        "hold_id": h.hold_id,
+        "seat_id": h.seat_id,
+        "state": h.state,
+        "expires_ms": h.expires_ms,
+        "winner": h.winner or None,
+        "charge_in_flight": h.charge_in_flight or None,
+        "quarantine_until_ms": h.until_ms or None,
+        "decided_ms": h.decided_ms or None,
+        "reason": h.reason or None,
+        "charges": [
+            {
+                "charge_id": ch.charge_id,
+                "state": ch.state,
+                "amount": ch.amount,
+                "refund_only": ch.refund_only,
+                "reason": ch.reason or None,
+            }
+            for ch in charges
+        ],
+    }
+
+
+async def owned_hold(request: Request) -> tuple[str, str, Hold]:
+    c = ctx(request)
+    login_name = c.login_of(request)
+    event_id, hold_id = path_id(request, "event_id"), path_id(request, "hold_id")
+    h = await c.store.hold(event_id, hold_id)
+    if h.login != login_name:
+        raise ApiError(403, "not_owner", "this hold belongs to another login")
+    return event_id, login_name, h
+
+
+@endpoint("hold_status")
+async def hold_status(request: Request) -> Response:
+    c = ctx(request)
+    event_id, _login, h = await owned_hold(request)
+    return json_response(hold_view(h, await c.store.charges(event_id, h.charge_ids)))
+
+
+@endpoint("release")
+async def release(request: Request) -> Response:
+    c = ctx(request)
+    event_id, login_name, h = await owned_hold(request)
+    state = await c.store.release(event_id, h.hold_id, login_name)
+    return json_response({"hold_id": h.hold_id, "state": state})
+
+
+@endpoint("start_charge")
+async def start_charge(request: Request) -> Response:
+    """Register the charge (CHARGING) first, then ask the provider: a crash in between leaves a
+    charge that reconciliation resolves, never money we do not know about."""
+    c = ctx(request)
+    event_id, login_name, h = await owned_hold(request)
+    await read_json(request, c.settings.body_max_bytes, allow_empty=True)
+    charge_id = idempotency_key(request.headers.get("idempotency-key"), uuid.uuid4().hex)
+    price = (await c.store.availability(event_id)).price_minor
+    started = await c.store.start_charge(event_id, h.hold_id, login_name, charge_id, price)
+    provider_status = "processing"
+    if not started.replay or started.state == "CHARGING":
+        try:
+            pc = await c.provider.create_charge(
+                charge_id,
+                price,
+                {
+                    "event_id": event_id,
+                    "hold_id": h.hold_id,
+                    "seat_id": h.seat_id,
+                    "charge_id": charge_id,
+                },
+            )
+            provider_status = pc.status
+        except ProviderTimeout:
+            provider_status = "timeout"  # outcome unknown: the callback or reconciliation decides
+        except ProviderRefused as exc:
+            raise ApiError(502, "provider_unavailable", str(exc)) from exc
+    return json_response(
+        {
+            "charge_id": charge_id,
+            "hold_id": h.hold_id,
+            "state": started.state,
+            "amount": price,
+            "provider_status": provider_status,
+            "expires_ms": h.expires_ms,
+        },
+        202,
+    )
+
+
+@endpoint("abandon_charge")
+async def abandon_charge(request: Request) -> Response:
+    c = ctx(request)
+    event_id, login_name, h = await owned_hold(request)
+    charge_id = path_id(request, "charge_id")
+    abandoned = await c.store.abandon_charge(event_id, h.hold_id, login_name, charge_id)
+    return json_response({"charge_id": charge_id, "abandoned": abandoned})
