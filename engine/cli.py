@@ -22,8 +22,26 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--quarantine-ms", type=int, default=2_000)
     demo.add_argument("--seed", type=int, default=2026)
     sub.add_parser("sweep", help="run the sweeper (expiry and quarantine timeout) until killed")
+    sub.add_parser("worker", help="run the sweeper, the refund queue and reconciliation")
+    serve = sub.add_parser("serve", help="run the checkout API (uvicorn, uvloop, httptools)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1)
+    sim = sub.add_parser("provider-sim", help="run the payment provider simulator")
+    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--port", type=int, default=8100)
+    sim.add_argument("--webhook-url", default="http://127.0.0.1:8000/v1/provider/callbacks")
+    sim.add_argument("--decline-rate", type=float, default=0.05)
+    sim.add_argument("--fail-rate", type=float, default=0.02)
+    sim.add_argument("--late-rate", type=float, default=0.0)
+    sim.add_argument("--duplicate-rate", type=float, default=0.2)
+    sim.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if args.command == "provider-sim":
+        return _provider_sim(args)
+    if args.command == "serve":
+        return _serve(args)
     try:
         settings = Settings.from_env(os.environ)
     except MissingSetting as exc:
@@ -41,12 +59,71 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed,
             )
             return asyncio.run(run_demo(settings, cfg, Console()))
+        if args.command == "worker":
+            return asyncio.run(_worker(settings))
         return asyncio.run(_sweep(settings))
     except RedisConnectionError as exc:
         print(f"onsale: cannot reach Redis at {settings.redis_url}: {exc}", file=sys.stderr)
         return 3
     except KeyboardInterrupt:
         return 130
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from api.settings import ApiSettings
+
+    try:
+        ApiSettings.from_env(os.environ)  # fail fast, naming the missing variable
+    except MissingSetting as exc:
+        print(f"onsale: {exc}", file=sys.stderr)
+        return 2
+    uvicorn.run(
+        "api.app:app_from_env",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        loop="uvloop",
+        http="httptools",
+        log_level="warning",
+        access_log=False,
+    )
+    return 0
+
+
+def _provider_sim(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from loadtest.provider_sim import SimConfig, create_app
+
+    config = SimConfig(
+        webhook_url=args.webhook_url,
+        webhook_secret=os.environ.get("ONSALE_WEBHOOK_SECRET", SimConfig.webhook_secret),
+        decline_rate=args.decline_rate,
+        fail_rate=args.fail_rate,
+        late_rate=args.late_rate,
+        duplicate_rate=args.duplicate_rate,
+        seed=args.seed,
+    )
+    uvicorn.run(
+        create_app(config),
+        host=args.host,
+        port=args.port,
+        loop="uvloop",
+        http="httptools",
+        log_level="warning",
+        access_log=False,
+    )
+    return 0
+
+
+async def _worker(settings: Settings) -> int:
+    from engine.worker import run_worker
+
+    await run_worker(settings, asyncio.Event())
+    return 0
 
 
 async def _sweep(settings: Settings) -> int:

@@ -34,6 +34,11 @@ class Settings:
     sweep_interval_ms: int = 200  # pause between sweeps when nothing was due
     sweep_batch_max: int = 200  # holds examined per script call
     sweep_rounds_max: int = 50  # script calls per event per sweep (bounds one pass)
+    provider_url: str = ""  # required by the worker (refunds, reconciliation)
+    provider_timeout_ms: int = 2_000
+    refund_interval_ms: int = 500
+    reconcile_interval_ms: int = 10_000
+    reconcile_stale_ms: int = 120_000  # a charge CHARGING longer than this is asked about
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "Settings":
@@ -51,6 +56,13 @@ class Settings:
             sweep_interval_ms=_int(env, "ONSALE_SWEEP_INTERVAL_MS", cls.sweep_interval_ms),
             sweep_batch_max=_int(env, "ONSALE_SWEEP_BATCH_MAX", cls.sweep_batch_max),
             sweep_rounds_max=_int(env, "ONSALE_SWEEP_ROUNDS_MAX", cls.sweep_rounds_max),
+            provider_url=env.get("ONSALE_PROVIDER_URL", ""),
+            provider_timeout_ms=_int(env, "ONSALE_PROVIDER_TIMEOUT_MS", cls.provider_timeout_ms),
+            refund_interval_ms=_int(env, "ONSALE_REFUND_INTERVAL_MS", cls.refund_interval_ms),
+            reconcile_interval_ms=_int(
+                env, "ONSALE_RECONCILE_INTERVAL_MS", cls.reconcile_interval_ms
+            ),
+            reconcile_stale_ms=_int(env, "ONSALE_RECONCILE_STALE_MS", cls.reconcile_stale_ms),
         )
 
     def redis_client(self) -> "aioredis.Redis":

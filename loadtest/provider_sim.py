@@ -62,6 +62,7 @@ class Attempt:
     metadata: dict[str, Any]
     status: str = "processing"  # processing | captured | declined | failed
     created_s: float = field(default_factory=time.time)
+    late_until_s: float = 0.0  # a late success answers every call for its key 504 until then
     refunds: list[str] = field(default_factory=list)
 
 
@@ -158,7 +159,10 @@ class Simulator:
         if not key:
             return _json({"error": "idempotency_key_required"}, 400)
         if key in self.by_key:
-            return _json(self._charge_data(self.by_key[key]))
+            existing = self.by_key[key]
+            if time.time() < existing.late_until_s:
+                return _json({"error": "timeout"}, 504)
+            return _json(self._charge_data(existing))
         body = orjson.loads(await request.body())
         n = next(self.ids)
         a = Attempt(f"att_{n}", f"pi_{n}", key, int(body["amount"]), dict(body.get("metadata", {})))
@@ -173,6 +177,7 @@ class Simulator:
         else:
             outcome = "captured"
         if outcome == "captured" and self.rng.random() < c.late_rate:
+            a.late_until_s = time.time() + c.late_delay_ms / 1000
             self._spawn(self._decide(a, "captured", c.late_delay_ms / 1000))
             return _json({"error": "timeout"}, 504)  # the client is told "timed out"
         self._spawn(self._decide(a, outcome, self._delay_s()))

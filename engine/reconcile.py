@@ -1,0 +1,73 @@
+"""Provider reconciliation: charges the provider never told us about are asked about.
+
+A charge CHARGING for longer than `stale_ms` (lost callback, crash between our start and the
+provider call, a provider call that timed out) is looked up by its idempotency key. Whatever the
+provider knows is applied through the same script as a callback (`charge_outcome`), with a
+provider event id derived from the attempt and status, so a later real callback for the same
+attempt is a no-op. A charge the provider has never seen is closed as FAILED (no money moved);
+if the provider later reports a capture for that key, it arrives as a new attempt and the
+late-payment rules apply."""
+
+import logging
+from dataclasses import dataclass
+
+from engine.holds import ProviderOutcome
+from engine.provider import ProviderClient, ProviderTimeout
+from engine.states import ChargeState
+from engine.store import Store
+
+log = logging.getLogger("onsale.reconcile")
+
+STATUS = {"captured": "CAPTURED", "declined": "DECLINED", "failed": "FAILED"}
+
+
+@dataclass
+class ReconcileStats:
+    examined: int = 0
+    resolved: int = 0
+    never_reached_provider: int = 0
+    still_processing: int = 0
+    provider_unavailable: int = 0
+
+
+class ProviderReconciler:
+    def __init__(self, store: Store, provider: ProviderClient, *, stale_ms: int) -> None:
+        assert stale_ms > 0
+        self.store, self.provider, self.stale_ms = store, provider, stale_ms
+        self.stats = ReconcileStats()
+
+    async def run_once(self) -> None:
+        now = await self.store.server_time_ms()
+        for event_id in await self.store.event_ids():
+            for charge in await self.store.scan_charges(event_id):
+                if charge.state != ChargeState.CHARGING or now - charge.created_ms < self.stale_ms:
+                    continue
+                self.stats.examined += 1
+                try:
+                    found = await self.provider.find_charge(charge.charge_id)
+                except ProviderTimeout:
+                    self.stats.provider_unavailable += 1
+                    continue
+                if found is None:
+                    outcome = ProviderOutcome(
+                        f"recon:{charge.charge_id}:absent",
+                        charge.charge_id,
+                        f"none:{charge.charge_id}",
+                        "",
+                        "FAILED",
+                    )
+                    self.stats.never_reached_provider += 1
+                elif found.status in STATUS:
+                    outcome = ProviderOutcome(
+                        f"recon:{found.attempt_id}:{found.status}",
+                        charge.charge_id,
+                        found.attempt_id,
+                        found.intent_id,
+                        STATUS[found.status],
+                    )
+                else:
+                    self.stats.still_processing += 1
+                    continue
+                result = await self.store.apply_outcome(event_id, outcome)
+                self.stats.resolved += 1
+                log.info("reconciled %s/%s: %s", event_id, charge.charge_id, result.decision)

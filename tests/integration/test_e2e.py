@@ -1,0 +1,310 @@
+"""End to end over HTTP: API, provider simulator and worker as separate processes."""
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from engine.signing import HEADER, sign
+from tests.integration.conftest import WEBHOOK_SECRET, Stack
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+
+def eventually(check: Callable[[], Any], timeout_s: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"not reached within {timeout_s}s (last: {last!r})")
+
+
+def hold_state(stack: Stack, event_id: str, hold_id: str, auth: dict[str, str]) -> dict[str, Any]:
+    with stack.client() as c:
+        r = c.get(f"/v1/events/{event_id}/holds/{hold_id}", headers=auth)
+        assert r.status_code == 200, r.text
+        data: dict[str, Any] = r.json()
+        return data
+
+
+def claim(stack: Stack, event_id: str, auth: dict[str, str], **body: Any) -> dict[str, Any]:
+    with stack.client() as c:
+        r = c.post(f"/v1/events/{event_id}/holds", json=body, headers=auth)
+        assert r.status_code == 201, r.text
+        data: dict[str, Any] = r.json()
+        return data
+
+
+def pay(stack: Stack, event_id: str, hold_id: str, auth: dict[str, str]) -> dict[str, Any]:
+    with stack.client() as c:
+        r = c.post(f"/v1/events/{event_id}/holds/{hold_id}/charges", headers=auth)
+        assert r.status_code == 202, r.text
+        data: dict[str, Any] = r.json()
+        return data
+
+
+@pytest.fixture(autouse=True)
+def honest_provider(stack: Stack) -> None:
+    stack.sim_config(decline_rate=0.0, fail_rate=0.0, late_rate=0.0, duplicate_rate=0.5)
+
+
+def test_happy_path(stack: Stack) -> None:
+    event_id = stack.new_event(3)
+    alice = stack.login("alice")
+    h = claim(stack, event_id, alice)
+    assert h["seat_id"] == "s0" and h["state"] == "RESERVED"
+    charge = pay(stack, event_id, h["hold_id"], alice)
+    assert (charge["state"], charge["amount"]) == ("CHARGING", 4500)
+    final = eventually(
+        lambda: (
+            (s := hold_state(stack, event_id, h["hold_id"], alice))["state"] == "CONFIRMED" and s
+        )
+    )
+    assert final["winner"] == charge["charge_id"]
+    with stack.client() as c:
+        avail = c.get(f"/v1/events/{event_id}").json()
+    assert (avail["sold"], avail["free"]) == (1, 2)
+    captures = [e for e in stack.ledger()["entries"] if e["idempotency_key"] == charge["charge_id"]]
+    assert [e["kind"] for e in captures] == ["capture"]
+
+
+def test_decline_then_pay_again(stack: Stack) -> None:
+    event_id = stack.new_event(2)
+    bob = stack.login("bob")
+    h = claim(stack, event_id, bob)
+    stack.sim_config(decline_rate=1.0)
+    first = pay(stack, event_id, h["hold_id"], bob)
+    eventually(
+        lambda: hold_state(stack, event_id, h["hold_id"], bob)["charges"][0]["state"] == "DECLINED"
+    )
+    assert hold_state(stack, event_id, h["hold_id"], bob)["state"] == "RESERVED"
+    stack.sim_config(decline_rate=0.0)
+    second = pay(stack, event_id, h["hold_id"], bob)
+    assert second["charge_id"] != first["charge_id"]
+    eventually(lambda: hold_state(stack, event_id, h["hold_id"], bob)["state"] == "CONFIRMED")
+
+
+def test_late_success_after_the_hold_died_is_refunded(stack: Stack) -> None:
+    event_id = stack.new_event(1, hold_ttl_ms=1000, quarantine_ms=1000, policy="release_refund")
+    carol, dave = stack.login("carol"), stack.login("dave")
+    h = claim(stack, event_id, carol)
+    stack.sim_config(late_rate=1.0, late_delay_ms=2500)
+    charge = pay(stack, event_id, h["hold_id"], carol)
+    assert charge["provider_status"] == "timeout"  # the client is told "timed out"
+    eventually(lambda: hold_state(stack, event_id, h["hold_id"], carol)["state"] == "EXPIRED")
+    stack.sim_config(late_rate=0.0)
+    resold = claim(stack, event_id, dave)  # the seat went back on sale and is sold again
+    assert resold["seat_id"] == h["seat_id"]
+    eventually(
+        lambda: (
+            hold_state(stack, event_id, h["hold_id"], carol)["charges"][0]["state"] == "REFUNDED"
+        )
+    )
+    kinds = [
+        e["kind"] for e in stack.ledger()["entries"] if e["idempotency_key"] == charge["charge_id"]
+    ]
+    assert kinds == ["capture", "refund"]
+
+
+def test_two_tabs_one_wins_the_other_is_refunded(stack: Stack) -> None:
+    event_id = stack.new_event(2)
+    tab1 = stack.login("erin")
+    tab2 = stack.login("erin")  # same login, second tab: one identity
+    h = claim(stack, event_id, tab1)
+    stack.sim_config(late_rate=1.0, late_delay_ms=1500)
+    c1 = pay(stack, event_id, h["hold_id"], tab1)
+    with stack.client() as c:
+        r = c.post(f"/v1/events/{event_id}/holds/{h['hold_id']}/charges", headers=tab2)
+        assert (r.status_code, r.json()["error"]["code"]) == (409, "charge_in_flight")
+        r = c.post(
+            f"/v1/events/{event_id}/holds/{h['hold_id']}/charges/{c1['charge_id']}/abandon",
+            headers=tab1,
+        )
+        assert r.json()["abandoned"] is True
+    stack.sim_config(late_rate=0.0)
+    c2 = pay(stack, event_id, h["hold_id"], tab2)
+    final = eventually(
+        lambda: (s := hold_state(stack, event_id, h["hold_id"], tab2))["state"] == "CONFIRMED" and s
+    )
+    assert final["winner"] == c2["charge_id"]
+    eventually(
+        lambda: (
+            {
+                ch["charge_id"]: ch["state"]
+                for ch in hold_state(stack, event_id, h["hold_id"], tab1)["charges"]
+            }
+            == {c1["charge_id"]: "REFUNDED", c2["charge_id"]: "CAPTURED"}
+        )
+    )
+
+
+def _signed_post(
+    stack: Stack, event: dict[str, Any], *, secret: str = WEBHOOK_SECRET, ts: int | None = None
+) -> httpx.Response:
+    body = orjson.dumps(event)
+    header = sign(secret, body, ts if ts is not None else int(time.time()))
+    return httpx.post(
+        f"{stack.api}/v1/provider/callbacks",
+        content=body,
+        headers={HEADER: header, "Content-Type": "application/json"},
+        timeout=5,
+    )
+
+
+def _capture_event(event_id: str, charge_id: str, evt: str) -> dict[str, Any]:
+    return {
+        "id": evt,
+        "type": "charge.captured",
+        "data": {
+            "attempt_id": f"att-{charge_id}",
+            "intent_id": f"pi-{charge_id}",
+            "idempotency_key": charge_id,
+            "amount": 4500,
+            "metadata": {"event_id": event_id},
+        },
+    }
+
+
+def test_duplicate_and_reordered_callbacks_process_once(stack: Stack) -> None:
+    event_id = stack.new_event(2)
+    frank = stack.login("frank")
+    h = claim(stack, event_id, frank)
+    stack.sim_config(duplicate_rate=1.0)  # every callback delivered two or three times
+    charge = pay(stack, event_id, h["hold_id"], frank)
+    eventually(lambda: hold_state(stack, event_id, h["hold_id"], frank)["state"] == "CONFIRMED")
+    # Replays of our own: the same provider event, then a new event id for the same attempt.
+    ledger_attempt = next(
+        e["attempt_id"]
+        for e in stack.ledger()["entries"]
+        if e["idempotency_key"] == charge["charge_id"]
+    )
+    evt = _capture_event(event_id, charge["charge_id"], "evt-replay-1")
+    evt["data"]["attempt_id"] = ledger_attempt
+    first, again = _signed_post(stack, evt), _signed_post(stack, evt)
+    assert first.status_code == again.status_code == 200
+    assert again.json()["duplicate"] is True
+    assert again.json()["decision"] == first.json()["decision"] == "CONFIRMED"
+    final = hold_state(stack, event_id, h["hold_id"], frank)
+    assert [c["state"] for c in final["charges"]] == ["CAPTURED"]
+
+
+def test_forged_and_stale_callbacks_change_nothing(stack: Stack) -> None:
+    event_id = stack.new_event(1)
+    gina = stack.login("gina")
+    h = claim(stack, event_id, gina)
+    stack.sim_config(late_rate=1.0, late_delay_ms=60_000)  # the real capture will not come
+    charge = pay(stack, event_id, h["hold_id"], gina)
+    forged = _signed_post(
+        stack, _capture_event(event_id, charge["charge_id"], "evt-f1"), secret="not-the-secret"
+    )
+    assert (forged.status_code, forged.json()["error"]["code"]) == (401, "bad_signature")
+    stale = _signed_post(
+        stack, _capture_event(event_id, charge["charge_id"], "evt-f2"), ts=int(time.time()) - 3600
+    )
+    assert stale.status_code == 401
+    unsigned = httpx.post(f"{stack.api}/v1/provider/callbacks", json={"id": "x"}, timeout=5)
+    assert unsigned.status_code == 401
+    state = hold_state(stack, event_id, h["hold_id"], gina)
+    assert state["state"] == "RESERVED" and state["charges"][0]["state"] == "CHARGING"
+
+
+def test_other_users_hold_is_forbidden(stack: Stack) -> None:
+    event_id = stack.new_event(2)
+    alice, mallory = stack.login("alice2"), stack.login("mallory")
+    h = claim(stack, event_id, alice)
+    path = f"/v1/events/{event_id}/holds/{h['hold_id']}"
+    with stack.client() as c:
+        for method, url in (("GET", path), ("DELETE", path), ("POST", f"{path}/charges")):
+            r = c.request(method, url, headers=mallory)
+            assert (r.status_code, r.json()["error"]["code"]) == (403, "not_owner"), url
+    assert hold_state(stack, event_id, h["hold_id"], alice)["state"] == "RESERVED"
+
+
+def test_claims_before_t0_are_refused(stack: Stack) -> None:
+    event_id = stack.new_event(2, opens_at_ms=int(time.time() * 1000) + 3_600_000)
+    with stack.client() as c:
+        r = c.post(f"/v1/events/{event_id}/holds", json={}, headers=stack.login("early"))
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "sale_not_open")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "status", "code"),
+    [
+        ("POST", "/v1/events/{e}/holds", {"content": b"{nope"}, 400, "invalid_request"),
+        ("POST", "/v1/events/{e}/holds", {"json": {"seat_id": 7}}, 400, "invalid_request"),
+        ("POST", "/v1/events/{e}/holds", {"json": [1, 2]}, 400, "invalid_request"),
+        ("POST", "/v1/events/{e}/holds", {"content": b"x" * 70_000}, 413, "body_too_large"),
+        (
+            "POST",
+            "/v1/events/{e}/holds",
+            {"content": b"a=b", "headers": {"Content-Type": "text/plain"}},
+            415,
+            "unsupported_media_type",
+        ),
+        ("POST", "/v1/events/{e}/holds", {"json": {"seat_id": "nope"}}, 404, "unknown_seat"),
+        ("POST", "/v1/events/bad%20id/holds", {"json": {}}, 400, "invalid_request"),
+        ("POST", "/v1/events/no-such-event/holds", {"json": {}}, 404, "event_not_found"),
+        ("GET", "/v1/events/{e}/holds/nope", {}, 404, "hold_not_found"),
+        ("GET", "/v1/nowhere", {}, 404, "not_found"),
+        ("PUT", "/v1/events/{e}/holds", {}, 405, "method_not_allowed"),
+        ("POST", "/v1/login", {"json": {"login": ""}}, 400, "invalid_request"),
+        ("GET", "/v1/events/{e}/seats?limit=9999", {}, 400, "invalid_request"),
+    ],
+)
+def test_bad_input_gets_a_clear_4xx(
+    stack: Stack, method: str, path: str, kwargs: dict[str, Any], status: int, code: str
+) -> None:
+    event_id = stack.new_event(1)
+    auth = stack.login("hank")
+    headers = {**auth, **kwargs.pop("headers", {})}
+    with stack.client() as c:
+        r = c.request(method, path.format(e=event_id), headers=headers, **kwargs)
+    assert r.status_code == status, r.text
+    assert r.json()["error"]["code"] == code
+    assert r.json()["error"]["request_id"]
+
+
+def test_auth_is_required(stack: Stack) -> None:
+    event_id = stack.new_event(1)
+    with stack.client() as c:
+        assert c.post(f"/v1/events/{event_id}/holds", json={}).status_code == 401
+        bad = {"Authorization": "Bearer forged.token.value"}
+        assert c.post(f"/v1/events/{event_id}/holds", json={}, headers=bad).status_code == 401
+        r = c.post(
+            "/v1/admin/events", json={"event_id": "x", "seats": []}, headers=stack.login("ivan")
+        )
+        assert r.status_code == 401
+        r = c.post(
+            "/v1/admin/events",
+            json={"event_id": f"x{uuid.uuid4().hex[:6]}", "seats": []},
+            headers=stack.admin_headers(),
+        )
+        assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request")
+
+
+def test_ops_exceptions_metrics_and_readiness(stack: Stack) -> None:
+    event_id = stack.new_event(2)
+    with stack.client() as c:
+        r = c.get(
+            f"/v1/admin/events/{event_id}/exceptions?charging_older_than_ms=0",
+            headers=stack.admin_headers(),
+        )
+        assert r.status_code == 200
+        assert set(r.json()) >= {
+            "captured_without_seat",
+            "refunds_pending",
+            "refunds_retrying",
+            "blocked_seats",
+            "charging_too_long",
+        }
+        assert c.get("/readyz").json()["ok"] is True
+        metrics = c.get("/metrics").text
+        assert "onsale_http_request_seconds" in metrics
+        assert "onsale_claims_total" in metrics
