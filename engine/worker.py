@@ -6,7 +6,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 
-from engine.errors import StoreUnavailable
+from engine.errors import InvariantViolation, StoreUnavailable
 from engine.provider import ProviderClient, ProviderTimeout
 from engine.reconcile import ProviderReconciler
 from engine.refunds import RefundWorker
@@ -28,10 +28,20 @@ async def every(
             await step()
             failures = 0
             pause = interval_s
-        except (StoreUnavailable, ProviderTimeout) as exc:
+        except InvariantViolation:
+            raise  # a bug: stop the worker loudly rather than act on impossible state
+        except Exception as exc:
             failures += 1
             pause = min(BACKOFF_MAX_S, interval_s * 2**failures) * random.uniform(0.5, 1.0)
-            log.warning("%s failed (%s); retrying in %.2fs", name, exc, pause)
+            expected = isinstance(exc, StoreUnavailable | ProviderTimeout)
+            log.log(
+                logging.WARNING if expected else logging.ERROR,
+                "%s failed (%r); retrying in %.2fs",
+                name,
+                exc,
+                pause,
+                exc_info=not expected,
+            )
         try:
             async with asyncio.timeout(pause):
                 await stop.wait()

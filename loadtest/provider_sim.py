@@ -11,7 +11,7 @@ It behaves like a card processor that is honest about money and careless about m
 - POST /v1/refunds (Idempotency-Key): refunds, idempotent by key; answered synchronously and
   confirmed by a `refund.succeeded` callback.
 - GET /v1/ledger: what it captured and refunded, to check money against.
-- PUT /v1/config: tests change behaviour (rates, delays) between scenarios.
+- PUT /v1/config: tests change behaviour (rates, delays, lost callbacks) between scenarios.
 Everything random comes from one seeded generator, so a run can be repeated."""
 
 import asyncio
@@ -47,6 +47,7 @@ class SimConfig:
     delay_min_ms: int = 50
     delay_max_ms: int = 400
     duplicate_rate: float = 0.2  # share of callbacks sent twice (or three times)
+    loss_rate: float = 0.0  # share of callbacks never delivered (reconciliation must find them)
     retry_base_ms: int = 100
     retries_max: int = 12
     refund_fail_rate: float = 0.0
@@ -122,6 +123,8 @@ class Simulator:
             "created": int(time.time()),
             "data": data,
         }
+        if self.rng.random() < self.config.loss_rate:
+            return
         copies = 1
         if self.rng.random() < self.config.duplicate_rate:
             copies += self.rng.choice((1, 2))

@@ -91,7 +91,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "ONSALE_SWEEP_INTERVAL_MS": "50",
         "ONSALE_REFUND_INTERVAL_MS": "100",
         "ONSALE_RECONCILE_INTERVAL_MS": "300",
-        "ONSALE_RECONCILE_STALE_MS": "60000",
+        "ONSALE_RECONCILE_STALE_MS": "1500",
     }
     logs = tmp_path_factory.mktemp("stack")
     cmd = [sys.executable, "-m", "engine.cli"]

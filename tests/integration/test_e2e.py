@@ -1,5 +1,6 @@
 """End to end over HTTP: API, provider simulator and worker as separate processes."""
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable
@@ -8,8 +9,11 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+import redis.asyncio as redis_asyncio
 
 from engine.signing import HEADER, sign
+from engine.store import Store
+from tests.conftest import REDIS_URL
 from tests.integration.conftest import WEBHOOK_SECRET, Stack
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -52,7 +56,9 @@ def pay(stack: Stack, event_id: str, hold_id: str, auth: dict[str, str]) -> dict
 
 @pytest.fixture(autouse=True)
 def honest_provider(stack: Stack) -> None:
-    stack.sim_config(decline_rate=0.0, fail_rate=0.0, late_rate=0.0, duplicate_rate=0.5)
+    stack.sim_config(
+        decline_rate=0.0, fail_rate=0.0, late_rate=0.0, duplicate_rate=0.5, loss_rate=0.0
+    )
 
 
 def test_happy_path(stack: Stack) -> None:
@@ -308,3 +314,41 @@ def test_ops_exceptions_metrics_and_readiness(stack: Stack) -> None:
         metrics = c.get("/metrics").text
         assert "onsale_http_request_seconds" in metrics
         assert "onsale_claims_total" in metrics
+
+
+def test_lost_callback_is_found_by_reconciliation(stack: Stack) -> None:
+    event_id = stack.new_event(1)
+    jo = stack.login("jo")
+    h = claim(stack, event_id, jo)
+    stack.sim_config(loss_rate=1.0)  # the provider captures but never calls back
+    charge = pay(stack, event_id, h["hold_id"], jo)
+    eventually(
+        lambda: any(e["idempotency_key"] == charge["charge_id"] for e in stack.ledger()["entries"])
+    )
+    stack.sim_config(loss_rate=0.0)  # the capture above was emitted (and lost) already
+    final = eventually(
+        lambda: (s := hold_state(stack, event_id, h["hold_id"], jo))["state"] == "CONFIRMED" and s
+    )
+    assert final["charges"][0]["state"] == "CAPTURED"
+
+
+def test_charge_the_provider_never_saw_is_closed_as_failed(stack: Stack) -> None:
+    """A crash between registering the charge and calling the provider: reconciliation asks,
+    the provider has never heard of it, the charge is closed FAILED and the buyer can pay."""
+    event_id = stack.new_event(1)
+    kim = stack.login("kim")
+    h = claim(stack, event_id, kim)
+
+    async def register_only() -> None:
+        client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
+        store = Store(client, prefix=stack.prefix)
+        await store.start_charge(event_id, h["hold_id"], "kim", "crashed-charge", 4500)
+        await client.aclose()
+
+    asyncio.run(register_only())
+    eventually(
+        lambda: hold_state(stack, event_id, h["hold_id"], kim)["charges"][0]["state"] == "FAILED"
+    )
+    assert hold_state(stack, event_id, h["hold_id"], kim)["state"] == "RESERVED"
+    pay(stack, event_id, h["hold_id"], kim)
+    eventually(lambda: hold_state(stack, event_id, h["hold_id"], kim)["state"] == "CONFIRMED")
