@@ -18,9 +18,10 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="run a scripted T0 burst against the engine")
     demo.add_argument("--clients", type=int, default=10_000)
     demo.add_argument("--seats", type=int, default=80)
-    demo.add_argument("--hold-ttl-ms", type=int, default=3_000)
-    demo.add_argument("--quarantine-ms", type=int, default=2_000)
+    demo.add_argument("--hold-ttl-ms", type=int, default=10_000)
+    demo.add_argument("--quarantine-ms", type=int, default=4_000)
     demo.add_argument("--seed", type=int, default=2026)
+    demo.add_argument("--api-workers", type=int, default=2)
     sub.add_parser("sweep", help="run the sweeper (expiry and quarantine timeout) until killed")
     sub.add_parser("worker", help="run the sweeper, the refund queue and reconciliation")
     serve = sub.add_parser("serve", help="run the checkout API (uvicorn, uvloop, httptools)")
@@ -34,10 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     sim.add_argument("--decline-rate", type=float, default=0.05)
     sim.add_argument("--fail-rate", type=float, default=0.02)
     sim.add_argument("--late-rate", type=float, default=0.0)
+    sim.add_argument("--late-delay-ms", type=int, default=3_000)
     sim.add_argument("--duplicate-rate", type=float, default=0.2)
+    sim.add_argument("--loss-rate", type=float, default=0.0)
     sim.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     if args.command == "provider-sim":
         return _provider_sim(args)
     if args.command == "serve":
@@ -57,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                 hold_ttl_ms=args.hold_ttl_ms,
                 quarantine_ms=args.quarantine_ms,
                 seed=args.seed,
+                api_workers=args.api_workers,
             )
             return asyncio.run(run_demo(settings, cfg, Console()))
         if args.command == "worker":
@@ -104,7 +109,9 @@ def _provider_sim(args: argparse.Namespace) -> int:
         decline_rate=args.decline_rate,
         fail_rate=args.fail_rate,
         late_rate=args.late_rate,
+        late_delay_ms=args.late_delay_ms,
         duplicate_rate=args.duplicate_rate,
+        loss_rate=args.loss_rate,
         seed=args.seed,
     )
     uvicorn.run(

@@ -10,11 +10,7 @@ from pathlib import Path
 
 import pytest
 
-
-def spare_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from engine.stack import spare_port
 
 
 class PrivateRedis:

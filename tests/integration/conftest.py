@@ -1,10 +1,6 @@
 """The whole stack as separate processes on spare ports: provider simulator, API, worker.
 Each test module gets its own key prefix; everything is stopped and deleted afterwards."""
 
-import os
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,8 +10,8 @@ import httpx
 import pytest
 import redis
 
+from engine.stack import LocalStack
 from tests.conftest import REDIS_URL
-from tests.fault.conftest import spare_port
 
 ADMIN = "admin-test-token"
 WEBHOOK_SECRET = "whsec-test"
@@ -61,75 +57,31 @@ class Stack:
         return event_id
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{url} exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=0.5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{url} did not become healthy")
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    api_port, sim_port = spare_port(), spare_port()
     prefix = f"onsale:test:{uuid.uuid4().hex[:12]}"
-    env = {
-        **os.environ,
-        "ONSALE_REDIS_URL": REDIS_URL,
-        "ONSALE_KEY_PREFIX": prefix,
-        "ONSALE_TOKEN_SECRET": "token-secret-test",
-        "ONSALE_ADMIN_TOKEN": ADMIN,
-        "ONSALE_WEBHOOK_SECRET": WEBHOOK_SECRET,
-        "ONSALE_PROVIDER_URL": f"http://127.0.0.1:{sim_port}",
-        "ONSALE_PROVIDER_TIMEOUT_MS": "1000",
-        "ONSALE_SWEEP_INTERVAL_MS": "50",
-        "ONSALE_REFUND_INTERVAL_MS": "100",
-        "ONSALE_RECONCILE_INTERVAL_MS": "300",
-        "ONSALE_RECONCILE_STALE_MS": "1500",
-    }
-    logs = tmp_path_factory.mktemp("stack")
-    cmd = [sys.executable, "-m", "engine.cli"]
-    procs = []
-
-    def start(name: str, *args: str) -> subprocess.Popen[bytes]:
-        out = open(logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen([*cmd, *args], env=env, stdout=out, stderr=subprocess.STDOUT)
-        procs.append((proc, out))
-        return proc
-
-    sim = start(
-        "sim",
-        "provider-sim",
-        "--port",
-        str(sim_port),
-        "--webhook-url",
-        f"http://127.0.0.1:{api_port}/v1/provider/callbacks",
-        "--duplicate-rate",
-        "0.5",
+    local = LocalStack(
+        redis_url=REDIS_URL,
+        key_prefix=prefix,
+        log_dir=tmp_path_factory.mktemp("stack"),
+        admin_token=ADMIN,
+        webhook_secret=WEBHOOK_SECRET,
+        sim_args=("--duplicate-rate", "0.5"),
+        extra_env={
+            "ONSALE_PROVIDER_TIMEOUT_MS": "1000",
+            "ONSALE_SWEEP_INTERVAL_MS": "50",
+            "ONSALE_REFUND_INTERVAL_MS": "100",
+            "ONSALE_RECONCILE_INTERVAL_MS": "300",
+            "ONSALE_RECONCILE_STALE_MS": "1500",
+        },
     )
-    api = start("api", "serve", "--port", str(api_port))
-    start("worker", "worker")
+    local.start()
     try:
-        _wait_healthy(f"http://127.0.0.1:{sim_port}", sim)
-        _wait_healthy(f"http://127.0.0.1:{api_port}", api)
-        yield Stack(f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{sim_port}", prefix)
+        yield Stack(local.api_url, local.sim_url, prefix)
+        assert local.alive(), f"a stack process died; logs in {local.log_dir}"
     finally:
-        for proc, _out in procs:
-            proc.terminate()
-        for proc, out in procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            out.close()
+        local.stop()
         client = redis.Redis.from_url(REDIS_URL)
         for key in client.scan_iter(match=f"{prefix}:*"):
             client.delete(key)
-        client.delete(f"{prefix}:events")
         client.close()

@@ -21,7 +21,18 @@ def test_demo_runs_clean_and_leaves_nothing_behind() -> None:
         "ONSALE_KEY_PREFIX": prefix,
         "COLUMNS": "120",
     }
-    args = ["--clients", "300", "--seats", "12", "--hold-ttl-ms", "600", "--quarantine-ms", "400"]
+    args = [
+        "--clients",
+        "300",
+        "--seats",
+        "12",
+        "--hold-ttl-ms",
+        "1500",
+        "--quarantine-ms",
+        "1000",
+        "--api-workers",
+        "1",
+    ]
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "engine.cli", "demo", *args],

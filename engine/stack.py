@@ -1,0 +1,129 @@
+"""Start the whole stack locally as separate processes: provider simulator, API, worker.
+
+Used by `onsale demo` and by the end-to-end tests. Every process gets the same ONSALE_*
+environment; ports are spare ones unless given; stopping terminates them all."""
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+
+def spare_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LocalStack:
+    redis_url: str
+    key_prefix: str
+    log_dir: Path
+    api_workers: int = 1
+    sim_args: tuple[str, ...] = ()
+    extra_env: dict[str, str] = field(default_factory=dict)
+    admin_token: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    token_secret: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    webhook_secret: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    api_port: int = field(default_factory=spare_port)
+    sim_port: int = field(default_factory=spare_port)
+    procs: list[tuple[subprocess.Popen[bytes], IO[bytes]]] = field(default_factory=list)
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def sim_url(self) -> str:
+        return f"http://127.0.0.1:{self.sim_port}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "ONSALE_REDIS_URL": self.redis_url,
+            "ONSALE_KEY_PREFIX": self.key_prefix,
+            "ONSALE_TOKEN_SECRET": self.token_secret,
+            "ONSALE_ADMIN_TOKEN": self.admin_token,
+            "ONSALE_WEBHOOK_SECRET": self.webhook_secret,
+            "ONSALE_PROVIDER_URL": self.sim_url,
+            **self.extra_env,
+        }
+
+    def _start(self, name: str, *args: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        out = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed in stop()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "engine.cli", *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        self.procs.append((proc, out))
+        return proc
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        env = self.env()
+        sim = self._start(
+            "provider-sim",
+            "provider-sim",
+            "--port",
+            str(self.sim_port),
+            "--webhook-url",
+            f"{self.api_url}/v1/provider/callbacks",
+            *self.sim_args,
+            env=env,
+        )
+        api = self._start(
+            "api",
+            "serve",
+            "--port",
+            str(self.api_port),
+            "--workers",
+            str(self.api_workers),
+            env=env,
+        )
+        self._start("worker", "worker", env=env)
+        try:
+            for url, proc in ((self.sim_url, sim), (self.api_url, api)):
+                _wait_healthy(url, proc, timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for proc, _out in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc, out in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+            out.close()
+        self.procs.clear()
+
+    def alive(self) -> bool:
+        return all(proc.poll() is None for proc, _ in self.procs)
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url}: process exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=0.5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not become healthy within {timeout_s}s")
