@@ -1,0 +1,119 @@
+"""Measure the claim endpoint against a trivial endpoint on the same server, side by side.
+
+    python -m loadtest.claim_rate [--workers 1] [--seconds 5] [--connections 64]
+
+Starts the stack (API with N uvicorn workers), creates an event with enough seats that claims
+never run out, and drives both endpoints with wrk (a separate C process, so the load generator
+does not compete with Python for the GIL). Each claim is a real one: a fresh hold id, and one
+login per wrk connection, so every request also releases that login's previous hold (one
+active checkout per login). Prints requests/s, latency percentiles and the ratio."""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import httpx
+from itsdangerous import URLSafeTimedSerializer
+from rich.console import Console
+from rich.table import Table
+
+from engine.stack import LocalStack
+
+WRK_CLAIM = """
+local tokens = {%s}
+local n = 0
+init = function(args) end
+request = function()
+  n = n + 1
+  local token = tokens[(n %% #tokens) + 1]
+  return wrk.format("POST", "/v1/events/%s/holds",
+    {["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json"}, "{}")
+end
+"""
+
+
+def wrk(url: str, seconds: int, connections: int, script: str | None = None) -> dict[str, float]:
+    cmd = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    if script:
+        cmd += ["-s", script]
+    out = subprocess.run([*cmd, url], capture_output=True, text=True, check=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    lat = {}
+    for q in ("50", "99"):
+        m = re.search(rf"\s{q}(?:\.000)?%\s+([\d.]+)(us|ms|s)", out)
+        assert m, out
+        value, unit = float(m.group(1)), m.group(2)
+        lat[q] = value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {
+        "rps": rps,
+        "p50": lat["50"],
+        "p99": lat["99"],
+        "non2xx": float(non2xx.group(1)) if non2xx else 0.0,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--seats", type=int, default=200_000)
+    args = ap.parse_args()
+    if shutil.which("wrk") is None:
+        print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
+        return 2
+    redis_url = os.environ.get("ONSALE_REDIS_URL", "redis://127.0.0.1:6379/0")
+    prefix = f"onsale:bench:{uuid.uuid4().hex[:8]}"
+    stack = LocalStack(
+        redis_url=redis_url,
+        key_prefix=prefix,
+        log_dir=Path(tempfile.mkdtemp()),
+        api_workers=args.workers,
+    )
+    stack.start()
+    try:
+        admin = {"Authorization": f"Bearer {stack.admin_token}"}
+        seats = [{"seat_id": f"s{i}", "rank": i} for i in range(args.seats)]
+        httpx.post(
+            f"{stack.api_url}/v1/admin/events",
+            headers=admin,
+            timeout=120,
+            json={"event_id": "bench", "seats": seats, "opens_at_ms": 0, "hold_ttl_ms": 600_000},
+        ).raise_for_status()
+        signer = URLSafeTimedSerializer(stack.token_secret, salt="onsale-login")
+        tokens = ",".join(f'"{signer.dumps({"l": f"u{i}"})}"' for i in range(args.connections))
+        with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+            f.write(WRK_CLAIM % (tokens, "bench"))
+        trivial = wrk(f"{stack.api_url}/healthz", args.seconds, args.connections)
+        claim = wrk(stack.api_url, args.seconds, args.connections, f.name)
+    finally:
+        stack.stop()
+        import redis
+
+        r = redis.Redis.from_url(redis_url)
+        for key in r.scan_iter(match=f"{prefix}:*"):
+            r.delete(key)
+    t = Table(
+        title=f"claim vs trivial endpoint, {args.workers} uvicorn worker(s), "
+        f"{args.connections} connections, {args.seconds}s each (wrk)"
+    )
+    for col in ("endpoint", "req/s", "p50 ms", "p99 ms", "non-2xx"):
+        t.add_column(col, justify="right")
+    for name, m in (("GET /healthz", trivial), ("POST claim", claim)):
+        t.add_row(
+            name, f"{m['rps']:,.0f}", f"{m['p50']:.2f}", f"{m['p99']:.2f}", f"{m['non2xx']:.0f}"
+        )
+    Console().print(t)
+    Console().print(f"claim / trivial = {claim['rps'] / trivial['rps']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
