@@ -215,6 +215,8 @@ class Simulator:
         )
         if a is None or a.status != "captured":
             return _json({"error": "not_captured"}, 409)
+        if a.refunds:  # never refunds more than it captured
+            return _json({"error": "already_refunded", "refund_id": a.refunds[0]}, 409)
         if self.rng.random() < self.config.refund_fail_rate:
             return _json({"error": "processor_unavailable"}, 503)
         refund_id = f"re_{next(self.ids)}"

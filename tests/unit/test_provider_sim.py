@@ -1,0 +1,71 @@
+"""The simulator's money semantics, in process (no webhooks are delivered: the webhook URL
+points nowhere and delivery is retried in the background, which these tests do not wait for)."""
+
+import asyncio
+
+import httpx
+import pytest
+
+from loadtest.provider_sim import SimConfig, create_app
+
+
+@pytest.fixture
+async def sim() -> httpx.AsyncClient:
+    app = create_app(
+        SimConfig(
+            webhook_url="http://127.0.0.1:9/none",
+            decline_rate=0.0,
+            fail_rate=0.0,
+            delay_min_ms=1,
+            delay_max_ms=2,
+            retries_max=1,
+        )
+    )
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sim") as client,
+    ):
+        yield client
+
+
+async def test_same_key_same_attempt_and_refund_is_idempotent(sim: httpx.AsyncClient) -> None:
+    body = {"amount": 4500, "metadata": {"event_id": "e"}}
+    first = await sim.post("/v1/charges", json=body, headers={"Idempotency-Key": "c1"})
+    again = await sim.post("/v1/charges", json=body, headers={"Idempotency-Key": "c1"})
+    assert first.status_code == 201 and again.status_code == 200
+    assert first.json()["attempt_id"] == again.json()["attempt_id"]
+    other = await sim.post("/v1/charges", json=body, headers={"Idempotency-Key": "c2"})
+    assert other.json()["attempt_id"] != first.json()["attempt_id"]
+    attempt = first.json()["attempt_id"]
+    not_yet = await sim.post(
+        "/v1/refunds", json={"attempt_id": attempt}, headers={"Idempotency-Key": "r1"}
+    )
+    assert not_yet.status_code in (201, 409)  # captured after 1-2 ms: either is honest
+    for _ in range(100):
+        status = (await sim.get(f"/v1/charges/{attempt}")).json()["status"]
+        if status == "captured":
+            break
+        await asyncio.sleep(0.01)
+    r1 = await sim.post(
+        "/v1/refunds", json={"attempt_id": attempt}, headers={"Idempotency-Key": "r-c1"}
+    )
+    r2 = await sim.post(
+        "/v1/refunds", json={"attempt_id": attempt}, headers={"Idempotency-Key": "r-c1"}
+    )
+    assert r1.json()["refund_id"] == r2.json()["refund_id"]
+    other_key = await sim.post(
+        "/v1/refunds", json={"attempt_id": attempt}, headers={"Idempotency-Key": "r-other"}
+    )
+    assert other_key.status_code == 409  # never refunds more than it captured
+    ledger = (await sim.get("/v1/ledger")).json()
+    kinds = [e["kind"] for e in ledger["entries"] if e["attempt_id"] == attempt]
+    assert kinds == ["capture", "refund"]
+    assert (await sim.get("/v1/charges", params={"idempotency_key": "c1"})).json()[
+        "attempt_id"
+    ] == attempt
+    assert (await sim.get("/v1/charges", params={"idempotency_key": "nope"})).status_code == 404
+
+
+async def test_missing_idempotency_key_is_refused(sim: httpx.AsyncClient) -> None:
+    r = await sim.post("/v1/charges", json={"amount": 1})
+    assert r.status_code == 400
