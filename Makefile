@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 SERVICES := . .services/env
 
-.PHONY: venv up down test test-unit test-all lint type fmt check demo clean
+.PHONY: venv up down test test-unit test-all lint type fmt check demo migrate clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -47,6 +47,10 @@ fmt: venv
 ## The main job: a scripted T0 burst against the engine, with a summary table.
 demo: venv up
 	$(SERVICES) && $(BIN)/onsale demo
+
+## Apply the ledger migrations to ONSALE_PG_DSN (the local server by default).
+migrate: venv up
+	$(SERVICES) && $(BIN)/onsale migrate
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -5,11 +5,15 @@ import asyncio
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from rich.console import Console
 
 from engine.settings import MissingSetting, Settings
+
+if TYPE_CHECKING:
+    from persistence.settings import LedgerSettings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--api-workers", type=int, default=2)
     sub.add_parser("sweep", help="run the sweeper (expiry and quarantine timeout) until killed")
     sub.add_parser("worker", help="run the sweeper, the refund queue and reconciliation")
+    sub.add_parser("migrate", help="apply pending PostgreSQL ledger migrations")
+    sub.add_parser("ledger", help="run the write-behind worker (outbox streams -> ledger)")
     serve = sub.add_parser("serve", help="run the checkout API (uvicorn, uvloop, httptools)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -46,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         return _provider_sim(args)
     if args.command == "serve":
         return _serve(args)
+    if args.command in ("migrate", "ledger"):
+        return _ledger_command(args.command)
     try:
         settings = Settings.from_env(os.environ)
     except MissingSetting as exc:
@@ -124,6 +132,50 @@ def _provider_sim(args: argparse.Namespace) -> int:
         access_log=False,
     )
     return 0
+
+
+def _ledger_command(command: str) -> int:
+    from persistence.settings import LedgerSettings
+
+    try:
+        settings = LedgerSettings.from_env(os.environ)
+    except MissingSetting as exc:
+        print(f"onsale: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(_ledger(command, settings))
+
+
+async def _ledger(command: str, settings: "LedgerSettings") -> int:
+    import socket
+
+    from persistence.migrate import migrate
+    from persistence.writer import LedgerWriter, create_pool
+
+    pool = await create_pool(
+        settings.pg_dsn, size_max=settings.pg_pool_max, timeout_s=settings.pg_timeout_ms / 1000
+    )
+    try:
+        if command == "migrate":
+            async with pool.acquire() as conn:
+                applied = await migrate(conn)
+            print(f"onsale: applied {applied or 'nothing (up to date)'}")
+            return 0
+        client = settings.engine.redis_client()
+        writer = LedgerWriter(
+            client,
+            pool,
+            prefix=settings.engine.key_prefix,
+            consumer=f"{socket.gethostname()}-{os.getpid()}",
+            batch_max=settings.batch_max,
+            claim_idle_ms=settings.claim_idle_ms,
+        )
+        try:
+            await writer.run(asyncio.Event(), idle_s=settings.idle_ms / 1000)
+        finally:
+            await client.aclose()
+        return 0
+    finally:
+        await pool.close()
 
 
 async def _worker(settings: Settings) -> int:

@@ -1,0 +1,32 @@
+"""Ledger writer settings (ONSALE_*), read once at boot."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from engine.settings import MissingSetting, Settings, _int
+
+
+@dataclass(frozen=True)
+class LedgerSettings:
+    engine: Settings
+    pg_dsn: str
+    pg_pool_max: int = 4
+    pg_timeout_ms: int = 5_000  # per statement / connection attempt
+    batch_max: int = 500  # outbox entries per transaction
+    idle_ms: int = 100  # pause when every stream is drained
+    claim_idle_ms: int = 30_000  # a pending entry idle this long belongs to a dead consumer
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "LedgerSettings":
+        dsn = env.get("ONSALE_PG_DSN")
+        if not dsn:
+            raise MissingSetting("ONSALE_PG_DSN is not set (e.g. postgresql://u@127.0.0.1/db)")
+        return cls(
+            engine=Settings.from_env(env),
+            pg_dsn=dsn,
+            pg_pool_max=_int(env, "ONSALE_PG_POOL_MAX", cls.pg_pool_max),
+            pg_timeout_ms=_int(env, "ONSALE_PG_TIMEOUT_MS", cls.pg_timeout_ms),
+            batch_max=_int(env, "ONSALE_LEDGER_BATCH_MAX", cls.batch_max),
+            idle_ms=_int(env, "ONSALE_LEDGER_IDLE_MS", cls.idle_ms),
+            claim_idle_ms=_int(env, "ONSALE_LEDGER_CLAIM_IDLE_MS", cls.claim_idle_ms),
+        )

@@ -1,0 +1,307 @@
+"""The write-behind worker: each event's outbox stream -> the PostgreSQL ledger.
+
+- Reads with a consumer group (`ledger`), in batches of at most `batch_max` entries; first
+  reclaims entries left pending by a dead consumer (XAUTOCLAIM), then reads new ones.
+- Writes a batch in one transaction: decisions inserted with ON CONFLICT DO NOTHING on their
+  deterministic decision id (a replay writes nothing twice), holds and charges upserted only
+  forward in stream order, refunds recorded.
+- Acknowledges (XACK) only after the commit. A crash before the ack re-delivers the batch,
+  which the conflict clauses make harmless.
+- A row a constraint refuses (say, a second terminal decision for one hold) is not dropped: the
+  batch is replayed row by row and the refused row lands in ledger_alerts with the reason.
+- PostgreSQL down: the batch stays pending, the worker backs off (capped, jittered) and
+  catches up when it returns; Redis keeps the entries meanwhile (the lag is reported)."""
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import orjson
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from engine import keys
+
+log = logging.getLogger("onsale.ledger")
+
+GROUP = "ledger"
+HOLD_STATES = {"QUARANTINED", "CONFIRMED", "EXPIRED", "RELEASED"}
+CHARGE_STATES = {"CHARGING", "CAPTURED", "DECLINED", "FAILED", "REFUNDING", "REFUNDED"}
+BACKOFF_MAX_S = 10.0
+
+INSERT_DECISION = """
+insert into decisions (event_id, decision_id, stream_ms, stream_seq, kind, entity_id,
+  from_state, to_state, terminal, hold_id, charge_id, seat_id, login, winner, amount,
+  attempt_id, intent_id, policy, reason, decided_at_ms)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+on conflict (event_id, decision_id) do nothing
+"""
+UPSERT_HOLD = """
+insert into holds as h (event_id, hold_id, seat_id, login, state, winner, policy,
+  decided_at_ms, stream_ms, stream_seq)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+on conflict (event_id, hold_id) do update set
+  state = excluded.state, winner = excluded.winner, decided_at_ms = excluded.decided_at_ms,
+  stream_ms = excluded.stream_ms, stream_seq = excluded.stream_seq
+where (h.stream_ms, h.stream_seq) < (excluded.stream_ms, excluded.stream_seq)
+"""
+UPSERT_CHARGE = """
+insert into charges as c (event_id, charge_id, hold_id, seat_id, state, amount, attempt_id,
+  intent_id, policy, decided_at_ms, stream_ms, stream_seq)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+on conflict (event_id, charge_id) do update set
+  state = excluded.state, attempt_id = excluded.attempt_id, intent_id = excluded.intent_id,
+  decided_at_ms = excluded.decided_at_ms, stream_ms = excluded.stream_ms,
+  stream_seq = excluded.stream_seq
+where (c.stream_ms, c.stream_seq) < (excluded.stream_ms, excluded.stream_seq)
+"""
+INSERT_REFUND = """
+insert into refunds (event_id, charge_id, amount, refunded_at_ms) values ($1, $2, $3, $4)
+on conflict (event_id, charge_id) do nothing
+"""
+INSERT_ALERT = """
+insert into ledger_alerts (event_id, stream_id, decision_id, problem, record)
+values ($1, $2, $3, $4, $5) on conflict (event_id, stream_id) do nothing
+"""
+
+
+@dataclass
+class WriterStats:
+    batches: int = 0
+    entries: int = 0
+    reclaimed: int = 0
+    alerts: int = 0
+    errors: int = 0
+
+
+async def init_connection(conn: asyncpg.Connection) -> None:
+    await conn.set_type_codec(
+        "jsonb",
+        encoder=lambda v: orjson.dumps(v).decode(),
+        decoder=orjson.loads,
+        schema="pg_catalog",
+    )
+
+
+async def create_pool(dsn: str, *, size_max: int, timeout_s: float) -> asyncpg.Pool:
+    pool: asyncpg.Pool = await asyncpg.create_pool(
+        dsn,
+        min_size=1,
+        max_size=size_max,
+        init=init_connection,
+        timeout=timeout_s,
+        command_timeout=timeout_s,
+    )
+    return pool
+
+
+def _split_id(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq)
+
+
+def to_row(event_id: str, stream_id: str, r: dict[str, str]) -> tuple[Any, ...]:
+    # Pair the assertion made when the script XADDed the record with one at the ledger.
+    assert r["event"] == event_id, f"record of {r['event']} in the outbox of {event_id}"
+    assert r["kind"] in ("hold", "charge", "alert") and r["terminal"] in ("0", "1"), r
+    ms, seq = _split_id(stream_id)
+    return (
+        event_id,
+        r["decision_id"],
+        ms,
+        seq,
+        r["kind"],
+        r["id"],
+        r["from"],
+        r["to"],
+        r["terminal"] == "1",
+        r["hold"],
+        r["charge"],
+        r["seat"],
+        r["login"],
+        r["winner"],
+        int(r["amount"]),
+        r["attempt"],
+        r["intent"],
+        r["policy"],
+        r["reason"],
+        int(r["now_ms"]),
+    )
+
+
+class LedgerWriter:
+    def __init__(
+        self,
+        redis: "aioredis.Redis",
+        pool: asyncpg.Pool,
+        *,
+        prefix: str,
+        consumer: str,
+        batch_max: int = 500,
+        claim_idle_ms: int = 30_000,
+    ) -> None:
+        assert batch_max > 0
+        self.redis, self.pool, self.prefix = redis, pool, prefix
+        self.consumer, self.batch_max, self.claim_idle_ms = consumer, batch_max, claim_idle_ms
+        self.stats = WriterStats()
+        self._groups: set[str] = set()
+
+    def _stream(self, event_id: str) -> str:
+        return keys.event_key(event_id, "outbox", self.prefix)
+
+    async def _ensure_group(self, event_id: str) -> None:
+        if event_id in self._groups:
+            return
+        try:
+            await self.redis.xgroup_create(self._stream(event_id), GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        self._groups.add(event_id)
+
+    async def step(self, event_id: str) -> int:
+        """Move at most one batch of one event into the ledger; returns entries handled."""
+        await self._ensure_group(event_id)
+        stream = self._stream(event_id)
+        _next, entries, *_ = await self.redis.xautoclaim(
+            stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch_max
+        )
+        if entries:
+            self.stats.reclaimed += len(entries)
+        else:
+            reply: Any = await self.redis.xreadgroup(
+                GROUP, self.consumer, {stream: ">"}, count=self.batch_max
+            )
+            entries = reply[0][1] if reply else []
+        if not entries:
+            return 0
+        await self.write(event_id, entries)
+        await self.redis.xack(stream, GROUP, *[entry_id for entry_id, _ in entries])
+        self.stats.batches += 1
+        self.stats.entries += len(entries)
+        return len(entries)
+
+    async def write(self, event_id: str, entries: list[tuple[str, dict[str, str]]]) -> None:
+        rows = [(sid, fields, to_row(event_id, sid, fields)) for sid, fields in entries]
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "insert into events (event_id) values ($1) on conflict do nothing", event_id
+            )
+            try:
+                async with conn.transaction():  # savepoint: the fast path, whole batch
+                    await self._apply(conn, [row for _s, _f, row in rows])
+                return
+            except asyncpg.IntegrityConstraintViolationError:
+                pass
+            for sid, fields, row in rows:  # slow path: find and park the refused rows
+                try:
+                    async with conn.transaction():
+                        await self._apply(conn, [row])
+                except asyncpg.IntegrityConstraintViolationError as exc:
+                    self.stats.alerts += 1
+                    log.error("ledger refused %s %s: %s", event_id, sid, exc)
+                    await conn.execute(
+                        INSERT_ALERT,
+                        event_id,
+                        sid,
+                        fields["decision_id"],
+                        f"{type(exc).__name__}: {exc}",
+                        fields,
+                    )
+
+    async def _apply(self, conn: asyncpg.Connection, rows: list[tuple[Any, ...]]) -> None:
+        await conn.executemany(INSERT_DECISION, rows)
+        holds, charges, refunds = [], [], []
+        for (
+            event_id,
+            _did,
+            ms,
+            seq,
+            kind,
+            ident,
+            _f,
+            to,
+            _t,
+            hold,
+            _c,
+            seat,
+            login,
+            winner,
+            amount,
+            attempt,
+            intent,
+            policy,
+            _r,
+            at,
+        ) in rows:
+            if kind == "hold" and to in HOLD_STATES:
+                holds.append((event_id, ident, seat, login, to, winner, policy, at, ms, seq))
+            elif kind == "charge" and to in CHARGE_STATES:
+                charges.append(
+                    (event_id, ident, hold, seat, to, amount, attempt, intent, policy, at, ms, seq)
+                )
+                if to == "REFUNDED":
+                    refunds.append((event_id, ident, amount, at))
+        if holds:
+            await conn.executemany(UPSERT_HOLD, holds)
+        if charges:
+            await conn.executemany(UPSERT_CHARGE, charges)
+        if refunds:
+            await conn.executemany(INSERT_REFUND, refunds)
+
+    async def lag(self, event_id: str) -> tuple[int, float]:
+        """(entries not yet in the ledger, age in seconds of the oldest of them)."""
+        stream = self._stream(event_id)
+        groups = {g["name"]: g for g in await self.redis.xinfo_groups(stream)}
+        group = groups.get(GROUP)
+        if group is None:
+            length = int(await self.redis.xlen(stream))
+            first = await self.redis.xrange(stream, count=1)
+            oldest = first[0][0] if first else None
+        else:
+            pending = await self.redis.xpending(stream, GROUP)
+            undelivered = int(group.get("lag") or 0)
+            length = int(pending["pending"]) + undelivered
+            oldest = pending["min"] if pending["pending"] else None
+            if oldest is None and undelivered:
+                after = await self.redis.xrange(
+                    stream, min=f"({group['last-delivered-id']}", count=1
+                )
+                oldest = after[0][0] if after else None
+        if not length or oldest is None:
+            return length, 0.0
+        seconds, micros = await self.redis.time()
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        return length, max(0.0, (now_ms - _split_id(str(oldest))[0]) / 1000)
+
+    async def run(self, stop: asyncio.Event, *, idle_s: float = 0.1) -> WriterStats:
+        failures = 0
+        while not stop.is_set():
+            try:
+                moved = 0
+                events = await self.redis.smembers(keys.events_index(self.prefix))
+                for event_id in sorted(str(e) for e in events):
+                    moved += await self.step(event_id)
+                failures = 0
+                pause = 0.0 if moved else idle_s
+            except (
+                TimeoutError,
+                OSError,
+                asyncpg.PostgresError,
+                asyncpg.InterfaceError,
+                ConnectionError,
+            ) as exc:
+                failures += 1
+                self.stats.errors += 1
+                pause = min(BACKOFF_MAX_S, 0.1 * 2**failures) * random.uniform(0.5, 1.0)
+                log.warning("ledger write failed (%r); retrying in %.2fs", exc, pause)
+            if pause:
+                try:
+                    async with asyncio.timeout(pause):
+                        await stop.wait()
+                except TimeoutError:
+                    pass
+        return self.stats

@@ -1,0 +1,228 @@
+"""The write-behind worker and the ledger schema, on real Redis and real PostgreSQL."""
+
+import asyncio
+import os
+import random
+import signal
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from engine import keys
+from engine.store import Store
+from persistence import writer as w
+from persistence.migrate import MigrationError, available, migrate
+from persistence.writer import LedgerWriter, create_pool
+from tests.conftest import REDIS_URL, open_sale
+from tests.helpers import callback
+from tests.pg import private_database
+
+pytestmark = [pytest.mark.redis, pytest.mark.postgres]
+
+
+@pytest.fixture
+async def ledger_dsn() -> AsyncIterator[str]:
+    async with private_database() as dsn:
+        conn = await asyncpg.connect(dsn)
+        assert await migrate(conn) == [f"{m.version:04d}_{m.name}" for m in available()]
+        await conn.close()
+        yield dsn
+
+
+@pytest.fixture
+async def pool(ledger_dsn: str) -> AsyncIterator[asyncpg.Pool]:
+    p = await create_pool(ledger_dsn, size_max=2, timeout_s=5)
+    yield p
+    await p.close()
+
+
+async def test_migrations_apply_once_and_refuse_edited_files(ledger_dsn: str) -> None:
+    conn = await asyncpg.connect(ledger_dsn)
+    try:
+        assert await migrate(conn) == []  # second run: nothing to do
+        for sql in (
+            w.INSERT_DECISION,
+            w.UPSERT_HOLD,
+            w.UPSERT_CHARGE,
+            w.INSERT_REFUND,
+            w.INSERT_ALERT,
+        ):
+            await conn.prepare(sql)  # every named query PREPAREs against the schema
+        await conn.execute("update schema_migrations set checksum = 'edited' where version = 1")
+        with pytest.raises(MigrationError, match="edited"):
+            await migrate(conn)
+    finally:
+        await conn.close()
+
+
+async def busy_sale(store: Store, n_holds: int = 40) -> str:
+    """An event whose outbox holds every kind of decision."""
+    sale = await open_sale(store, n_holds, hold_ttl_ms=1000, quarantine_ms=500, now_ms=10**12)
+    rng = random.Random(3)
+    for i in range(n_holds):
+        await store.claim(sale.event_id, f"u{i}", f"h{i}")
+        roll = rng.random()
+        if roll < 0.8:
+            await store.start_charge(sale.event_id, f"h{i}", f"u{i}", f"c{i}", 4500)
+        if roll < 0.5:
+            await callback(sale, f"c{i}", "CAPTURED", attempt=f"att-{sale.event_id}-{i}")
+        elif roll < 0.6:
+            await callback(sale, f"c{i}", "DECLINED", attempt=f"att-{sale.event_id}-{i}")
+        elif roll < 0.7:
+            await store.release(sale.event_id, f"h{i}", f"u{i}")
+            await callback(sale, f"c{i}", "CAPTURED", attempt=f"att-{sale.event_id}-{i}")
+            await store.refund_result(sale.event_id, f"c{i}", refunded=True)
+    await sale.at(10**12 + 5000)
+    await store.sweep(sale.event_id)
+    await store.sweep_quarantine(sale.event_id)
+    await sale.audit_ok()
+    return sale.event_id
+
+
+async def drain(writer: LedgerWriter, event_id: str) -> None:
+    while await writer.step(event_id):
+        pass
+
+
+async def ledger_rows(pool: asyncpg.Pool) -> dict[str, Any]:
+    async with pool.acquire() as conn:
+        return {
+            "decisions": [
+                tuple(r)
+                for r in await conn.fetch(
+                    "select event_id, decision_id, stream_ms, stream_seq, kind, to_state, terminal "
+                    "from decisions order by stream_ms, stream_seq"
+                )
+            ],
+            "holds": [
+                tuple(r)
+                for r in await conn.fetch(
+                    "select hold_id, seat_id, state, winner from holds order by hold_id"
+                )
+            ],
+            "charges": [
+                tuple(r)
+                for r in await conn.fetch(
+                    "select charge_id, state, attempt_id from charges order by charge_id"
+                )
+            ],
+            "refunds": [
+                tuple(r)
+                for r in await conn.fetch("select charge_id from refunds order by charge_id")
+            ],
+        }
+
+
+async def test_stream_mirrors_into_ledger_and_replays_write_nothing_twice(
+    real_store: Store, pool: asyncpg.Pool
+) -> None:
+    event_id = await busy_sale(real_store)
+    writer = LedgerWriter(
+        real_store.client, pool, prefix=real_store.prefix, consumer="t1", batch_max=7
+    )
+    await drain(writer, event_id)
+    first = await ledger_rows(pool)
+    outbox = await real_store.outbox(event_id)
+    assert len(first["decisions"]) == len(outbox)
+    # The ledger agrees with Redis on every hold and charge that reached a recorded state.
+    report = await real_store.audit(event_id)
+    assert report.ok
+    for hold_id, _seat, state, _winner in first["holds"]:
+        assert (await real_store.hold(event_id, hold_id)).state == state
+    for charge_id, state, _attempt in first["charges"]:
+        assert (await real_store.charge(event_id, charge_id)).state == state
+    assert {r[0] for r in first["refunds"]} == {
+        c for c, s, _a in first["charges"] if s == "REFUNDED"
+    }
+    # Replay the whole stream from the start, twice: same rows.
+    stream = keys.event_key(event_id, "outbox", real_store.prefix)
+    for n in range(2):
+        await real_store.client.xgroup_destroy(stream, w.GROUP)
+        replay = LedgerWriter(
+            real_store.client, pool, prefix=real_store.prefix, consumer=f"replay{n}", batch_max=50
+        )
+        await drain(replay, event_id)
+        assert await ledger_rows(pool) == first
+    assert await writer.lag(event_id) == (0, 0.0)
+
+
+async def test_a_refused_row_becomes_an_alert_and_the_batch_still_lands(
+    real_store: Store, pool: asyncpg.Pool
+) -> None:
+    event_id = await busy_sale(real_store, 6)
+    stream = keys.event_key(event_id, "outbox", real_store.prefix)
+    terminal = next(
+        r for r in await real_store.outbox(event_id) if r["kind"] == "hold" and r["terminal"] == "1"
+    )
+    forged = {**terminal, "decision_id": terminal["decision_id"] + ":forged", "to": "EXPIRED"}
+    await real_store.client.xadd(stream, forged)
+    writer = LedgerWriter(
+        real_store.client, pool, prefix=real_store.prefix, consumer="t", batch_max=1000
+    )
+    await drain(writer, event_id)
+    async with pool.acquire() as conn:
+        alerts = await conn.fetch("select decision_id, problem, record from ledger_alerts")
+        n_decisions = await conn.fetchval("select count(*) from decisions")
+    assert [a["decision_id"] for a in alerts] == [forged["decision_id"]]
+    assert "UniqueViolation" in alerts[0]["problem"]
+    assert alerts[0]["record"]["to"] == "EXPIRED"
+    assert n_decisions == len(await real_store.outbox(event_id)) - 1
+    assert writer.stats.alerts == 1
+
+
+async def test_kill_9_mid_batch_loses_nothing_and_duplicates_nothing(
+    real_store: Store, ledger_dsn: str, pool: asyncpg.Pool
+) -> None:
+    event_id = await busy_sale(real_store, 60)
+    # A long stream: many decisions so that kills land mid-way.
+    stream = keys.event_key(event_id, "outbox", real_store.prefix)
+    sample = await real_store.outbox(event_id)
+    async with real_store.client.pipeline(transaction=False) as pipe:
+        for n in range(20_000):
+            base = sample[n % len(sample)]
+            pipe.xadd(
+                stream, {**base, "decision_id": f"bulk:{n}", "terminal": "0", "kind": "alert"}
+            )
+        await pipe.execute()
+    total = await real_store.client.xlen(stream)
+    env = {
+        **os.environ,
+        "ONSALE_REDIS_URL": REDIS_URL,
+        "ONSALE_KEY_PREFIX": real_store.prefix,
+        "ONSALE_PG_DSN": ledger_dsn,
+        "ONSALE_LEDGER_BATCH_MAX": "25",
+        "ONSALE_LEDGER_CLAIM_IDLE_MS": "200",
+    }
+    rng = random.Random(9)
+    cmd = [sys.executable, "-m", "engine.cli", "ledger"]
+    for _ in range(4):
+        proc = await asyncio.create_subprocess_exec(
+            *cmd, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        )
+        await asyncio.sleep(rng.uniform(0.7, 1.1))
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    async with pool.acquire() as conn:
+        partial = await conn.fetchval("select count(*) from decisions")
+    assert 0 < partial < total  # the kills did land mid-stream
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
+    try:
+        for _ in range(600):
+            async with pool.acquire() as conn:
+                if await conn.fetchval("select count(*) from decisions") == total:
+                    break
+            await asyncio.sleep(0.1)
+    finally:
+        proc.terminate()
+        await proc.wait()
+    async with pool.acquire() as conn:
+        ids = [r[0] for r in await conn.fetch("select decision_id from decisions")]
+    outbox_ids = [r["decision_id"] for r in await real_store.outbox(event_id, count=10**6)]
+    assert sorted(ids) == sorted(outbox_ids)  # nothing lost, nothing twice
+    pending = await real_store.client.xpending(stream, w.GROUP)
+    assert pending["pending"] == 0
