@@ -1,9 +1,12 @@
 """Private Redis servers on spare ports, for tests that kill or restart them. The shared
 servers are never touched."""
 
+import contextlib
+import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,3 +73,90 @@ def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
     server.start()
     yield server
     server.kill()
+
+
+def _pg_bin(name: str) -> str:
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))
+    if not candidates:
+        pytest.fail(f"{name} is not installed; run `make test` (it installs PostgreSQL)")
+    return str(candidates[-1])
+
+
+class PrivatePostgres:
+    """A throwaway cluster (initdb) on a spare port; `crash()` is an immediate shutdown (the
+    server stops without a checkpoint, like a kill -9 of the postmaster)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = spare_port()
+        self.data = workdir / "pgdata"
+        self.sock = workdir / "pgsock"
+        self.log = workdir / "pg.log"
+        self.as_postgres: list[str] = []
+        if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+            self.as_postgres = ["runuser", "-u", "postgres", "--"]
+        self.sock.mkdir(parents=True)
+        self.data.mkdir(parents=True)
+        if self.as_postgres:
+            shutil.chown(workdir, "postgres")
+            for p in (self.data, self.sock):
+                shutil.chown(p, "postgres")
+        subprocess.run(
+            [
+                *self.as_postgres,
+                _pg_bin("initdb"),
+                "-D",
+                str(self.data),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+            ],
+            check=True,
+            capture_output=True,
+        )
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _ctl(self, *args: str) -> None:
+        subprocess.run(
+            [*self.as_postgres, _pg_bin("pg_ctl"), "-D", str(self.data), *args],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+
+    def start(self) -> None:
+        self._ctl(
+            "-l",
+            str(self.log),
+            "-w",
+            "-o",
+            f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1 -c fsync=on",
+            "start",
+        )
+
+    def crash(self) -> None:
+        self._ctl("-m", "immediate", "stop")
+
+    def stop(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self._ctl("-m", "fast", "stop")
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[PrivatePostgres]:
+    # Not under pytest's tmp dir: that one is private to root, and the server runs as postgres.
+    workdir = Path(tempfile.mkdtemp(prefix="onsale-pg-"))
+    os.chmod(workdir, 0o755)
+    server = PrivatePostgres(workdir)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
