@@ -17,7 +17,8 @@ from engine.stack import spare_port
 
 
 class PrivateRedis:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *flags: str) -> None:
+        self.flags = list(flags) or ["--appendonly", "no"]
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.fail("redis-server is not installed; run `make test` (it installs it)")
@@ -40,10 +41,9 @@ class PrivateRedis:
                 "127.0.0.1",
                 "--save",
                 "",
-                "--appendonly",
-                "no",
                 "--dir",
                 str(self.workdir),
+                *self.flags,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -70,6 +70,15 @@ class PrivateRedis:
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
     server = PrivateRedis(tmp_path)
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def durable_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    """The persistence the engine requires (docs/decisions/0009): AOF, fsync on every write."""
+    server = PrivateRedis(tmp_path, "--appendonly", "yes", "--appendfsync", "always")
     server.start()
     yield server
     server.kill()

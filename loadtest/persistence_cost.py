@@ -1,0 +1,147 @@
+"""What Redis persistence costs the claim script, measured side by side in one run.
+
+    python -m loadtest.persistence_cost [--requests 100000] [--clients 50] [--seats 300000]
+
+Starts three private Redis servers on spare ports (no persistence; AOF appendfsync everysec;
+AOF appendfsync always), creates the same event on each, and drives them with redis-benchmark
+(a C client, so the client is not the bottleneck): plain SET, and EVALSHA of hold_claim with a
+random hold id and login per call (every call claims a seat: a write). Prints ops/s and the
+ratio of the claim script to SET on each server."""
+
+import argparse
+import asyncio
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis.asyncio as aioredis
+from rich.console import Console
+from rich.table import Table
+
+from engine import keys
+from engine.holds import SeatSpec
+from engine.stack import spare_port
+from engine.store import Store
+
+MODES = {
+    "no persistence": ["--appendonly", "no"],
+    "AOF everysec": ["--appendonly", "yes", "--appendfsync", "everysec"],
+    "AOF always": ["--appendonly", "yes", "--appendfsync", "always"],
+}
+
+
+def bench(port: int, requests: int, clients: int, *command: str) -> float:
+    out = subprocess.run(
+        [
+            "redis-benchmark",
+            "-p",
+            str(port),
+            "-n",
+            str(requests),
+            "-c",
+            str(clients),
+            "-r",
+            "100000000",
+            "-q",
+            *command,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    m = re.findall(r"([\d.]+) requests per second", out)
+    assert m, out
+    return float(m[-1])
+
+
+async def prepare(port: int, seats: int) -> tuple[str, list[str]]:
+    client = aioredis.Redis(port=port, decode_responses=True)
+    store = Store(client)
+    await store.scripts.load_all()
+    await store.create_event(
+        "bench",
+        (SeatSpec(f"s{i}", i) for i in range(seats)),
+        hold_ttl_ms=3_600_000,
+        quarantine_ms=60_000,
+    )
+    await store.open_sale("bench")
+    sha = store.scripts["hold_claim"].sha
+    await client.aclose()
+    return sha, keys.event_keys("bench")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=100_000)
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--seats", type=int, default=300_000)
+    args = ap.parse_args()
+    if shutil.which("redis-benchmark") is None or shutil.which("redis-server") is None:
+        print("needs redis-server and redis-benchmark", file=sys.stderr)
+        return 2
+    assert args.requests < args.seats, "every claim must find a free seat"
+    rows = []
+    for mode, flags in MODES.items():
+        workdir = Path(tempfile.mkdtemp(prefix="onsale-aof-"))
+        port = spare_port()
+        proc = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--dir",
+                str(workdir),
+                *flags,
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            time.sleep(0.3)
+            sha, event_keys = asyncio.run(prepare(port, args.seats))
+            set_rate = bench(port, args.requests, args.clients, "SET", "k:__rand_int__", "v")
+            claim_rate = bench(
+                port,
+                args.requests,
+                args.clients,
+                "EVALSHA",
+                sha,
+                str(len(event_keys)),
+                *event_keys,
+                "h__rand_int__",
+                "u__rand_int__",
+                "",
+            )
+            rows.append((mode, set_rate, claim_rate))
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            shutil.rmtree(workdir, ignore_errors=True)
+    t = Table(
+        title=f"claim script vs SET, {args.requests:,} requests, {args.clients} clients "
+        "(redis-benchmark)"
+    )
+    for col in (
+        "Redis persistence",
+        "SET ops/s",
+        "claim ops/s",
+        "claim / SET",
+        "claim vs no persistence",
+    ):
+        t.add_column(col, justify="right")
+    base = rows[0][2]
+    for mode, s, c in rows:
+        t.add_row(mode, f"{s:,.0f}", f"{c:,.0f}", f"{c / s:.2f}", f"{c / base:.2f}")
+    Console().print(t)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
