@@ -89,11 +89,20 @@ class OpenCode(StrEnum):
     NOT_FOUND = "NOT_FOUND"
 
 
+class RestoreCode(StrEnum):
+    RESTORED = "RESTORED"
+    EXISTS = "EXISTS"
+    NOT_DRAFT = "NOT_DRAFT"
+    SEAT_NOT_FREE = "SEAT_NOT_FREE"
+    NOT_FOUND = "NOT_FOUND"
+
+
 REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
     {
         "event_create": EventCreateCode,
         "event_seats_add": SeatsAddCode,
         "event_open": OpenCode,
+        "event_restore": RestoreCode,
         "hold_claim": ClaimCode,
         "hold_release": ReleaseCode,
         "hold_expire": SweepCode,

@@ -33,6 +33,7 @@ from engine.scripts import (
     OutcomeCode,
     RefundCode,
     ReleaseCode,
+    RestoreCode,
     Scripts,
     SeatsAddCode,
     SweepCode,
@@ -137,6 +138,47 @@ class Store:
         if code != SeatsAddCode.ADDED:
             raise errors.EventNotFound(f"cannot add seats to {event_id}: {code}")
         return int(reply[1])
+
+    async def event_exists(self, event_id: str) -> bool:
+        return bool(await self._read(self.client.exists(self._key(event_id, "event"))))
+
+    async def drop_event(self, event_id: str) -> None:
+        """Delete every key of the event (a rebuild with --force starts from nothing)."""
+        names = [*keys.EVENT_KEYS, *keys.EXTRA_KEYS]
+        await self._read(self.client.delete(*(self._key(event_id, n) for n in names)))
+        await self._read(self.client.srem(keys.events_index(self.prefix), event_id))
+
+    async def restore_hold(
+        self, event_id: str, hold_id: str, login: str, seat_id: str, winner: str, decided_ms: int
+    ) -> RestoreCode:
+        reply = await self._run(
+            "event_restore", event_id, ["HOLD", hold_id, login, seat_id, winner, decided_ms]
+        )
+        return RestoreCode(reply[0])
+
+    async def restore_charge(self, event_id: str, charge: Charge) -> RestoreCode:
+        reply = await self._run(
+            "event_restore",
+            event_id,
+            [
+                "CHARGE",
+                charge.charge_id,
+                str(charge.state),
+                charge.hold_id,
+                charge.seat_id,
+                charge.login,
+                charge.amount,
+                charge.attempt_id,
+                charge.intent_id,
+                charge.decided_ms,
+            ],
+        )
+        return RestoreCode(reply[0])
+
+    async def mark_restored(self, event_id: str, at_ms: int) -> None:
+        """Decisions older than this were not made by this Redis: the outbox does not hold them
+        (the ledger does), and the audit does not expect them there."""
+        await self._read(self.client.hset(self._key(event_id, "event"), "restored_at_ms", at_ms))
 
     async def open_sale(self, event_id: str, opens_at_ms: int = 0) -> int:
         reply = await self._run("event_open", event_id, [opens_at_ms])
@@ -476,17 +518,23 @@ def audit_snapshot(
             h = by_hold.get(c.hold_id)
             if h is None or h.state != HoldState.CONFIRMED or h.winner != c.charge_id:
                 bad.append(f"captured charge {c.charge_id} is not the winner of its hold")
-    # 6. exactly one terminal record per terminal hold and charge, none for live ones.
+    # 6. exactly one terminal record per terminal hold and charge, none for live ones; entities
+    # restored from the ledger after a Redis loss have theirs in the ledger, not here.
+    restored_at = int(ev.get("restored_at_ms", 0))
     terminal_records = Counter((r["kind"], r["id"]) for r in outbox if r.get("terminal") == "1")
     for (kind, ident), n in terminal_records.items():
         if n != 1:
             bad.append(f"{kind} {ident} has {n} terminal records")
     for h in holds:
         n = terminal_records.get(("hold", h.hold_id), 0)
+        if h.reason == "restored" and h.decided_ms <= restored_at:
+            continue
         if (h.state in HOLD_TERMINAL) != (n == 1):
             bad.append(f"hold {h.hold_id} is {h.state} with {n} terminal records")
     for c in charges:
         n = terminal_records.get(("charge", c.charge_id), 0)
+        if c.reason == "restored" and c.decided_ms <= restored_at and n == 0:
+            continue
         if (c.state in CHARGE_TERMINAL) != (n == 1):
             bad.append(f"charge {c.charge_id} is {c.state} with {n} terminal records")
     return AuditReport(event_id, counts, bad)

@@ -147,7 +147,7 @@ class LedgerWriter:
         self.redis, self.pool, self.prefix = redis, pool, prefix
         self.consumer, self.batch_max, self.claim_idle_ms = consumer, batch_max, claim_idle_ms
         self.stats = WriterStats()
-        self._groups: set[str] = set()
+        self._groups: set[str] = set()  # events whose group exists and config is mirrored
 
     def _stream(self, event_id: str) -> str:
         return keys.event_key(event_id, "outbox", self.prefix)
@@ -160,7 +160,47 @@ class LedgerWriter:
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
-        self._groups.add(event_id)
+        if await self.mirror_event(event_id):
+            self._groups.add(event_id)
+
+    async def mirror_event(self, event_id: str) -> bool:
+        """Copy the event's config and seat map into the ledger once it is open (both are
+        fixed from then on); False while the event is still a draft."""
+        ev = await self.redis.hgetall(keys.event_key(event_id, "event", self.prefix))
+        if not ev or ev.get("status") != "open":
+            return False
+        async with self.pool.acquire() as conn:
+            if await conn.fetchval("select 1 from event_configs where event_id = $1", event_id):
+                return True
+            seats: Any = await self.redis.zrange(
+                keys.event_key(event_id, "seats", self.prefix), 0, -1, withscores=True
+            )
+            sections = await self.redis.hgetall(keys.event_key(event_id, "sections", self.prefix))
+            async with conn.transaction():
+                await conn.execute(
+                    "insert into events (event_id) values ($1) on conflict do nothing", event_id
+                )
+                await conn.executemany(
+                    "insert into seats (event_id, seat_id, rank, section) values ($1, $2, $3, $4)"
+                    " on conflict do nothing",
+                    [
+                        (event_id, str(seat), float(rank), sections.get(str(seat), ""))
+                        for seat, rank in seats
+                    ],
+                )
+                await conn.execute(
+                    "insert into event_configs (event_id, hold_ttl_ms, quarantine_ms, policy, "
+                    "price_minor, opens_at_ms, seats_total) values ($1, $2, $3, $4, $5, $6, $7) "
+                    "on conflict do nothing",
+                    event_id,
+                    int(ev["hold_ttl_ms"]),
+                    int(ev["quarantine_ms"]),
+                    ev["policy"],
+                    int(ev.get("price_minor", 0)),
+                    int(ev["opens_at_ms"]),
+                    len(seats),
+                )
+        return True
 
     async def step(self, event_id: str) -> int:
         """Move at most one batch of one event into the ledger; returns entries handled."""
