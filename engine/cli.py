@@ -30,6 +30,20 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("worker", help="run the sweeper, the refund queue and reconciliation")
     sub.add_parser("migrate", help="apply pending PostgreSQL ledger migrations")
     sub.add_parser("ledger", help="run the write-behind worker (outbox streams -> ledger)")
+    rebuild = sub.add_parser("rebuild", help="rebuild an event's Redis state from the ledger")
+    rebuild.add_argument("event_id")
+    rebuild.add_argument(
+        "--force", action="store_true", help="replace the event if it still exists in Redis"
+    )
+    recon = sub.add_parser("reconcile", help="nightly Redis vs ledger vs provider reconciliation")
+    recon.add_argument("--event", action="append", default=[], help="only these events")
+    recon.add_argument("--json", default="reconcile-report.json", help="report file")
+    recon.add_argument(
+        "--grace-ms",
+        type=int,
+        default=60_000,
+        help="outbox records younger than this may still be on their way",
+    )
     serve = sub.add_parser("serve", help="run the checkout API (uvicorn, uvloop, httptools)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -52,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         return _provider_sim(args)
     if args.command == "serve":
         return _serve(args)
-    if args.command in ("migrate", "ledger"):
-        return _ledger_command(args.command)
+    if args.command in ("migrate", "ledger", "rebuild", "reconcile"):
+        return _ledger_command(args)
     try:
         settings = Settings.from_env(os.environ)
     except MissingSetting as exc:
@@ -134,7 +148,7 @@ def _provider_sim(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ledger_command(command: str) -> int:
+def _ledger_command(args: argparse.Namespace) -> int:
     from persistence.settings import LedgerSettings
 
     try:
@@ -142,7 +156,108 @@ def _ledger_command(command: str) -> int:
     except MissingSetting as exc:
         print(f"onsale: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(_ledger(command, settings))
+    if args.command == "rebuild":
+        return asyncio.run(_rebuild(settings, args.event_id, args.force))
+    if args.command == "reconcile":
+        return asyncio.run(_reconcile(settings, args.event, args.json, args.grace_ms))
+    return asyncio.run(_ledger(args.command, settings))
+
+
+async def _rebuild(settings: "LedgerSettings", event_id: str, force: bool) -> int:
+    from rich.table import Table
+
+    from engine.store import Store
+    from persistence.rebuild import RebuildRefused, rebuild
+    from persistence.writer import create_pool
+
+    console = Console()
+    pool = await create_pool(settings.pg_dsn, size_max=1, timeout_s=settings.pg_timeout_ms / 1000)
+    client = settings.engine.redis_client()
+    try:
+        store = Store(client, prefix=settings.engine.key_prefix)
+        await store.scripts.load_all()
+        async with pool.acquire() as conn:
+            with console.status(f"rebuilding {event_id} from the ledger"):
+                report = await rebuild(store, conn, event_id, force=force)
+    except RebuildRefused as exc:
+        print(f"onsale: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await client.aclose()
+        await pool.close()
+    t = Table(title=f"rebuilt {event_id}")
+    t.add_column("")
+    t.add_column("count", justify="right")
+    t.add_row("seats", str(report.seats))
+    t.add_row("sold (confirmed holds restored)", str(report.sold))
+    for state, n in sorted(report.charges.items()):
+        t.add_row(f"charges {state}", str(n))
+    console.print(t)
+    return 0
+
+
+async def _reconcile(
+    settings: "LedgerSettings", only: list[str], json_path: str, grace_ms: int
+) -> int:
+    import socket
+    from pathlib import Path
+
+    import orjson
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from engine.provider import ProviderClient
+    from engine.store import Store
+    from persistence.nightly import CLASSES, as_json, provider_entries, reconcile_event
+    from persistence.writer import LedgerWriter, create_pool
+
+    if not settings.engine.provider_url:
+        print("onsale: ONSALE_PROVIDER_URL is not set", file=sys.stderr)
+        return 2
+    console = Console()
+    pool = await create_pool(settings.pg_dsn, size_max=2, timeout_s=settings.pg_timeout_ms / 1000)
+    client = settings.engine.redis_client()
+    provider = ProviderClient(
+        settings.engine.provider_url, timeout_ms=settings.engine.provider_timeout_ms
+    )
+    found = []
+    try:
+        store = Store(client, prefix=settings.engine.key_prefix)
+        await store.scripts.load_all()
+        writer = LedgerWriter(
+            client,
+            pool,
+            prefix=settings.engine.key_prefix,
+            consumer=f"reconcile-{socket.gethostname()}-{os.getpid()}",
+        )
+        entries = await provider_entries(provider)
+        events = only or await store.event_ids()
+        with Progress(console=console) as progress:
+            task = progress.add_task("reconciling events", total=len(events))
+            async with pool.acquire() as conn:
+                for event_id in events:
+                    found += await reconcile_event(
+                        store, conn, writer, entries, event_id, grace_ms=grace_ms
+                    )
+                    progress.advance(task)
+    finally:
+        await provider.aclose()
+        await client.aclose()
+        await pool.close()
+    report = as_json(found)
+    await asyncio.to_thread(
+        Path(json_path).write_bytes, orjson.dumps(report, option=orjson.OPT_INDENT_2)
+    )
+    t = Table(title="reconciliation: Redis vs ledger vs provider")
+    for col in ("discrepancy", "found", "repaired", "left"):
+        t.add_column(col, justify="right" if col != "discrepancy" else "left")
+    for cls in CLASSES:
+        rows = [d for d in found if d.cls == cls]
+        fixed = sum(d.repaired for d in rows)
+        t.add_row(cls, str(len(rows)), str(fixed), str(len(rows) - fixed))
+    console.print(t)
+    console.print(f"report written to {json_path}")
+    return 0 if report["unrepaired"] == 0 else 1
 
 
 async def _ledger(command: str, settings: "LedgerSettings") -> int:

@@ -417,6 +417,20 @@ class Store:
         seconds, micros = await self._read(self.client.time())
         return int(seconds) * 1000 + int(micros) // 1000
 
+    async def outbox_entries(
+        self, event_id: str, count: int = 1_000_000
+    ) -> list[tuple[str, dict[str, str]]]:
+        """(stream id, record) pairs, oldest first."""
+        entries: Any = await self._read(
+            self.client.xrange(self._key(event_id, "outbox"), count=count)
+        )
+        return [(str(sid), fields) for sid, fields in entries]
+
+    async def holds(self, event_id: str) -> dict[str, Hold]:
+        """Every hold of the event (operators and reconciliation only)."""
+        raw: Any = await self._read(self.client.hgetall(self._key(event_id, "holds")))
+        return {hid: Hold.from_json(v) for hid, v in raw.items()}
+
     async def outbox(self, event_id: str, count: int = 100_000) -> list[dict[str, str]]:
         entries = await self._read(self.client.xrange(self._key(event_id, "outbox"), count=count))
         return [fields for _id, fields in entries]

@@ -151,6 +151,7 @@ class Simulator:
                     "attempt_id": a.attempt_id,
                     "idempotency_key": a.idempotency_key,
                     "amount": a.amount,
+                    "event_id": a.metadata.get("event_id", ""),
                 }
             )
         self._emit(f"charge.{outcome}", self._charge_data(a), 0.0)
@@ -236,6 +237,7 @@ class Simulator:
                 "attempt_id": a.attempt_id,
                 "idempotency_key": a.idempotency_key,
                 "amount": a.amount,
+                "event_id": a.metadata.get("event_id", ""),
             }
         )
         self._emit("refund.succeeded", refund, self._delay_s())

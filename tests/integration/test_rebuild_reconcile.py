@@ -1,0 +1,200 @@
+"""Rebuilding Redis from the ledger, and the nightly three-way reconciliation, against the
+whole stack (API, simulator, worker) plus a private ledger database."""
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import orjson
+import pytest
+import redis.asyncio as redis_asyncio
+
+from engine.states import ChargeState, HoldState
+from engine.store import Store
+from persistence.migrate import migrate
+from persistence.nightly import reconcile_event
+from persistence.rebuild import RebuildRefused, rebuild
+from persistence.writer import LedgerWriter, create_pool
+from tests.conftest import REDIS_URL
+from tests.integration.conftest import Stack
+from tests.integration.test_e2e import claim, eventually, hold_state, pay
+from tests.pg import private_database
+
+pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
+
+
+@pytest.fixture
+async def ledger(stack: Stack) -> AsyncIterator[tuple[Store, asyncpg.Pool, LedgerWriter, str]]:
+    async with private_database() as dsn:
+        conn = await asyncpg.connect(dsn)
+        await migrate(conn)
+        await conn.close()
+        pool = await create_pool(dsn, size_max=2, timeout_s=5)
+        client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
+        store = Store(client, prefix=stack.prefix)
+        writer = LedgerWriter(client, pool, prefix=stack.prefix, consumer="test", batch_max=100)
+        yield store, pool, writer, dsn
+        await client.aclose()
+        await pool.close()
+
+
+async def drain(writer: LedgerWriter, event_id: str) -> None:
+    while await writer.step(event_id):
+        pass
+
+
+def sales(stack: Stack, event_id: str) -> dict[str, Any]:
+    """Two confirmed sales, one refunded capture, one charge still in flight."""
+    stack.sim_config(decline_rate=0.0, fail_rate=0.0, late_rate=0.0, loss_rate=0.0)
+    out: dict[str, Any] = {}
+    for name in ("ann", "ben"):
+        auth = stack.login(name)
+        h = claim(stack, event_id, auth)
+        pay(stack, event_id, h["hold_id"], auth)
+        eventually(
+            lambda h=h, auth=auth: (
+                hold_state(stack, event_id, h["hold_id"], auth)["state"] == "CONFIRMED"
+            )
+        )
+        out[name] = h
+    cat = stack.login("cat")
+    h = claim(stack, event_id, cat)
+    stack.sim_config(late_rate=1.0, late_delay_ms=800)
+    pay(stack, event_id, h["hold_id"], cat)
+    stack.sim_config(late_rate=0.0)
+    with stack.client() as c:
+        c.delete(f"/v1/events/{event_id}/holds/{h['hold_id']}", headers=cat)
+    eventually(
+        lambda: hold_state(stack, event_id, h["hold_id"], cat)["charges"][0]["state"] == "REFUNDED"
+    )
+    dan = stack.login("dan")
+    h = claim(stack, event_id, dan)
+    stack.sim_config(late_rate=1.0, late_delay_ms=600_000)  # stays CHARGING
+    out["charging"] = pay(stack, event_id, h["hold_id"], dan)
+    stack.sim_config(late_rate=0.0)
+    return out
+
+
+def ghost_capture(stack: Stack, event_id: str) -> None:
+    """Money the engine never heard of: a capture for our event whose callback is lost."""
+    stack.sim_config(loss_rate=1.0)
+    httpx.post(
+        f"{stack.sim}/v1/charges",
+        json={"amount": 4500, "metadata": {"event_id": event_id}},
+        headers={"Idempotency-Key": "ghost-charge"},
+    ).raise_for_status()
+    eventually(
+        lambda: any(e["idempotency_key"] == "ghost-charge" for e in stack.ledger()["entries"])
+    )
+    stack.sim_config(loss_rate=0.0)
+
+
+async def test_rebuild_from_the_ledger(stack: Stack, ledger: Any) -> None:
+    store, pool, writer, _dsn = ledger
+    event_id = stack.new_event(6)
+    sold = await asyncio.to_thread(sales, stack, event_id)
+    await drain(writer, event_id)
+    before = await store.availability(event_id)
+    async with pool.acquire() as conn:
+        with pytest.raises(RebuildRefused, match="still exists"):
+            await rebuild(store, conn, event_id)
+        await store.drop_event(event_id)  # Redis lost the event entirely
+        report = await rebuild(store, conn, event_id)
+    assert (report.seats, report.sold) == (6, 2)
+    after = await store.availability(event_id)
+    assert (after.sold, after.seats_total, after.status) == (before.sold, 6, "open")
+    for name in ("ann", "ben"):
+        h = await store.hold(event_id, sold[name]["hold_id"])
+        assert (h.state, h.seat_id) == (HoldState.CONFIRMED, sold[name]["seat_id"])
+    in_flight = await store.charge(event_id, sold["charging"]["charge_id"])
+    assert (in_flight.state, in_flight.refund_only) == (ChargeState.CHARGING, True)
+    report_audit = await store.audit(event_id)
+    assert report_audit.ok, report_audit.violations
+    # The rebuilt event sells on, and never resells a sold seat.
+    eve = stack.login("eve")
+    fresh = await asyncio.to_thread(claim, stack, event_id, eve)
+    assert fresh["seat_id"] not in {sold["ann"]["seat_id"], sold["ben"]["seat_id"]}
+
+
+async def test_nightly_finds_each_planted_discrepancy_and_a_clean_run_finds_none(
+    stack: Stack, ledger: Any, tmp_path: Path
+) -> None:
+    store, pool, writer, dsn = ledger
+    clean = stack.new_event(4)
+    await asyncio.to_thread(sales, stack, clean)
+    await drain(writer, clean)
+    entries = stack.ledger()["entries"]
+    async with pool.acquire() as conn:
+        found = await reconcile_event(store, conn, writer, entries, clean, grace_ms=0)
+    assert found == []
+
+    dirty = stack.new_event(4)
+    await asyncio.to_thread(sales, stack, dirty)
+    await drain(writer, dirty)
+    # (1) money the engine never heard of: a capture whose callback was lost, for our event.
+    await asyncio.to_thread(ghost_capture, stack, dirty)
+    # (3) a decision the ledger does not hold yet; (2) and (4) planted in the ledger.
+    frank = stack.login("frank")
+    await asyncio.to_thread(claim, stack, dirty, frank, seat_id="s3")
+    with stack.client() as c:
+        c.delete(
+            f"/v1/events/{dirty}/holds/" + (await store.holds(dirty)).popitem()[0], headers=frank
+        )
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "insert into holds values ($1, 'phantom', 's9', 'x', 'CONFIRMED', 'nobody', "
+            "'quarantine', 0, 0, 0)",
+            dirty,
+        )
+        found = await reconcile_event(
+            store, conn, writer, stack.ledger()["entries"], dirty, grace_ms=0
+        )
+    by_class: dict[str, list[Any]] = {}
+    for d in found:
+        by_class.setdefault(d.cls, []).append(d)
+    ghost = by_class["captured_without_seat_not_refunded"]
+    assert [(d.entity, d.repaired) for d in ghost] == [("ghost-charge", True)]
+    assert (await store.charge(dirty, "ghost-charge")).state in (
+        ChargeState.REFUNDING,
+        ChargeState.REFUNDED,
+    )
+    assert [d.entity for d in by_class["seat_sold_without_captured_winner"]] == ["phantom"]
+    assert [d.entity for d in by_class["ledger_row_unknown_to_redis"]] == ["phantom"]
+    assert by_class["decision_missing_from_ledger"] and all(
+        d.repaired for d in by_class["decision_missing_from_ledger"]
+    )
+
+    # The command: table, JSON report, and a non-zero exit while something is left unrepaired.
+    env = {
+        **os.environ,
+        "ONSALE_REDIS_URL": REDIS_URL,
+        "ONSALE_KEY_PREFIX": stack.prefix,
+        "ONSALE_PG_DSN": dsn,
+        "ONSALE_PROVIDER_URL": stack.sim,
+    }
+    report_path = tmp_path / "reconcile.json"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "engine.cli",
+        "reconcile",
+        "--event",
+        dirty,
+        "--json",
+        report_path,
+        "--grace-ms",
+        "0",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    assert proc.returncode == 1, out.decode()
+    assert b"seat_sold_without_captured_winner" in out
+    report = orjson.loads(await asyncio.to_thread(report_path.read_bytes))
+    assert report["unrepaired"] >= 2
