@@ -276,6 +276,10 @@ async def _ledger(command: str, settings: "LedgerSettings") -> int:
             print(f"onsale: applied {applied or 'nothing (up to date)'}")
             return 0
         client = settings.engine.redis_client()
+        from prometheus_client import start_http_server
+
+        from persistence.writer import LedgerMetrics
+
         writer = LedgerWriter(
             client,
             pool,
@@ -283,9 +287,12 @@ async def _ledger(command: str, settings: "LedgerSettings") -> int:
             consumer=f"{socket.gethostname()}-{os.getpid()}",
             batch_max=settings.batch_max,
             claim_idle_ms=settings.claim_idle_ms,
+            retention_ms=settings.retention_ms,
         )
+        metrics = LedgerMetrics()
+        start_http_server(settings.metrics_port, addr="127.0.0.1", registry=metrics.registry)
         try:
-            await writer.run(asyncio.Event(), idle_s=settings.idle_ms / 1000)
+            await writer.run(asyncio.Event(), idle_s=settings.idle_ms / 1000, metrics=metrics)
         finally:
             await client.aclose()
         return 0

@@ -15,6 +15,8 @@ class LedgerSettings:
     batch_max: int = 500  # outbox entries per transaction
     idle_ms: int = 100  # pause when every stream is drained
     claim_idle_ms: int = 30_000  # a pending entry idle this long belongs to a dead consumer
+    retention_ms: int = 86_400_000  # outbox entries kept this long even once in the ledger
+    metrics_port: int = 9108  # Prometheus: writer lag and throughput
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "LedgerSettings":
@@ -29,4 +31,6 @@ class LedgerSettings:
             batch_max=_int(env, "ONSALE_LEDGER_BATCH_MAX", cls.batch_max),
             idle_ms=_int(env, "ONSALE_LEDGER_IDLE_MS", cls.idle_ms),
             claim_idle_ms=_int(env, "ONSALE_LEDGER_CLAIM_IDLE_MS", cls.claim_idle_ms),
+            retention_ms=_int(env, "ONSALE_OUTBOX_RETENTION_MS", cls.retention_ms),
+            metrics_port=_int(env, "ONSALE_LEDGER_METRICS_PORT", cls.metrics_port),
         )

@@ -68,6 +68,33 @@ values ($1, $2, $3, $4, $5) on conflict (event_id, stream_id) do nothing
 """
 
 
+class LedgerMetrics:
+    """Prometheus series of the writer: throughput, refusals, and lag per event."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge
+
+        self.registry = CollectorRegistry()
+        self.entries = Counter(
+            "onsale_ledger_entries_total", "Outbox entries written", registry=self.registry
+        )
+        self.alerts = Counter(
+            "onsale_ledger_alerts_total", "Rows the ledger refused", registry=self.registry
+        )
+        self.lag_entries = Gauge(
+            "onsale_ledger_lag_entries",
+            "Outbox entries not in the ledger",
+            ["event"],
+            registry=self.registry,
+        )
+        self.lag_seconds = Gauge(
+            "onsale_ledger_lag_seconds",
+            "Age of the oldest of them",
+            ["event"],
+            registry=self.registry,
+        )
+
+
 @dataclass
 class WriterStats:
     batches: int = 0
@@ -142,9 +169,13 @@ class LedgerWriter:
         consumer: str,
         batch_max: int = 500,
         claim_idle_ms: int = 30_000,
+        retention_ms: int | None = None,
     ) -> None:
         assert batch_max > 0
         self.redis, self.pool, self.prefix = redis, pool, prefix
+        # Outbox entries older than this AND already in the ledger are trimmed; None keeps the
+        # whole stream (the outbox-based audit needs it).
+        self.retention_ms = retention_ms
         self.consumer, self.batch_max, self.claim_idle_ms = consumer, batch_max, claim_idle_ms
         self.stats = WriterStats()
         self._groups: set[str] = set()  # events whose group exists and config is mirrored
@@ -220,6 +251,8 @@ class LedgerWriter:
             return 0
         await self.write(event_id, entries)
         await self.redis.xack(stream, GROUP, *[entry_id for entry_id, _ in entries])
+        if self.retention_ms is not None:
+            await self.trim(event_id)
         self.stats.batches += 1
         self.stats.entries += len(entries)
         return len(entries)
@@ -292,6 +325,28 @@ class LedgerWriter:
         if refunds:
             await conn.executemany(INSERT_REFUND, refunds)
 
+    async def trim(self, event_id: str) -> int:
+        """XTRIM MINID below both the oldest entry the ledger may not hold yet (pending or
+        undelivered) and the retention horizon: never past what the ledger holds."""
+        assert self.retention_ms is not None
+        stream = self._stream(event_id)
+        groups = {g["name"]: g for g in await self.redis.xinfo_groups(stream)}
+        group = groups.get(GROUP)
+        if group is None:
+            return 0
+        pending = await self.redis.xpending(stream, GROUP)
+        floor = _split_id(str(group["last-delivered-id"]))
+        floor = (floor[0], floor[1] + 1)
+        if pending["pending"]:
+            floor = min(floor, _split_id(str(pending["min"])))
+        seconds, micros = await self.redis.time()
+        horizon = int(seconds) * 1000 + int(micros) // 1000 - self.retention_ms
+        minid = min(floor, (horizon, 0))
+        trimmed: int = await self.redis.xtrim(
+            stream, minid=f"{minid[0]}-{minid[1]}", approximate=False
+        )
+        return trimmed
+
     async def lag(self, event_id: str) -> tuple[int, float]:
         """(entries not yet in the ledger, age in seconds of the oldest of them)."""
         stream = self._stream(event_id)
@@ -317,14 +372,25 @@ class LedgerWriter:
         now_ms = int(seconds) * 1000 + int(micros) // 1000
         return length, max(0.0, (now_ms - _split_id(str(oldest))[0]) / 1000)
 
-    async def run(self, stop: asyncio.Event, *, idle_s: float = 0.1) -> WriterStats:
+    async def run(
+        self, stop: asyncio.Event, *, idle_s: float = 0.1, metrics: LedgerMetrics | None = None
+    ) -> WriterStats:
         failures = 0
+        reported = (0, 0)  # (entries, alerts) already counted in the metrics
         while not stop.is_set():
             try:
                 moved = 0
                 events = await self.redis.smembers(keys.events_index(self.prefix))
                 for event_id in sorted(str(e) for e in events):
                     moved += await self.step(event_id)
+                    if metrics is not None:
+                        entries, seconds = await self.lag(event_id)
+                        metrics.lag_entries.labels(event_id).set(entries)
+                        metrics.lag_seconds.labels(event_id).set(seconds)
+                if metrics is not None:
+                    metrics.entries.inc(self.stats.entries - reported[0])
+                    metrics.alerts.inc(self.stats.alerts - reported[1])
+                    reported = (self.stats.entries, self.stats.alerts)
                 failures = 0
                 pause = 0.0 if moved else idle_s
             except (

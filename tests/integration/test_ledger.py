@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 
 from engine import keys
+from engine.stack import spare_port
 from engine.store import Store
 from persistence import writer as w
 from persistence.migrate import MigrationError, available, migrate
@@ -195,6 +196,7 @@ async def test_kill_9_mid_batch_loses_nothing_and_duplicates_nothing(
         "ONSALE_PG_DSN": ledger_dsn,
         "ONSALE_LEDGER_BATCH_MAX": "25",
         "ONSALE_LEDGER_CLAIM_IDLE_MS": "200",
+        "ONSALE_LEDGER_METRICS_PORT": str(spare_port()),
     }
     rng = random.Random(9)
     cmd = [sys.executable, "-m", "engine.cli", "ledger"]
@@ -226,3 +228,34 @@ async def test_kill_9_mid_batch_loses_nothing_and_duplicates_nothing(
     assert sorted(ids) == sorted(outbox_ids)  # nothing lost, nothing twice
     pending = await real_store.client.xpending(stream, w.GROUP)
     assert pending["pending"] == 0
+
+
+async def test_trimming_never_passes_what_the_ledger_holds(
+    real_store: Store, pool: asyncpg.Pool
+) -> None:
+    event_id = await busy_sale(real_store, 10)
+    stream = keys.event_key(event_id, "outbox", real_store.prefix)
+    total = await real_store.client.xlen(stream)
+    writer = LedgerWriter(
+        real_store.client, pool, prefix=real_store.prefix, consumer="a", batch_max=5, retention_ms=0
+    )
+    assert await writer.step(event_id) == 5
+    # Delivered to a consumer that dies before writing: pending, so never trimmed.
+    dead = LedgerWriter(
+        real_store.client,
+        pool,
+        prefix=real_store.prefix,
+        consumer="dead",
+        batch_max=5,
+        retention_ms=0,
+    )
+    await dead._ensure_group(event_id)
+    await real_store.client.xreadgroup(w.GROUP, "dead", {stream: ">"}, count=5)
+    await writer.step(event_id)
+    assert await real_store.client.xlen(stream) == total - 5  # stops at the pending entries
+    await asyncio.sleep(0.05)
+    writer.claim_idle_ms = 10
+    await drain(writer, event_id)
+    assert await real_store.client.xlen(stream) == 0
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("select count(*) from decisions") == total
