@@ -85,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed,
                 api_workers=args.api_workers,
             )
-            return asyncio.run(run_demo(settings, cfg, Console()))
+            pg_dsn = os.environ.get("ONSALE_PG_DSN", "")
+            database = os.environ.get("ONSALE_DEMO_DATABASE", "onsale_demo")
+            return asyncio.run(run_demo(settings, cfg, Console(), pg_dsn, database))
         if args.command == "worker":
             return asyncio.run(_worker(settings))
         return asyncio.run(_sweep(settings))

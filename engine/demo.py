@@ -219,6 +219,70 @@ async def second_wave(
     return sold
 
 
+@dataclass
+class LedgerSamples:
+    """The ledger writer's own metrics, sampled every 100 ms during the run."""
+
+    lag_seconds: list[float] = field(default_factory=list)
+    lag_entries: list[float] = field(default_factory=list)
+    written: list[tuple[float, float]] = field(default_factory=list)  # (time, entries total)
+
+
+def _metric(text: str, name: str, event_id: str | None = None) -> float:
+    for line in text.splitlines():
+        if line.startswith(name) and (event_id is None or f'event="{event_id}"' in line):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def sample_ledger(
+    url: str, event_id: str, samples: LedgerSamples, stop: asyncio.Event
+) -> None:
+    async with httpx.AsyncClient(timeout=1.0) as client:
+        while not stop.is_set():
+            try:
+                text = (await client.get(url)).text
+                samples.lag_seconds.append(_metric(text, "onsale_ledger_lag_seconds", event_id))
+                samples.lag_entries.append(_metric(text, "onsale_ledger_lag_entries", event_id))
+                samples.written.append(
+                    (time.monotonic(), _metric(text, "onsale_ledger_entries_total"))
+                )
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.1)
+
+
+async def demo_database(dsn: str, name: str) -> str:
+    """A database of its own for the demo's ledger, on the server of `dsn`."""
+    import asyncpg
+
+    assert name.replace("_", "").isalnum(), f"bad database name {name!r}"
+    conn = await asyncpg.connect(dsn, timeout=5)
+    try:
+        if not await conn.fetchval("select 1 from pg_database where datname = $1", name):
+            await conn.execute(f'create database "{name}"')
+    finally:
+        await conn.close()
+    return dsn.rsplit("/", 1)[0] + f"/{name}"
+
+
+async def ledger_counts(dsn: str, event_id: str) -> tuple[int, int]:
+    """(decisions, confirmed holds) the ledger holds for the event."""
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn, timeout=5)
+    try:
+        decisions = await conn.fetchval(
+            "select count(*) from decisions where event_id = $1", event_id
+        )
+        confirmed = await conn.fetchval(
+            "select count(*) from holds where event_id = $1 and state = 'CONFIRMED'", event_id
+        )
+        return int(decisions), int(confirmed)
+    finally:
+        await conn.close()
+
+
 def pct(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
 
@@ -232,8 +296,16 @@ def table(title: str, rows: list[tuple[str, object]], head: tuple[str, str]) -> 
     return t
 
 
-async def run_demo(settings: Settings, cfg: DemoConfig, console: Console) -> int:
+async def run_demo(
+    settings: Settings,
+    cfg: DemoConfig,
+    console: Console,
+    pg_dsn: str = "",
+    pg_database: str = "onsale_demo",
+) -> int:
+    ledger_dsn = await demo_database(pg_dsn, pg_database) if pg_dsn else ""
     stack = LocalStack(
+        ledger_dsn=ledger_dsn,
         redis_url=settings.redis_url,
         key_prefix=settings.key_prefix,
         log_dir=Path(".services") / "demo-logs",
@@ -264,7 +336,9 @@ async def run_demo(settings: Settings, cfg: DemoConfig, console: Console) -> int
     )
     console.print(
         f"[bold]onsale demo[/]: starting provider simulator, API "
-        f"({cfg.api_workers} workers) and worker; logs in {stack.log_dir}/"
+        f"({cfg.api_workers} workers), worker"
+        f"{' and ledger writer' if ledger_dsn else ' (no ONSALE_PG_DSN: no ledger)'}; "
+        f"logs in {stack.log_dir}/"
     )
     stack.start()
     redis_client = settings.redis_client()
@@ -319,6 +393,17 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
             MofNCompleteColumn(),
             TimeElapsedColumn(),
         )
+        samples, stop_sampling = LedgerSamples(), asyncio.Event()
+        sampler = None
+        if stack.ledger_dsn:
+            sampler = asyncio.create_task(
+                sample_ledger(
+                    f"http://127.0.0.1:{stack.ledger_metrics_port}/metrics",
+                    event_id,
+                    samples,
+                    stop_sampling,
+                )
+            )
         with Progress(*columns, console=console) as progress:
             result = await burst(
                 fans,
@@ -339,6 +424,23 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
         avail = (await http.get(f"/v1/events/{event_id}")).json()
         ledger = (await httpx.AsyncClient(base_url=stack.sim_url).get("/v1/ledger")).json()
         metrics = (await http.get("/metrics")).text
+    ledger_view = None
+    if sampler is not None:
+        outbox_n = len(await store.outbox(event_id))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if (await ledger_counts(stack.ledger_dsn, event_id))[0] >= outbox_n:
+                break
+            await asyncio.sleep(0.2)
+        stop_sampling.set()
+        await sampler
+        decisions, confirmed = await ledger_counts(stack.ledger_dsn, event_id)
+        ledger_view = {
+            "outbox": outbox_n,
+            "decisions": decisions,
+            "confirmed": confirmed,
+            "samples": samples,
+        }
     report = await store.audit(event_id)
     alive = stack.alive()
     return _report(
@@ -354,6 +456,7 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
         settled,
         alive,
         metrics,
+        ledger_view,
     )
 
 
@@ -402,6 +505,7 @@ def _report(
     settled: bool,
     alive: bool,
     metrics: str,
+    ledger_view: dict[str, Any] | None = None,
 ) -> int:
     server_errors = sum(
         v
@@ -487,6 +591,39 @@ def _report(
         ("everything settled (no live holds, refunds or callbacks pending)", settled),
         ("API, worker and simulator still running", alive),
     ]
+    if ledger_view is not None:
+        samples: LedgerSamples = ledger_view["samples"]
+        rates = [
+            (b[1] - a[1]) / (b[0] - a[0])
+            for a, b in zip(samples.written, samples.written[10:], strict=False)
+            if b[0] > a[0]
+        ]
+        console.print(
+            table(
+                "Ledger (write-behind into PostgreSQL, sampled every 100 ms)",
+                [
+                    (
+                        "decisions in the outbox / in the ledger",
+                        f"{ledger_view['outbox']} / {ledger_view['decisions']}",
+                    ),
+                    ("peak rows/s (1 s window)", f"{max(rates, default=0.0):,.0f}"),
+                    (
+                        "lag p99 / max (s)",
+                        f"{pct(samples.lag_seconds or [0.0], 99):.2f} / "
+                        f"{max(samples.lag_seconds, default=0.0):.2f}",
+                    ),
+                    ("lag max (entries)", f"{max(samples.lag_entries, default=0.0):.0f}"),
+                ],
+                ("measure", "value"),
+            )
+        )
+        checks += [
+            (
+                "ledger holds every decision of the outbox",
+                ledger_view["decisions"] == ledger_view["outbox"],
+            ),
+            ("ledger's confirmed holds = seats sold", ledger_view["confirmed"] == avail["sold"]),
+        ]
     t = Table(title="Invariants")
     t.add_column("check")
     t.add_column("result")

@@ -35,6 +35,8 @@ class LocalStack:
     webhook_secret: str = field(default_factory=lambda: secrets.token_urlsafe(16))
     api_port: int = field(default_factory=spare_port)
     sim_port: int = field(default_factory=spare_port)
+    ledger_dsn: str = ""  # when set: migrate, then run the ledger writer too
+    ledger_metrics_port: int = field(default_factory=spare_port)
     procs: list[tuple[subprocess.Popen[bytes], IO[bytes]]] = field(default_factory=list)
 
     @property
@@ -54,6 +56,8 @@ class LocalStack:
             "ONSALE_ADMIN_TOKEN": self.admin_token,
             "ONSALE_WEBHOOK_SECRET": self.webhook_secret,
             "ONSALE_PROVIDER_URL": self.sim_url,
+            "ONSALE_PG_DSN": self.ledger_dsn,
+            "ONSALE_LEDGER_METRICS_PORT": str(self.ledger_metrics_port),
             **self.extra_env,
         }
 
@@ -91,6 +95,15 @@ class LocalStack:
             env=env,
         )
         self._start("worker", "worker", env=env)
+        if self.ledger_dsn:
+            subprocess.run(
+                [sys.executable, "-m", "engine.cli", "migrate"],
+                env=env,
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+            self._start("ledger", "ledger", env=env)
         try:
             for url, proc in ((self.sim_url, sim), (self.api_url, api)):
                 _wait_healthy(url, proc, timeout_s)

@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import logging
 import random
+import secrets
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field, replace
@@ -76,6 +77,8 @@ class Simulator:
         self.config = config
         self.rng = random.Random(config.seed)
         self.ids = itertools.count(1)
+        # Provider ids are unique forever, across restarts of the simulator too.
+        self.run = secrets.token_hex(4)
         self.by_key: dict[str, Attempt] = {}
         self.by_attempt: dict[str, Attempt] = {}
         self.refunds: dict[str, dict[str, Any]] = {}  # refund idempotency key -> refund
@@ -118,7 +121,7 @@ class Simulator:
 
     def _emit(self, kind: str, data: dict[str, Any], delay_s: float) -> None:
         event = {
-            "id": f"evt_{next(self.ids)}",
+            "id": f"evt_{self.run}_{next(self.ids)}",
             "type": kind,
             "created": int(time.time()),
             "data": data,
@@ -169,7 +172,13 @@ class Simulator:
             return _json(self._charge_data(existing))
         body = orjson.loads(await request.body())
         n = next(self.ids)
-        a = Attempt(f"att_{n}", f"pi_{n}", key, int(body["amount"]), dict(body.get("metadata", {})))
+        a = Attempt(
+            f"att_{self.run}_{n}",
+            f"pi_{self.run}_{n}",
+            key,
+            int(body["amount"]),
+            dict(body.get("metadata", {})),
+        )
         self.by_key[key] = a
         self.by_attempt[a.attempt_id] = a
         roll = self.rng.random()
@@ -220,7 +229,7 @@ class Simulator:
             return _json({"error": "already_refunded", "refund_id": a.refunds[0]}, 409)
         if self.rng.random() < self.config.refund_fail_rate:
             return _json({"error": "processor_unavailable"}, 503)
-        refund_id = f"re_{next(self.ids)}"
+        refund_id = f"re_{self.run}_{next(self.ids)}"
         refund = {
             "refund_id": refund_id,
             "attempt_id": a.attempt_id,

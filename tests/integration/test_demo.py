@@ -1,22 +1,35 @@
 """Smoke run of the README's main job with tiny numbers: it must finish, audit clean, exit 0."""
 
+import asyncio
 import os
 import subprocess
 import sys
 import uuid
 
+import asyncpg
 import pytest
 import redis
 
 from tests.conftest import REDIS_URL
+from tests.pg import PG_DSN
 
-pytestmark = pytest.mark.redis
+
+async def drop_database(name: str) -> None:
+    conn = await asyncpg.connect(PG_DSN)
+    await conn.execute(f'drop database if exists "{name}" with (force)')
+    await conn.close()
+
+
+pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
 
 def test_demo_runs_clean_and_leaves_nothing_behind() -> None:
     prefix = f"onsale:test:{uuid.uuid4().hex[:12]}"
+    database = f"onsale_test_{uuid.uuid4().hex[:10]}"
     env = {
         **os.environ,
+        "ONSALE_PG_DSN": PG_DSN,
+        "ONSALE_DEMO_DATABASE": database,
         "ONSALE_REDIS_URL": REDIS_URL,
         "ONSALE_KEY_PREFIX": prefix,
         "COLUMNS": "120",
@@ -45,7 +58,9 @@ def test_demo_runs_clean_and_leaves_nothing_behind() -> None:
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "VIOLATED" not in proc.stdout
         assert "full audit (SPEC invariants 1-6)" in proc.stdout
+        assert "ledger holds every decision of the outbox" in proc.stdout
     finally:
+        asyncio.run(drop_database(database))
         client = redis.Redis.from_url(REDIS_URL)
         for key in client.scan_iter(match=f"{prefix}:*"):
             client.delete(key)
