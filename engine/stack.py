@@ -37,7 +37,7 @@ class LocalStack:
     sim_port: int = field(default_factory=spare_port)
     ledger_dsn: str = ""  # when set: migrate, then run the ledger writer too
     ledger_metrics_port: int = field(default_factory=spare_port)
-    procs: list[tuple[subprocess.Popen[bytes], IO[bytes]]] = field(default_factory=list)
+    procs: list[tuple[str, subprocess.Popen[bytes], IO[bytes]]] = field(default_factory=list)
 
     @property
     def api_url(self) -> str:
@@ -70,7 +70,7 @@ class LocalStack:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-        self.procs.append((proc, out))
+        self.procs.append((name, proc, out))
         return proc
 
     def start(self, timeout_s: float = 30.0) -> None:
@@ -111,11 +111,30 @@ class LocalStack:
             self.stop()
             raise
 
+    def kill_api(self) -> None:
+        """kill -9 the API process (a crash: no shutdown, requests in flight are cut)."""
+        for name, proc, _out in self.procs:
+            if name == "api" and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+    def start_api(self, timeout_s: float = 30.0) -> None:
+        api = self._start(
+            "api",
+            "serve",
+            "--port",
+            str(self.api_port),
+            "--workers",
+            str(self.api_workers),
+            env=self.env(),
+        )
+        _wait_healthy(self.api_url, api, timeout_s)
+
     def stop(self) -> None:
-        for proc, _out in self.procs:
+        for _name, proc, _out in self.procs:
             if proc.poll() is None:
                 proc.terminate()
-        for proc, out in self.procs:
+        for _name, proc, out in self.procs:
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
@@ -125,7 +144,9 @@ class LocalStack:
         self.procs.clear()
 
     def alive(self) -> bool:
-        return all(proc.poll() is None for proc, _ in self.procs)
+        """Every process still running (killed ones that were replaced do not count)."""
+        latest = {name: proc for name, proc, _ in self.procs}
+        return all(proc.poll() is None for proc in latest.values())
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
