@@ -85,15 +85,7 @@ class LocalStack:
             *self.sim_args,
             env=env,
         )
-        api = self._start(
-            "api",
-            "serve",
-            "--port",
-            str(self.api_port),
-            "--workers",
-            str(self.api_workers),
-            env=env,
-        )
+        api = self._start_api(env)
         self._start("worker", "worker", env=env)
         if self.ledger_dsn:
             subprocess.run(
@@ -118,17 +110,13 @@ class LocalStack:
                 proc.kill()
                 proc.wait(10)
 
+    def _start_api(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        port, workers = str(self.api_port), str(self.api_workers)
+        return self._start("api", "serve", "--port", port, "--workers", workers, env=env)
+
     def start_api(self, timeout_s: float = 30.0) -> None:
-        api = self._start(
-            "api",
-            "serve",
-            "--port",
-            str(self.api_port),
-            "--workers",
-            str(self.api_workers),
-            env=self.env(),
-        )
-        _wait_healthy(self.api_url, api, timeout_s)
+        """Start the API again (after kill_api), on the same port."""
+        _wait_healthy(self.api_url, self._start_api(self.env()), timeout_s)
 
     def stop(self) -> None:
         for _name, proc, _out in self.procs:

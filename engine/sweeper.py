@@ -7,15 +7,13 @@ a callback) changes nothing that the rule has not already decided."""
 
 import asyncio
 import logging
-import random
 from dataclasses import dataclass
 
 from engine.errors import EventNotFound, StoreUnavailable
+from engine.loops import repeat
 from engine.store import Store
 
 log = logging.getLogger("onsale.sweeper")
-
-BACKOFF_MAX_S = 5.0
 
 
 @dataclass
@@ -73,22 +71,18 @@ class Sweeper:
         return behind
 
     async def run(self, stop: asyncio.Event) -> SweepStats:
-        """Sweep until `stop` is set. Redis outages are retried with capped, jittered backoff."""
-        failures = 0
-        while not stop.is_set():
-            try:
-                behind = await self.run_once()
-                failures = 0
-                pause = 0.0 if behind else self.interval_s
-            except StoreUnavailable as exc:
-                failures += 1
-                self.stats.errors += 1
-                pause = min(BACKOFF_MAX_S, self.interval_s * 2**failures) * random.uniform(0.5, 1)
-                log.warning("sweep failed (%s), retrying in %.2fs", exc, pause)
-            if pause:
-                try:
-                    async with asyncio.timeout(pause):
-                        await stop.wait()
-                except TimeoutError:
-                    pass
+        """Sweep until `stop` is set; Redis outages are retried with backoff."""
+
+        def failed() -> None:
+            self.stats.errors += 1
+
+        await repeat(
+            "sweep",
+            self.run_once,
+            stop,
+            interval_s=self.interval_s,
+            expected=(StoreUnavailable,),
+            log=log,
+            on_error=failed,
+        )
         return self.stats

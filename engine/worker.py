@@ -3,10 +3,10 @@ each a loop with its own interval and capped, jittered backoff on Redis or provi
 
 import asyncio
 import logging
-import random
 from collections.abc import Awaitable, Callable
 
-from engine.errors import InvariantViolation, StoreUnavailable
+from engine.errors import StoreUnavailable
+from engine.loops import repeat
 from engine.provider import ProviderClient, ProviderTimeout
 from engine.reconcile import ProviderReconciler
 from engine.refunds import RefundWorker
@@ -16,37 +16,18 @@ from engine.sweeper import Sweeper
 
 log = logging.getLogger("onsale.worker")
 
-BACKOFF_MAX_S = 10.0
+
+EXPECTED = (StoreUnavailable, ProviderTimeout)
 
 
-async def every(
+def every(
     name: str, interval_s: float, step: Callable[[], Awaitable[object]], stop: asyncio.Event
-) -> None:
-    failures = 0
-    while not stop.is_set():
-        try:
-            await step()
-            failures = 0
-            pause = interval_s
-        except InvariantViolation:
-            raise  # a bug: stop the worker loudly rather than act on impossible state
-        except Exception as exc:
-            failures += 1
-            pause = min(BACKOFF_MAX_S, interval_s * 2**failures) * random.uniform(0.5, 1.0)
-            expected = isinstance(exc, StoreUnavailable | ProviderTimeout)
-            log.log(
-                logging.WARNING if expected else logging.ERROR,
-                "%s failed (%r); retrying in %.2fs",
-                name,
-                exc,
-                pause,
-                exc_info=not expected,
-            )
-        try:
-            async with asyncio.timeout(pause):
-                await stop.wait()
-        except TimeoutError:
-            pass
+) -> Awaitable[None]:
+    async def once() -> bool:
+        await step()
+        return False
+
+    return repeat(name, once, stop, interval_s=interval_s, expected=EXPECTED, log=log)
 
 
 async def run_worker(settings: Settings, stop: asyncio.Event) -> None:

@@ -83,48 +83,33 @@ async def reconcile_event(
     winners = {h.winner for h in holds.values() if h.state == HoldState.CONFIRMED}
     winners |= {r["winner"] for r in ledger_holds.values() if r["state"] == "CONFIRMED"}
 
-    # 1. money the provider holds that is not a winner and not refunded.
+    # 1. money the provider holds that is not a winner and not refunded. A charge already
+    # REFUNDING or REFUNDED is on its way back (its refund is checked in 5); one we never heard
+    # of, or still CHARGING, gets the capture through the same script as a callback (a charge
+    # we never heard of can only go down the refund path); a declined or failed one is a
+    # provider contradiction left for a person.
     for key, entry in captured.items():
         if key in winners or key in refunded:
             continue
         c = charges.get(key)
+        if c is not None and c.state in (ChargeState.REFUNDING, ChargeState.REFUNDED):
+            continue
         repaired = False
-        if c is None:
-            result = await store.apply_outcome(
-                event_id,
-                ProviderOutcome(
-                    f"nightly:{entry['attempt_id']}:captured",
-                    key,
-                    entry["attempt_id"],
-                    "",
-                    "CAPTURED",
-                ),
+        if c is None or c.state == ChargeState.CHARGING:
+            outcome = ProviderOutcome(
+                f"nightly:{entry['attempt_id']}:captured", key, entry["attempt_id"], "", "CAPTURED"
             )
-            repaired = result.decision == "REFUND"
-        elif c.state in (ChargeState.REFUNDING, ChargeState.REFUNDED):
-            repaired = True  # on its way back: the refund queue has it (checked in 5)
-        elif c.state == ChargeState.CHARGING:
-            result = await store.apply_outcome(
-                event_id,
-                ProviderOutcome(
-                    f"nightly:{entry['attempt_id']}:captured",
-                    key,
-                    entry["attempt_id"],
-                    "",
-                    "CAPTURED",
-                ),
-            )
+            result = await store.apply_outcome(event_id, outcome)
             repaired = result.decision in ("REFUND", "CONFIRMED")
-        if not (c is not None and c.state in (ChargeState.REFUNDING, ChargeState.REFUNDED)):
-            out.append(
-                Discrepancy(
-                    CLASSES[0],
-                    event_id,
-                    key,
-                    f"captured {entry['amount']}, ours: {c.state if c else 'unknown'}",
-                    repaired,
-                )
+        out.append(
+            Discrepancy(
+                CLASSES[0],
+                event_id,
+                key,
+                f"captured {entry['amount']}, ours: {c.state if c else 'unknown'}",
+                repaired,
             )
+        )
     # 2. sold seats whose winner the provider never captured.
     for source, rows in (
         ("redis", {h.hold_id: (h.state, h.winner) for h in holds.values()}),

@@ -14,23 +14,22 @@
 
 import asyncio
 import logging
-import random
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 import orjson
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from engine import keys
+from engine.loops import repeat
 
 log = logging.getLogger("onsale.ledger")
 
 GROUP = "ledger"
 HOLD_STATES = {"QUARANTINED", "CONFIRMED", "EXPIRED", "RELEASED"}
 CHARGE_STATES = {"CHARGING", "CAPTURED", "DECLINED", "FAILED", "REFUNDING", "REFUNDED"}
-BACKOFF_MAX_S = 10.0
 
 INSERT_DECISION = """
 insert into decisions (event_id, decision_id, stream_ms, stream_seq, kind, entity_id,
@@ -375,39 +374,36 @@ class LedgerWriter:
     async def run(
         self, stop: asyncio.Event, *, idle_s: float = 0.1, metrics: LedgerMetrics | None = None
     ) -> WriterStats:
-        failures = 0
+        """Move every event's outbox into the ledger until `stop` is set. Redis and PostgreSQL
+        outages are retried with backoff; the entries wait in Redis meanwhile."""
         reported = (0, 0)  # (entries, alerts) already counted in the metrics
-        while not stop.is_set():
-            try:
-                moved = 0
-                events = await self.redis.smembers(keys.events_index(self.prefix))
-                for event_id in sorted(str(e) for e in events):
-                    moved += await self.step(event_id)
-                    if metrics is not None:
-                        entries, seconds = await self.lag(event_id)
-                        metrics.lag_entries.labels(event_id).set(entries)
-                        metrics.lag_seconds.labels(event_id).set(seconds)
+
+        async def one_pass() -> bool:
+            nonlocal reported
+            moved = 0
+            events = await self.redis.smembers(keys.events_index(self.prefix))
+            for event_id in sorted(str(e) for e in events):
+                moved += await self.step(event_id)
                 if metrics is not None:
-                    metrics.entries.inc(self.stats.entries - reported[0])
-                    metrics.alerts.inc(self.stats.alerts - reported[1])
-                    reported = (self.stats.entries, self.stats.alerts)
-                failures = 0
-                pause = 0.0 if moved else idle_s
-            except (
-                TimeoutError,
-                OSError,
-                asyncpg.PostgresError,
-                asyncpg.InterfaceError,
-                ConnectionError,
-            ) as exc:
-                failures += 1
-                self.stats.errors += 1
-                pause = min(BACKOFF_MAX_S, 0.1 * 2**failures) * random.uniform(0.5, 1.0)
-                log.warning("ledger write failed (%r); retrying in %.2fs", exc, pause)
-            if pause:
-                try:
-                    async with asyncio.timeout(pause):
-                        await stop.wait()
-                except TimeoutError:
-                    pass
+                    entries, seconds = await self.lag(event_id)
+                    metrics.lag_entries.labels(event_id).set(entries)
+                    metrics.lag_seconds.labels(event_id).set(seconds)
+            if metrics is not None:
+                metrics.entries.inc(self.stats.entries - reported[0])
+                metrics.alerts.inc(self.stats.alerts - reported[1])
+                reported = (self.stats.entries, self.stats.alerts)
+            return moved > 0
+
+        def failed() -> None:
+            self.stats.errors += 1
+
+        await repeat(
+            "ledger write",
+            one_pass,
+            stop,
+            interval_s=idle_s,
+            log=log,
+            expected=(OSError, RedisError, asyncpg.PostgresError, asyncpg.InterfaceError),
+            on_error=failed,
+        )
         return self.stats

@@ -1,0 +1,57 @@
+"""The one loop every background worker runs (sweeper, refunds, reconciliation, ledger).
+
+`repeat` calls `step` until `stop` is set. A step that returns True left work behind and runs
+again at once; otherwise the loop waits `interval_s`. Failures never end the loop: the expected
+ones (outages, listed in `expected`) are logged as warnings, anything else as an error with its
+traceback, and both are retried with capped, jittered exponential backoff. Only an
+InvariantViolation ends it: a bug must stop the process rather than act on impossible state."""
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+
+from engine.errors import InvariantViolation
+
+BACKOFF_MAX_S = 10.0
+
+
+async def repeat(
+    name: str,
+    step: Callable[[], Awaitable[bool]],
+    stop: asyncio.Event,
+    *,
+    interval_s: float,
+    expected: tuple[type[BaseException], ...],
+    log: logging.Logger,
+    on_error: Callable[[], None] | None = None,
+) -> None:
+    assert interval_s > 0
+    failures = 0
+    while not stop.is_set():
+        try:
+            behind = await step()
+            failures = 0
+            pause = 0.0 if behind else interval_s
+        except InvariantViolation:
+            raise
+        except Exception as exc:
+            failures += 1
+            if on_error is not None:
+                on_error()
+            pause = min(BACKOFF_MAX_S, interval_s * 2**failures) * random.uniform(0.5, 1.0)
+            known = isinstance(exc, expected)
+            log.log(
+                logging.WARNING if known else logging.ERROR,
+                "%s failed (%r); retrying in %.2fs",
+                name,
+                exc,
+                pause,
+                exc_info=not known,
+            )
+        if pause:
+            try:
+                async with asyncio.timeout(pause):
+                    await stop.wait()
+            except TimeoutError:
+                pass
