@@ -118,6 +118,9 @@ def _serve(args: argparse.Namespace) -> int:
         http="httptools",
         log_level="warning",
         access_log=False,
+        # Clients connect before T0 and wait: uvicorn's 5 s default would drop them.
+        timeout_keep_alive=int(os.environ.get("ONSALE_HTTP_KEEPALIVE_S", "75")),
+        backlog=4096,
     )
     return 0
 
