@@ -62,6 +62,7 @@ class OutcomeCode(StrEnum):
     FAILED = "FAILED"
     CONTRADICTION = "CONTRADICTION"
     NOT_FOUND = "NOT_FOUND"
+    RETRY_LATER = "RETRY_LATER"
 
 
 class RefundCode(StrEnum):

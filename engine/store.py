@@ -355,6 +355,8 @@ class Store:
         code = OutcomeCode(reply[0])
         if code == OutcomeCode.NOT_FOUND:
             raise errors.EventNotFound(event_id)
+        if code == OutcomeCode.RETRY_LATER:  # the event is being rebuilt: nothing was recorded
+            raise errors.StoreUnavailable(f"event {event_id} is not open; retry later")
         return OutcomeResult(
             decision=code,
             charge_id=reply[1],
@@ -447,9 +449,21 @@ class Store:
             pipe.hvals(self._key(event_id, "holds"))
             pipe.hvals(self._key(event_id, "charges"))
             pipe.xrange(self._key(event_id, "outbox"))
-            ev, seats, free, owners, hold_rows, charge_rows, outbox = await self._read(
-                pipe.execute()
-            )
+            pipe.zrange(self._key(event_id, "deadlines"), 0, -1)
+            pipe.zrange(self._key(event_id, "quarantines"), 0, -1)
+            pipe.zrange(self._key(event_id, "refunds"), 0, -1)
+            (
+                ev,
+                seats,
+                free,
+                owners,
+                hold_rows,
+                charge_rows,
+                outbox,
+                deadlines,
+                quarantines,
+                refunds,
+            ) = await self._read(pipe.execute())
         return audit_snapshot(
             event_id,
             ev,
@@ -459,6 +473,7 @@ class Store:
             [Hold.from_json(r) for r in hold_rows],
             [Charge.from_json(r) for r in charge_rows],
             [f for _i, f in outbox],
+            timers=(set(deadlines), set(quarantines), set(refunds)),
         )
 
 
@@ -471,8 +486,30 @@ def audit_snapshot(
     holds: list[Hold],
     charges: list[Charge],
     outbox: list[dict[str, str]],
+    timers: tuple[set[str], set[str], set[str]] | None = None,
 ) -> AuditReport:
     bad: list[str] = []
+    if timers is not None:
+        # Every timed state is indexed, or nothing would ever end it.
+        deadlines, quarantines, refunds = timers
+        want_deadlines = {h.hold_id for h in holds if h.state == HoldState.RESERVED}
+        want_quarantines = {
+            h.hold_id
+            for h in holds
+            if h.state == HoldState.QUARANTINED
+            or (h.state == HoldState.RELEASED and h.blocking_charge)
+        }
+        if deadlines != want_deadlines:
+            bad.append(f"deadline index differs: {sorted(deadlines ^ want_deadlines)[:5]}")
+        if quarantines != want_quarantines:
+            bad.append(f"quarantine index differs: {sorted(quarantines ^ want_quarantines)[:5]}")
+        refunding = {c.charge_id for c in charges if c.state == ChargeState.REFUNDING}
+        refundable = refunding | {c.charge_id for c in charges if c.state == ChargeState.REFUNDED}
+        if not refunding <= refunds <= refundable:
+            bad.append(
+                f"refund queue differs: missing {sorted(refunding - refunds)[:5]}, "
+                f"stray {sorted(refunds - refundable)[:5]}"
+            )
     by_hold = {h.hold_id: h for h in holds}
     by_charge = {c.charge_id: c for c in charges}
     kinds = Counter(v[0] for v in owners.values())

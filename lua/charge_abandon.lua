@@ -2,6 +2,7 @@
 KEYS[1..14] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] hold_id   ARGV[2] login   ARGV[3] charge_id
 Returns {code, ...}: ABANDONED | NOT_IN_FLIGHT state | NOT_OWNER | NOT_FOUND
+  (a repeated abandon of the same charge answers ABANDONED again)
 Invariants: the charge stays CHARGING (the provider decides it) but is marked resolve-by-refund,
 so a late capture is refunded and never confirms; the hold's deadline is unchanged. ]]
 local ctx = context()
@@ -11,6 +12,7 @@ local c = get_charge(ARGV[3])
 if (not h) or (not c) or c.hold ~= h.id then return { 'NOT_FOUND' } end
 if h.login ~= ARGV[2] then return { 'NOT_OWNER' } end
 settle(ctx, h)
+if c.reason == 'abandoned_by_client' then return { 'ABANDONED' } end  -- a replay
 if h.state ~= RESERVED or h.charge ~= c.id then return { 'NOT_IN_FLIGHT', c.state } end
 mark_refund_only(ctx, c.id, 'abandoned_by_client')
 h.charge = ''

@@ -3,9 +3,9 @@ KEYS[1..14] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua
 ARGV[1] provider_event_id   ARGV[2] charge_id (our idempotency key from the provider metadata)
 ARGV[3] attempt_id (unique)   ARGV[4] intent_id (join key)   ARGV[5] CAPTURED|DECLINED|FAILED
 Returns {code, ...}: code charge_id charge_state hold_id hold_state first_seen(1|0), code one of
-  CONFIRMED | REFUND | DECLINED | FAILED | CONTRADICTION | NOT_FOUND
+  CONFIRMED | REFUND | DECLINED | FAILED | CONTRADICTION | NOT_FOUND | RETRY_LATER
 Invariants: a capture confirms a hold only if the charge is not resolve-by-refund and the hold is
-RESERVED and live or QUARANTINED, with no winner yet; every other capture goes REFUNDING (never
+RESERVED and live or QUARANTINED, with no winner yet and not given up by its owner; every other capture goes REFUNDING (never
 a resurrected hold); a decline frees a quarantined or blocked seat; a provider event id already
 seen returns its recorded reply and changes nothing; an attempt id maps to one charge forever. ]]
 local event_id, charge_id, attempt, intent, outcome = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -15,6 +15,10 @@ if outcome ~= CAPTURED and outcome ~= DECLINED and outcome ~= FAILED then
 end
 local ctx = context()
 if not ctx then return { 'NOT_FOUND', charge_id, '', '', '', 1 } end
+-- An event being rebuilt from the ledger is a DRAFT: its charges are not all back yet, so a
+-- callback now could mistake a winner for an unknown charge. Nothing is recorded; the provider
+-- retries (the API answers 503).
+if ctx.cfg.status ~= 'open' then return { 'RETRY_LATER', charge_id, '', '', '', 1 } end
 
 local recorded = redis.call('HGET', K_CALLBACKS, event_id)
 if recorded then
@@ -65,13 +69,14 @@ local code
 if c.state == CHARGING then
   c.decided_ms = ctx.now
   if outcome == CAPTURED then
-    if c.refund_only == 0 and h and h.winner == '' and (h.state == RESERVED or h.state == QUARANTINED) then
+    local live = h and (h.state == RESERVED or h.state == QUARANTINED)
+    if c.refund_only == 0 and live and h.winner == '' and (h.given_up or 0) == 0 then
       local via = h.state == QUARANTINED and 'captured_in_quarantine' or 'captured'
+      seat_move(h, 'S')  -- first: it is the step that can fail, and nothing is written before it
       c.state = CAPTURED
       put_charge(c)
       if h.charge == c.id then h.charge = '' end
       h.winner = c.id
-      seat_move(h, 'S')
       hold_end(ctx, h, CONFIRMED, via)
       emit(ctx, 'charge', c.id, CHARGING, CAPTURED, 1, h, c, 'winner')
       code = 'CONFIRMED'
@@ -79,7 +84,8 @@ if c.state == CHARGING then
       local why = 'hold_not_live'
       if c.refund_only == 1 then why = (c.reason ~= '' and c.reason or 'resolve_by_refund')
       elseif not h then why = 'no_hold'
-      elseif h.winner ~= '' then why = 'hold_has_winner' end
+      elseif h.winner ~= '' then why = 'hold_has_winner'
+      elseif (h.given_up or 0) == 1 then why = 'released_by_owner' end
       c.state = REFUNDING
       c.reason = why
       put_charge(c)

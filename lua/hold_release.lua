@@ -27,7 +27,11 @@ if h.state == RESERVED then
   return { 'RELEASED', h.state }
 end
 if h.state == QUARANTINED then
+  -- The buyer gave it up: no capture may confirm it any more (not even a new attempt on an
+  -- earlier charge of this hold); it ends EXPIRED when its money resolves or times out.
   mark_refund_only(ctx, h.charge, 'released_by_owner')
+  h.given_up = 1
+  put_hold(h)
   drop_login(h)
   return { 'RELEASED', h.state }
 end

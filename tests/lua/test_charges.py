@@ -192,7 +192,10 @@ async def test_abandon_rules(store: Store) -> None:
     with pytest.raises(errors.ChargeNotFound):
         await store.abandon_charge(sale.event_id, "h1", "alice", "nope")
     assert await store.abandon_charge(sale.event_id, "h1", "alice", "c1") is True
-    assert await store.abandon_charge(sale.event_id, "h1", "alice", "c1") is False
+    outbox_len = len(await store.outbox(sale.event_id))
+    # A retried abandon answers like the first one and changes nothing.
+    assert await store.abandon_charge(sale.event_id, "h1", "alice", "c1") is True
+    assert len(await store.outbox(sale.event_id)) == outbox_len
     # An abandoned charge that declines is simply declined; the hold is still live.
     assert (await callback(sale, "c1", "DECLINED")).decision == "DECLINED"
     assert (await store.hold(sale.event_id, "h1")).state == HoldState.RESERVED
@@ -209,4 +212,21 @@ async def test_release_of_quarantined_hold_makes_its_charge_refund_only(store: S
     res = await callback(sale, "c1", "CAPTURED")
     assert (res.decision, res.hold_state) == ("REFUND", HoldState.EXPIRED)
     assert (await store.availability(sale.event_id)).free == 1
+    await sale.audit_ok()
+
+
+async def test_a_given_up_quarantined_hold_is_never_confirmed(store: Store) -> None:
+    """Released while quarantined: even a new attempt on an earlier, declined charge of the hold
+    (not itself resolve-by-refund) must not confirm it."""
+    sale = await open_sale(store, 1, hold_ttl_ms=1000, quarantine_ms=5000, now_ms=T0)
+    await store.claim(sale.event_id, "alice", "h1")
+    await store.start_charge(sale.event_id, "h1", "alice", "d1", 100)
+    await callback(sale, "d1", "DECLINED", attempt="a1")
+    await store.start_charge(sale.event_id, "h1", "alice", "p1", 100)
+    await sale.at(T0 + 1000)
+    await store.sweep(sale.event_id)
+    assert await store.release(sale.event_id, "h1", "alice") == HoldState.QUARANTINED
+    res = await callback(sale, "d1", "CAPTURED", attempt="a2")  # new attempt on d1
+    assert res.decision == "REFUND"
+    assert (await store.hold(sale.event_id, "h1")).state == HoldState.QUARANTINED
     await sale.audit_ok()

@@ -30,6 +30,7 @@ class MHold:
     blocking: str = ""
     winner: str = ""
     until: int = 0
+    given_up: bool = False  # released by its owner while quarantined
 
 
 @dataclass
@@ -39,6 +40,7 @@ class MCharge:
     state: ChargeState = ChargeState.CHARGING
     refund_only: bool = False
     attempt: str = ""
+    abandoned: bool = False
 
 
 @dataclass
@@ -182,6 +184,7 @@ class Model:
             return ("RELEASED", h.state)
         if h.state == HoldState.QUARANTINED:
             self._refund_only(h.charge)
+            h.given_up = True
             if self.logins.get(h.login) == h.hold_id:
                 del self.logins[h.login]
             return ("RELEASED", h.state)
@@ -214,8 +217,12 @@ class Model:
         if h.login != login:
             return ("NOT_OWNER",)
         self.settle(h)
+        if c.abandoned:
+            return ("ABANDONED",)
         if h.state != HoldState.RESERVED or h.charge != charge_id:
             return ("NOT_IN_FLIGHT", c.state)
+        if not c.refund_only:
+            c.abandoned = True
         c.refund_only = True
         h.charge = ""
         return ("ABANDONED",)
@@ -244,7 +251,7 @@ class Model:
         if c.state == ChargeState.CHARGING:
             if outcome == "CAPTURED":
                 live = h is not None and h.state in (HoldState.RESERVED, HoldState.QUARANTINED)
-                if not c.refund_only and h is not None and not h.winner and live:
+                if not c.refund_only and h is not None and not h.winner and live and not h.given_up:
                     self._charge_to(c, ChargeEvent.CAPTURE_WINS)
                     if h.charge == c.charge_id:
                         h.charge = ""
