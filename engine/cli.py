@@ -195,6 +195,7 @@ async def _rebuild(settings: "LedgerSettings", event_id: str, force: bool) -> in
     t.add_column("count", justify="right")
     t.add_row("seats", str(report.seats))
     t.add_row("sold (confirmed holds restored)", str(report.sold))
+    t.add_row("ended holds restored as records", str(report.ended_holds))
     for state, n in sorted(report.charges.items()):
         t.add_row(f"charges {state}", str(n))
     console.print(t)

@@ -149,10 +149,19 @@ class Store:
         await self._read(self.client.srem(keys.events_index(self.prefix), event_id))
 
     async def restore_hold(
-        self, event_id: str, hold_id: str, login: str, seat_id: str, winner: str, decided_ms: int
+        self,
+        event_id: str,
+        hold_id: str,
+        login: str,
+        seat_id: str,
+        winner: str,
+        decided_ms: int,
+        state: HoldState = HoldState.CONFIRMED,
     ) -> RestoreCode:
         reply = await self._run(
-            "event_restore", event_id, ["HOLD", hold_id, login, seat_id, winner, decided_ms]
+            "event_restore",
+            event_id,
+            ["HOLD", hold_id, login, seat_id, winner, decided_ms, str(state)],
         )
         return RestoreCode(reply[0])
 
@@ -171,6 +180,7 @@ class Store:
                 charge.attempt_id,
                 charge.intent_id,
                 charge.decided_ms,
+                int(charge.refund_only),
             ],
         )
         return RestoreCode(reply[0])

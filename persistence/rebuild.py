@@ -1,17 +1,25 @@
 """`onsale rebuild EVENT`: after Redis lost an event entirely, rebuild its live state from the
-ledger. Sold seats stay sold (each confirmed hold with its winning charge); every other charge
-the ledger knows comes back with its state and attempt id, resolve-by-refund since its hold is
-gone: one still CHARGING is settled by provider reconciliation (a capture is then refunded),
-one REFUNDING is queued for its refund again. Holds that were only reserved are gone: their
-seats are back on sale. Refuses to run over an event that still exists in Redis unless forced."""
+ledger.
 
-from collections.abc import Callable
+- Sold seats stay sold: each confirmed hold comes back with its seat and its winning charge,
+  CAPTURED (a confirmed hold implies its winner captured, even if the ledger's charge row lags).
+- Every other hold comes back as an ended record without a seat (a replayed claim id gets its
+  first outcome, never a new seat); holds that were only reserved or quarantined are gone and
+  their seats are back on sale.
+- Every other charge comes back with its attempt id, resolve-by-refund (its hold is gone): one
+  still CHARGING is settled by provider reconciliation (a capture is then refunded); one that
+  was captured without winning, or REFUNDING, is queued for its refund.
+- While it runs the event is a DRAFT: claims are refused and callbacks are told to retry.
+- It refuses to run over an event that still exists in Redis unless forced, and even forced it
+  refuses while the outbox holds decisions the ledger does not have yet (they would be lost)."""
+
 from dataclasses import dataclass, field
 
 import asyncpg
 
 from engine.holds import Charge, SeatSpec
-from engine.states import ChargeState, LatePolicy
+from engine.scripts import RestoreCode
+from engine.states import ChargeState, HoldState, LatePolicy
 from engine.store import Store
 
 
@@ -24,22 +32,41 @@ class RebuildReport:
     event_id: str
     seats: int = 0
     sold: int = 0
+    ended_holds: int = 0
     charges: dict[str, int] = field(default_factory=dict)
 
 
+async def _check_outbox_in_ledger(store: Store, conn: asyncpg.Connection, event_id: str) -> None:
+    in_ledger = {
+        r[0]
+        for r in await conn.fetch("select decision_id from decisions where event_id = $1", event_id)
+    }
+    missing = [
+        f["decision_id"]
+        for _sid, f in await store.outbox_entries(event_id)
+        if f["decision_id"] not in in_ledger
+    ]
+    if missing:
+        raise RebuildRefused(
+            f"{len(missing)} decisions of {event_id} are in Redis but not yet in the ledger "
+            f"(e.g. {missing[0]}); let the ledger writer catch up first"
+        )
+
+
+def _restored(code: RestoreCode, what: str) -> None:
+    if code != RestoreCode.RESTORED:
+        raise RebuildRefused(f"could not restore {what}: {code}")
+
+
 async def rebuild(
-    store: Store,
-    conn: asyncpg.Connection,
-    event_id: str,
-    *,
-    force: bool = False,
-    progress: Callable[[int], None] | None = None,
+    store: Store, conn: asyncpg.Connection, event_id: str, *, force: bool = False
 ) -> RebuildReport:
     if await store.event_exists(event_id):
         if not force:
             raise RebuildRefused(
                 f"event {event_id} still exists in Redis; pass --force to replace it"
             )
+        await _check_outbox_in_ledger(store, conn, event_id)
         await store.drop_event(event_id)
     config = await conn.fetchrow("select * from event_configs where event_id = $1", event_id)
     if config is None:
@@ -48,56 +75,90 @@ async def rebuild(
         "select seat_id, rank, section from seats where event_id = $1 order by rank", event_id
     )
     report = RebuildReport(event_id)
-
-    def seats() -> list[SeatSpec]:
-        return [SeatSpec(r["seat_id"], r["rank"], r["section"]) for r in seat_rows]
-
     report.seats = await store.create_event(
         event_id,
-        seats(),
+        [SeatSpec(r["seat_id"], r["rank"], r["section"]) for r in seat_rows],
         hold_ttl_ms=config["hold_ttl_ms"],
         quarantine_ms=config["quarantine_ms"],
         policy=LatePolicy(config["policy"]),
         price_minor=config["price_minor"],
     )
-    if progress:
-        progress(report.seats)
     charges = {
         r["charge_id"]: r
         for r in await conn.fetch("select * from charges where event_id = $1", event_id)
     }
-    winners: set[str] = set()
-    for h in await conn.fetch(
-        "select * from holds where event_id = $1 and state = 'CONFIRMED'", event_id
-    ):
-        await store.restore_hold(
-            event_id, h["hold_id"], h["login"], h["seat_id"], h["winner"], h["decided_at_ms"]
-        )
-        winners.add(h["winner"])
-        report.sold += 1
-    for charge_id, r in charges.items():
-        state = ChargeState(r["state"])
-        won = charge_id in winners and state == ChargeState.CAPTURED
-        await store.restore_charge(
-            event_id,
-            Charge(
-                charge_id=charge_id,
-                hold_id=r["hold_id"] if won else "",
-                seat_id=r["seat_id"],
-                login="",
-                state=state,
-                attempt_id=r["attempt_id"],
-                intent_id=r["intent_id"],
-                refund_only=not won,
-                amount=r["amount"],
-                created_ms=r["decided_at_ms"],
-                decided_ms=r["decided_at_ms"],
-                refund_attempts=0,
-                reason="restored",
+    winners: dict[str, tuple[str, str]] = {}  # charge id -> (hold id, seat id)
+    for h in await conn.fetch("select * from holds where event_id = $1", event_id):
+        state = HoldState(h["state"])
+        if state == HoldState.QUARANTINED:
+            state = HoldState.EXPIRED  # its seat is free again; its charge is resolve-by-refund
+        _restored(
+            await store.restore_hold(
+                event_id,
+                h["hold_id"],
+                h["login"],
+                h["seat_id"],
+                h["winner"],
+                h["decided_at_ms"],
+                state,
             ),
+            f"hold {h['hold_id']}",
         )
-        report.charges[state] = report.charges.get(state, 0) + 1
-    now = await store.server_time_ms()
-    await store.mark_restored(event_id, now)
+        if state == HoldState.CONFIRMED:
+            winners[h["winner"]] = (h["hold_id"], h["seat_id"])
+            report.sold += 1
+        else:
+            report.ended_holds += 1
+    for charge_id, (hold_id, seat_id) in winners.items():
+        r = charges.pop(charge_id, None)
+        _restored(
+            await store.restore_charge(
+                event_id,
+                Charge(
+                    charge_id=charge_id,
+                    hold_id=hold_id,
+                    seat_id=seat_id,
+                    login="",
+                    state=ChargeState.CAPTURED,
+                    attempt_id=r["attempt_id"] if r else "",
+                    intent_id=r["intent_id"] if r else "",
+                    refund_only=False,
+                    amount=r["amount"] if r else config["price_minor"],
+                    created_ms=r["decided_at_ms"] if r else 0,
+                    decided_ms=r["decided_at_ms"] if r else 0,
+                    refund_attempts=0,
+                    reason="restored",
+                ),
+            ),
+            f"charge {charge_id}",
+        )
+        report.charges["CAPTURED"] = report.charges.get("CAPTURED", 0) + 1
+    for charge_id, r in charges.items():
+        cstate = ChargeState(r["state"])
+        if cstate == ChargeState.CAPTURED:
+            cstate = ChargeState.REFUNDING  # captured without winning a hold we still have
+        _restored(
+            await store.restore_charge(
+                event_id,
+                Charge(
+                    charge_id=charge_id,
+                    hold_id="",
+                    seat_id=r["seat_id"],
+                    login="",
+                    state=cstate,
+                    attempt_id=r["attempt_id"],
+                    intent_id=r["intent_id"],
+                    refund_only=True,
+                    amount=r["amount"],
+                    created_ms=r["decided_at_ms"],
+                    decided_ms=r["decided_at_ms"],
+                    refund_attempts=0,
+                    reason="restored",
+                ),
+            ),
+            f"charge {charge_id}",
+        )
+        report.charges[cstate] = report.charges.get(cstate, 0) + 1
+    await store.mark_restored(event_id, await store.server_time_ms())
     await store.open_sale(event_id, config["opens_at_ms"])
     return report

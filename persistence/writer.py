@@ -236,16 +236,23 @@ class LedgerWriter:
         """Move at most one batch of one event into the ledger; returns entries handled."""
         await self._ensure_group(event_id)
         stream = self._stream(event_id)
-        _next, entries, *_ = await self.redis.xautoclaim(
-            stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch_max
-        )
-        if entries:
-            self.stats.reclaimed += len(entries)
-        else:
-            reply: Any = await self.redis.xreadgroup(
-                GROUP, self.consumer, {stream: ">"}, count=self.batch_max
+        try:
+            _next, entries, *_ = await self.redis.xautoclaim(
+                stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch_max
             )
-            entries = reply[0][1] if reply else []
+            if entries:
+                self.stats.reclaimed += len(entries)
+            else:
+                reply: Any = await self.redis.xreadgroup(
+                    GROUP, self.consumer, {stream: ">"}, count=self.batch_max
+                )
+                entries = reply[0][1] if reply else []
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            # The stream was deleted and recreated (Redis lost, event rebuilt): start again.
+            self._groups.discard(event_id)
+            return 0
         if not entries:
             return 0
         await self.write(event_id, entries)
@@ -383,7 +390,16 @@ class LedgerWriter:
             moved = 0
             events = await self.redis.smembers(keys.events_index(self.prefix))
             for event_id in sorted(str(e) for e in events):
-                moved += await self.step(event_id)
+                try:
+                    moved += await self.step(event_id)
+                except (OSError, RedisError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                    raise  # an outage: the whole pass backs off
+                except Exception:
+                    # One event's problem (a record the ledger cannot read) must not stop
+                    # the others from reaching the ledger.
+                    self.stats.errors += 1
+                    log.exception("ledger: event %s skipped this pass", event_id)
+                    continue
                 if metrics is not None:
                     entries, seconds = await self.lag(event_id)
                     metrics.lag_entries.labels(event_id).set(entries)

@@ -259,3 +259,24 @@ async def test_trimming_never_passes_what_the_ledger_holds(
     assert await real_store.client.xlen(stream) == 0
     async with pool.acquire() as conn:
         assert await conn.fetchval("select count(*) from decisions") == total
+
+
+async def test_writer_recovers_when_the_stream_is_recreated(
+    real_store: Store, pool: asyncpg.Pool
+) -> None:
+    event_id = await busy_sale(real_store, 4)
+    writer = LedgerWriter(real_store.client, pool, prefix=real_store.prefix, consumer="w")
+    await drain(writer, event_id)
+    stream = keys.event_key(event_id, "outbox", real_store.prefix)
+    record = (await real_store.outbox(event_id))[0]
+    await real_store.client.delete(stream)  # Redis lost the stream (group and all)
+    await real_store.client.xadd(stream, {**record, "decision_id": "after-the-loss"})
+    assert await writer.step(event_id) == 0  # NOGROUP: forgets the group, recreates next time
+    await drain(writer, event_id)
+    async with pool.acquire() as conn:
+        assert (
+            await conn.fetchval(
+                "select count(*) from decisions where decision_id = 'after-the-loss'"
+            )
+            == 1
+        )

@@ -14,6 +14,8 @@ import orjson
 import pytest
 import redis.asyncio as redis_asyncio
 
+from engine import errors
+from engine.holds import ProviderOutcome
 from engine.states import ChargeState, HoldState
 from engine.store import Store
 from persistence.migrate import migrate
@@ -103,6 +105,16 @@ async def test_rebuild_from_the_ledger(stack: Stack, ledger: Any) -> None:
     async with pool.acquire() as conn:
         with pytest.raises(RebuildRefused, match="still exists"):
             await rebuild(store, conn, event_id)
+        # Forced, it still refuses while the outbox holds decisions the ledger lacks.
+        stream = store.keys(event_id)[12]
+        extra = (await store.outbox(event_id))[0]
+        await store.client.xadd(stream, {**extra, "decision_id": "not-in-ledger"})
+        with pytest.raises(RebuildRefused, match="not yet in the ledger"):
+            await rebuild(store, conn, event_id, force=True)
+        await drain(writer, event_id)
+        ended = [
+            h for h in (await store.holds(event_id)).values() if h.state in ("EXPIRED", "RELEASED")
+        ]
         await store.drop_event(event_id)  # Redis lost the event entirely
         report = await rebuild(store, conn, event_id)
     assert (report.seats, report.sold) == (6, 2)
@@ -113,6 +125,16 @@ async def test_rebuild_from_the_ledger(stack: Stack, ledger: Any) -> None:
         assert (h.state, h.seat_id) == (HoldState.CONFIRMED, sold[name]["seat_id"])
     in_flight = await store.charge(event_id, sold["charging"]["charge_id"])
     assert (in_flight.state, in_flight.refund_only) == (ChargeState.CHARGING, True)
+    # Ended holds come back as records: a replayed claim id gets its first outcome, no seat.
+    for h in ended:
+        again = await store.hold(event_id, h.hold_id)
+        assert (again.state, again.hold_id) == (h.state, h.hold_id)
+    assert report.ended_holds == len(ended)
+    # A callback while the event is rebuilt is told to retry: nothing is recorded.
+    await store.client.hset(store.keys(event_id)[0], "status", "draft")
+    with pytest.raises(errors.StoreUnavailable):
+        await store.apply_outcome(event_id, ProviderOutcome("pe-x", "cx", "ax", "", "CAPTURED"))
+    await store.client.hset(store.keys(event_id)[0], "status", "open")
     report_audit = await store.audit(event_id)
     assert report_audit.ok, report_audit.violations
     # The rebuilt event sells on, and never resells a sold seat.
