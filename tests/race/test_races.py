@@ -5,6 +5,7 @@ interleaving of whole transitions still keeps the invariants (the audit checks t
 
 import asyncio
 import random
+import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -111,7 +112,7 @@ async def test_callback_and_sweeper_race_on_the_deadline(
     """1,000 trials: a hold whose deadline falls while its callback and the sweeper both run.
     Exactly one terminal transition and one terminal record per hold and per decided charge;
     replaying both changes nothing."""
-    trials, ttl_ms = 1_000, 25
+    trials, ttl_ms = 1_000, 200
     sale = await open_sale(
         race_store, trials, hold_ttl_ms=ttl_ms, quarantine_ms=60_000, policy=policy
     )
@@ -121,13 +122,17 @@ async def test_callback_and_sweeper_race_on_the_deadline(
     async def trial(i: int) -> tuple[str, str]:
         nonlocal swept_decided
         hold, charge = f"h{i}", f"c{i}"
+        claimed_at = time.monotonic()
         await race_store.claim(sale.event_id, f"u{i}", hold)
         try:
             await race_store.start_charge(sale.event_id, hold, f"u{i}", charge, 100)
         except errors.HoldExpired:
             return hold, ""
         outcome = "CAPTURED" if rng.random() < 0.75 else "DECLINED"
-        await asyncio.sleep(rng.uniform(0.0, 0.05))
+        # Land the callback within +-100 ms of the deadline, measured from the claim itself, so
+        # both sides of it are hit however loaded the machine is.
+        target = claimed_at + rng.uniform(0.1, 0.3)
+        await asyncio.sleep(max(0.0, target - time.monotonic()))
         decision, swept, _ = await asyncio.gather(
             _callback(race_store, sale, charge, outcome, f"pe-{i}"),
             race_store.sweep(sale.event_id, batch_max=5),
