@@ -200,11 +200,21 @@ async def test_kill_9_mid_batch_loses_nothing_and_duplicates_nothing(
     }
     rng = random.Random(9)
     cmd = [sys.executable, "-m", "engine.cli", "ledger"]
+
+    async def written() -> int:
+        async with pool.acquire() as conn:
+            return int(await conn.fetchval("select count(*) from decisions"))
+
     for _ in range(4):
+        before = await written()
         proc = await asyncio.create_subprocess_exec(
             *cmd, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
         )
-        await asyncio.sleep(rng.uniform(0.7, 1.1))
+        for _ in range(200):  # kill only once it is writing, however slow it was to start
+            if await written() > before:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(rng.uniform(0.0, 0.3))
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
     async with pool.acquire() as conn:
