@@ -59,6 +59,78 @@ def wrk(url: str, seconds: int, connections: int, script: str | None = None) -> 
     }
 
 
+WRK_POST = """
+wrk.method = "POST"
+wrk.body = "{}"
+wrk.headers["Content-Type"] = "application/json"
+"""
+
+
+def run_bare(redis_url: str, prefix: str, args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """The naive ceiling (loadtest/bare_app.py), same uvicorn configuration, same run."""
+    import redis as redis_sync
+
+    from engine.stack import spare_port
+
+    r = redis_sync.Redis.from_url(redis_url)
+    free = f"{prefix}:{{bare}}:free"
+    for start in range(0, args.seats, 10_000):
+        r.zadd(free, {f"s{i}": i for i in range(start, min(args.seats, start + 10_000))})
+    port = spare_port()
+    env = {**os.environ, "ONSALE_REDIS_URL": redis_url, "BARE_PREFIX": prefix}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            "loadtest.bare_app:create_app",
+            "--port",
+            str(port),
+            "--workers",
+            str(args.workers),
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_healthy_bare(f"http://127.0.0.1:{port}/trivial", proc)
+        with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+            f.write(WRK_POST)
+        url = f"http://127.0.0.1:{port}"
+        return {
+            "trivial": wrk(f"{url}/trivial", args.seconds, args.connections),
+            "claim": wrk(f"{url}/bare-claim", args.seconds, args.connections, f.name),
+        }
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        r.close()
+
+
+def _wait_healthy_bare(url: str, proc: "subprocess.Popen[bytes]") -> None:
+    import time
+
+    for _ in range(100):
+        if proc.poll() is not None:
+            raise RuntimeError("bare app exited")
+        try:
+            if httpx.get(url, timeout=0.5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("bare app did not start")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=1)
@@ -93,6 +165,7 @@ def main() -> int:
             f.write(WRK_CLAIM % (tokens, "bench"))
         trivial = wrk(f"{stack.api_url}/healthz", args.seconds, args.connections)
         claim = wrk(stack.api_url, args.seconds, args.connections, f.name)
+        bare = run_bare(redis_url, prefix, args)
     finally:
         stack.stop()
         import redis
@@ -106,12 +179,21 @@ def main() -> int:
     )
     for col in ("endpoint", "req/s", "p50 ms", "p99 ms", "non-2xx"):
         t.add_column(col, justify="right")
-    for name, m in (("GET /healthz", trivial), ("POST claim", claim)):
+    for name, m in (
+        ("GET /healthz (API)", trivial),
+        ("POST claim (API)", claim),
+        ("GET /trivial (bare app)", bare["trivial"]),
+        ("POST bare JSON+EVALSHA claim", bare["claim"]),
+    ):
         t.add_row(
             name, f"{m['rps']:,.0f}", f"{m['p50']:.2f}", f"{m['p99']:.2f}", f"{m['non2xx']:.0f}"
         )
     Console().print(t)
-    Console().print(f"claim / trivial = {claim['rps'] / trivial['rps']:.2f}")
+    Console().print(
+        f"claim / trivial = {claim['rps'] / trivial['rps']:.2f}; "
+        f"claim / bare JSON+EVALSHA = {claim['rps'] / bare['claim']['rps']:.2f}; "
+        f"bare claim / bare trivial = {bare['claim']['rps'] / bare['trivial']['rps']:.2f}"
+    )
     return 0
 
 
