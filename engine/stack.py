@@ -98,7 +98,7 @@ class LocalStack:
             self._start("ledger", "ledger", env=env)
         try:
             for url, proc in ((self.sim_url, sim), (self.api_url, api)):
-                _wait_healthy(url, proc, timeout_s)
+                wait_healthy(url, proc, timeout_s)
         except BaseException:
             self.stop()
             raise
@@ -116,7 +116,7 @@ class LocalStack:
 
     def start_api(self, timeout_s: float = 30.0) -> None:
         """Start the API again (after kill_api), on the same port."""
-        _wait_healthy(self.api_url, self._start_api(self.env()), timeout_s)
+        wait_healthy(self.api_url, self._start_api(self.env()), timeout_s)
 
     def stop(self) -> None:
         for _name, proc, _out in self.procs:
@@ -137,13 +137,15 @@ class LocalStack:
         return all(proc.poll() is None for proc in latest.values())
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+def wait_healthy(
+    url: str, proc: subprocess.Popen[bytes], timeout_s: float, path: str = "/healthz"
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"{url}: process exited with {proc.returncode}")
         try:
-            if httpx.get(f"{url}/healthz", timeout=0.5).status_code == 200:
+            if httpx.get(f"{url}{path}", timeout=0.5).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

@@ -70,7 +70,7 @@ def run_bare(redis_url: str, prefix: str, args: argparse.Namespace) -> dict[str,
     """The naive ceiling (loadtest/bare_app.py), same uvicorn configuration, same run."""
     import redis as redis_sync
 
-    from engine.stack import spare_port
+    from engine.stack import spare_port, wait_healthy
 
     r = redis_sync.Redis.from_url(redis_url)
     free = f"{prefix}:{{bare}}:free"
@@ -102,7 +102,7 @@ def run_bare(redis_url: str, prefix: str, args: argparse.Namespace) -> dict[str,
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait_healthy_bare(f"http://127.0.0.1:{port}/trivial", proc)
+        wait_healthy(f"http://127.0.0.1:{port}", proc, 10.0, path="/trivial")
         with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
             f.write(WRK_POST)
         url = f"http://127.0.0.1:{port}"
@@ -114,21 +114,6 @@ def run_bare(redis_url: str, prefix: str, args: argparse.Namespace) -> dict[str,
         proc.terminate()
         proc.wait(10)
         r.close()
-
-
-def _wait_healthy_bare(url: str, proc: "subprocess.Popen[bytes]") -> None:
-    import time
-
-    for _ in range(100):
-        if proc.poll() is not None:
-            raise RuntimeError("bare app exited")
-        try:
-            if httpx.get(url, timeout=0.5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("bare app did not start")
 
 
 def main() -> int:
