@@ -352,3 +352,27 @@ def test_charge_the_provider_never_saw_is_closed_as_failed(stack: Stack) -> None
     assert hold_state(stack, event_id, h["hold_id"], kim)["state"] == "RESERVED"
     pay(stack, event_id, h["hold_id"], kim)
     eventually(lambda: hold_state(stack, event_id, h["hold_id"], kim)["state"] == "CONFIRMED")
+
+
+def test_verified_callbacks_are_kept_raw_and_forged_ones_are_not(stack: Stack) -> None:
+    event_id = stack.new_event(1)
+    lee = stack.login("lee")
+    h = claim(stack, event_id, lee)
+    stack.sim_config(late_rate=1.0, late_delay_ms=600_000)  # no real capture will interfere
+    charge = pay(stack, event_id, h["hold_id"], lee)
+    stack.sim_config(late_rate=0.0)
+    good = _capture_event(event_id, charge["charge_id"], "evt-raw-good")
+    bad = _capture_event(event_id, charge["charge_id"], "evt-raw-forged")
+    assert _signed_post(stack, good).status_code == 200
+    assert _signed_post(stack, bad, secret="wrong").status_code == 401
+
+    async def kept() -> list[dict[str, str]]:
+        client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
+        try:
+            return await Store(client, prefix=stack.prefix).raw_callbacks(event_id)
+        finally:
+            await client.aclose()
+
+    raw = asyncio.run(kept())
+    assert [r["provider_event_id"] for r in raw] == ["evt-raw-good"]
+    assert orjson.loads(raw[0]["body"]) == good  # the exact bytes we verified
