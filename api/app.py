@@ -17,11 +17,14 @@ from api.errors import error_response
 from api.routes import admin, callbacks, checkout, meta
 from api.settings import ApiSettings
 from engine.provider import ProviderClient
+from engine.soldout import SoldOutMemory
 from engine.store import Store
 
 log = logging.getLogger("onsale.api")
 
+# Starlette tries routes in order: the T0 hot path comes first.
 ROUTES = [
+    Route("/v1/events/{event_id}/holds", checkout.claim, methods=["POST"]),
     Route("/healthz", meta.healthz, methods=["GET"]),
     Route("/readyz", meta.readyz, methods=["GET"]),
     Route("/metrics", meta.metrics, methods=["GET"]),
@@ -29,7 +32,6 @@ ROUTES = [
     Route("/v1/login", checkout.login, methods=["POST"]),
     Route("/v1/events/{event_id}", checkout.availability, methods=["GET"]),
     Route("/v1/events/{event_id}/seats", checkout.free_seats, methods=["GET"]),
-    Route("/v1/events/{event_id}/holds", checkout.claim, methods=["POST"]),
     Route("/v1/events/{event_id}/holds/{hold_id}", checkout.hold_status, methods=["GET"]),
     Route("/v1/events/{event_id}/holds/{hold_id}", checkout.release, methods=["DELETE"]),
     Route("/v1/events/{event_id}/holds/{hold_id}/charges", checkout.start_charge, methods=["POST"]),
@@ -59,8 +61,16 @@ def create_app(settings: ApiSettings) -> Starlette:
             client,
             prefix=settings.engine.key_prefix,
             timeout_s=settings.engine.redis_timeout_ms / 1000,
+            autopipeline=settings.engine.redis_autopipeline,
         )
         await store.scripts.load_all()  # a script that does not compile fails boot
+        if settings.engine.sold_out_memory:
+            store.sold_out = SoldOutMemory(
+                client,
+                settings.engine.key_prefix,
+                ttl_s=settings.engine.sold_out_memory_ms / 1000,
+            )
+            await store.sold_out.start()
         provider = ProviderClient(settings.provider_url, timeout_ms=settings.provider_timeout_ms)
         app.state.ctx = Context(
             settings=settings,
@@ -70,6 +80,8 @@ def create_app(settings: ApiSettings) -> Starlette:
             metrics=Metrics(),
         )
         yield
+        if store.sold_out is not None:
+            await store.sold_out.stop()
         await provider.aclose()
         await client.aclose()
 

@@ -6,7 +6,7 @@ import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
@@ -21,6 +21,8 @@ from engine.provider import ProviderClient
 from engine.store import Store
 
 log = logging.getLogger("onsale.api")
+
+TOKEN_CACHE_MAX = 200_000  # verified tokens kept per process; cleared when full
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -47,6 +49,21 @@ class Metrics:
         self.decisions = Counter(
             "onsale_decisions_total", "API-made decisions by kind", ["kind"], registry=self.registry
         )
+        # Labelled children looked up once: labels() takes a lock and builds a key each call.
+        self._latency: dict[tuple[str, int], Any] = {}
+        self._claims: dict[str, Any] = {}
+
+    def observe(self, route: str, status: int, seconds: float) -> None:
+        child = self._latency.get((route, status))
+        if child is None:
+            child = self._latency[(route, status)] = self.requests.labels(route, str(status))
+        child.observe(seconds)
+
+    def claimed(self, result: str) -> None:
+        child = self._claims.get(result)
+        if child is None:
+            child = self._claims[result] = self.claims.labels(result)
+        child.inc()
 
 
 @dataclass
@@ -56,6 +73,7 @@ class Context:
     provider: ProviderClient
     signer: URLSafeTimedSerializer
     metrics: Metrics
+    tokens: dict[str, tuple[str, float]] = field(default_factory=dict)  # token -> login, expiry
 
     def issue_token(self, login: str) -> str:
         return str(self.signer.dumps({"l": login}))
@@ -65,13 +83,25 @@ class Context:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise ApiError(401, "unauthorized", "send Authorization: Bearer <token>")
+        # A token verified once is remembered with its expiry: two tabs and retries of one
+        # login do not pay for the HMAC again. Only valid tokens are cached.
+        known = self.tokens.get(token)
+        if known is not None and time.time() < known[1]:
+            return known[0]
         try:
-            data: Any = self.signer.loads(token, max_age=self.settings.token_ttl_s)
+            data: Any
+            data, signed_at = self.signer.loads(
+                token, max_age=self.settings.token_ttl_s, return_timestamp=True
+            )
         except SignatureExpired:
             raise ApiError(401, "unauthorized", "token expired") from None
         except BadSignature:
             raise ApiError(401, "unauthorized", "invalid token") from None
-        return str(data["l"])
+        login = str(data["l"])
+        if len(self.tokens) >= TOKEN_CACHE_MAX:
+            self.tokens.clear()
+        self.tokens[token] = (login, signed_at.timestamp() + self.settings.token_ttl_s)
+        return login
 
     def require_admin(self, request: Request) -> None:
         header = request.headers.get("authorization", "")
@@ -108,9 +138,7 @@ def endpoint(route: str) -> Callable[[Handler], Handler]:
                 log.exception("unexpected error on %s", route)
                 response = error_response(request, "internal", "unexpected error", 500)
             metrics = ctx(request).metrics
-            metrics.requests.labels(route, str(response.status_code)).observe(
-                time.perf_counter() - started
-            )
+            metrics.observe(route, response.status_code, time.perf_counter() - started)
             return response
 
         return run

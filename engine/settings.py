@@ -24,6 +24,17 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw == "":
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise MissingSetting(f"{name} must be 1 or 0, got {raw!r}")
+
+
 @dataclass(frozen=True)  # no slots: from_env reads the defaults off the class
 class Settings:
     redis_url: str
@@ -31,6 +42,9 @@ class Settings:
     redis_timeout_ms: int = 2_000  # per command; a timed-out call is retried by the caller
     redis_connect_timeout_ms: int = 1_000
     redis_pool_max: int = 64  # connections per process; waiting for one is bounded too
+    redis_autopipeline: bool = True  # script calls of one event-loop tick share a round trip
+    sold_out_memory: bool = True  # API: answer sold_out from memory once Redis said so
+    sold_out_memory_ms: int = 250  # ... for at most this long without a fresh SOLD_OUT
     sweep_interval_ms: int = 200  # pause between sweeps when nothing was due
     sweep_batch_max: int = 200  # holds examined per script call
     sweep_rounds_max: int = 50  # script calls per event per sweep (bounds one pass)
@@ -53,6 +67,9 @@ class Settings:
                 env, "ONSALE_REDIS_CONNECT_TIMEOUT_MS", cls.redis_connect_timeout_ms
             ),
             redis_pool_max=_int(env, "ONSALE_REDIS_POOL_MAX", cls.redis_pool_max),
+            redis_autopipeline=_bool(env, "ONSALE_REDIS_AUTOPIPELINE", cls.redis_autopipeline),
+            sold_out_memory=_bool(env, "ONSALE_SOLD_OUT_MEMORY", cls.sold_out_memory),
+            sold_out_memory_ms=_int(env, "ONSALE_SOLD_OUT_MEMORY_MS", cls.sold_out_memory_ms),
             sweep_interval_ms=_int(env, "ONSALE_SWEEP_INTERVAL_MS", cls.sweep_interval_ms),
             sweep_batch_max=_int(env, "ONSALE_SWEEP_BATCH_MAX", cls.sweep_batch_max),
             sweep_rounds_max=_int(env, "ONSALE_SWEEP_ROUNDS_MAX", cls.sweep_rounds_max),

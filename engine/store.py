@@ -2,6 +2,7 @@
 come back as typed outcomes, refusals as EngineError subclasses (engine/errors.py)."""
 
 import asyncio
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from engine.holds import (
     SeatSpec,
     SweepResult,
 )
+from engine.pipeline import AutoPipeline
 from engine.scripts import (
     AbandonCode,
     ChargeStartCode,
@@ -38,8 +40,10 @@ from engine.scripts import (
     SeatsAddCode,
     SweepCode,
 )
+from engine.soldout import SoldOutMemory
 from engine.states import CHARGE_TERMINAL, HOLD_TERMINAL, ChargeState, HoldState, LatePolicy
 
+KEYS_CACHE_MAX = 10_000  # events whose key names are kept built
 SEATS_CHUNK_MAX = 2000  # seats per event_seats_add call: keeps one script call short
 
 
@@ -64,6 +68,7 @@ class Store:
         scripts: Scripts | None = None,
         prefix: str = keys.PREFIX,
         timeout_s: float = 2.0,
+        autopipeline: bool = True,
     ) -> None:
         encoder = client.get_encoder()  # type: ignore[no-untyped-call]
         assert encoder.decode_responses, "Store needs a client with decode_responses=True"
@@ -71,14 +76,31 @@ class Store:
         self.scripts = scripts or Scripts(client)
         self.prefix = prefix
         self.timeout_s = timeout_s
+        # Answers "sold out" from memory once Redis said so (engine/soldout.py); set by the
+        # API, which also runs its listener.
+        self.sold_out: SoldOutMemory | None = None
+        self._keys: dict[str, list[str]] = {}
+        # Script calls of one event-loop tick share one round trip (engine/pipeline.py).
+        self.pipeline = (
+            AutoPipeline(client, self.scripts, timeout_s=timeout_s) if autopipeline else None
+        )
 
     # -- plumbing -------------------------------------------------------------------------
 
     def keys(self, event_id: str) -> list[str]:
-        return keys.event_keys(event_id, self.prefix)
+        known = self._keys.get(event_id)
+        if known is None:
+            if len(self._keys) >= KEYS_CACHE_MAX:
+                self._keys.clear()
+            known = self._keys[event_id] = keys.event_keys(event_id, self.prefix)
+        return known
 
     async def _run(self, name: str, event_id: str, args: Sequence[Any]) -> list[Any]:
         try:
+            if self.pipeline is not None:  # bounded by the pipeline's own queue and timeout
+                reply = await self.pipeline.call(name, self.keys(event_id), args)
+                assert isinstance(reply, list) and reply, f"{name}: unexpected reply {reply!r}"
+                return reply
             async with asyncio.timeout(self.timeout_s):
                 return await self.scripts.call(name, self.keys(event_id), list(args))
         except ResponseError as exc:
@@ -230,8 +252,14 @@ class Store:
         """Claim `seat_id`, or the best free seat when None. `hold_id` is the idempotency key."""
         if not keys.valid_id(hold_id) or not login:
             raise ValueError("hold_id and login are required")
+        memory = self.sold_out
+        if memory is not None and memory.refuses(event_id, hold_id):
+            raise errors.SoldOut(f"claim {hold_id}: SOLD_OUT (remembered)", reply=[])
+        sent_at = time.monotonic()
         reply = await self._run("hold_claim", event_id, [hold_id, login, seat_id or ""])
         code = ClaimCode(reply[0])
+        if code == ClaimCode.SOLD_OUT and memory is not None:
+            memory.sold_out(event_id, int(reply[1]), sent_at)
         if code == ClaimCode.OK:
             return Claimed(reply[1], reply[2], int(reply[3]), False, HoldState.RESERVED)
         if code == ClaimCode.REPLAY:

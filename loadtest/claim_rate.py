@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -24,6 +25,8 @@ from rich.console import Console
 from rich.table import Table
 
 from engine.stack import LocalStack
+
+PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
 
 WRK_CLAIM = """
 local tokens = {%s}
@@ -116,13 +119,69 @@ def run_bare(redis_url: str, prefix: str, args: argparse.Namespace) -> dict[str,
         r.close()
 
 
+def profiled(stack: LocalStack, args: argparse.Namespace, script: str) -> dict[str, float]:
+    """Run the claim load while py-spy samples the (single) API process; print the frames
+    that hold the most samples, inclusive and self, and keep the raw stacks in args.profile."""
+    api = next(proc for name, proc, _out in stack.procs if name == "api")
+    spy = subprocess.Popen(
+        [
+            PY_SPY,
+            "record",
+            "-p",
+            str(api.pid),
+            "-d",
+            str(args.seconds),
+            "-r",
+            "500",
+            "--format",
+            "raw",
+            "-o",
+            args.profile,
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    result = wrk(stack.api_url, args.seconds, args.connections, script)
+    spy.wait(args.seconds + 30)
+    inclusive: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    total = 0
+    for line in Path(args.profile).read_text().splitlines():
+        stack_text, _, count = line.rpartition(" ")
+        n = int(count)
+        frames = [re.sub(r"\((?:[^()]*/)?", "(", f) for f in stack_text.split(";")]
+        total += n
+        own[frames[-1]] += n
+        for frame in set(frames):
+            inclusive[frame] += n
+    t = Table(title=f"py-spy: {total:,} samples of the API process under claim load")
+    for col in ("frame", "inclusive %", "self %"):
+        t.add_column(col, justify="right" if col != "frame" else "left")
+    for frame, n in inclusive.most_common(args.profile_top):
+        t.add_row(frame[:90], f"{100 * n / total:.1f}", f"{100 * own[frame] / total:.1f}")
+    Console().print(t)
+    t = Table(title="py-spy: top self time")
+    t.add_column("frame")
+    t.add_column("self %", justify="right")
+    for frame, n in own.most_common(args.profile_top):
+        t.add_row(frame[:90], f"{100 * n / total:.1f}")
+    Console().print(t)
+    return result
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--seats", type=int, default=200_000)
+    ap.add_argument("--profile", default="", help="py-spy raw stacks file (needs --workers 1)")
+    ap.add_argument("--profile-top", type=int, default=30)
     args = ap.parse_args()
+    if args.profile and (args.workers != 1 or not Path(PY_SPY).exists()):
+        print("--profile needs --workers 1 and py-spy on PATH", file=sys.stderr)
+        return 2
     if shutil.which("wrk") is None:
         print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
         return 2
@@ -149,7 +208,15 @@ def main() -> int:
         with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
             f.write(WRK_CLAIM % (tokens, "bench"))
         trivial = wrk(f"{stack.api_url}/healthz", args.seconds, args.connections)
-        claim = wrk(stack.api_url, args.seconds, args.connections, f.name)
+        if args.profile:
+            claim = profiled(stack, args, f.name)
+        else:
+            claim = wrk(stack.api_url, args.seconds, args.connections, f.name)
+        # The same API with auto-pipelining off: each script call is its own round trip.
+        stack.kill_api()
+        stack.extra_env["ONSALE_REDIS_AUTOPIPELINE"] = "0"
+        stack.start_api()
+        claim_single = wrk(stack.api_url, args.seconds, args.connections, f.name)
         bare = run_bare(redis_url, prefix, args)
     finally:
         stack.stop()
@@ -167,6 +234,7 @@ def main() -> int:
     for name, m in (
         ("GET /healthz (API)", trivial),
         ("POST claim (API)", claim),
+        ("POST claim (API, auto-pipelining off)", claim_single),
         ("GET /trivial (bare app)", bare["trivial"]),
         ("POST bare JSON+EVALSHA claim", bare["claim"]),
     ):
@@ -177,6 +245,7 @@ def main() -> int:
     Console().print(
         f"claim / trivial = {claim['rps'] / trivial['rps']:.2f}; "
         f"claim / bare JSON+EVALSHA = {claim['rps'] / bare['claim']['rps']:.2f}; "
+        f"auto-pipelining on / off = {claim['rps'] / claim_single['rps']:.2f}; "
         f"bare claim / bare trivial = {bare['claim']['rps'] / bare['trivial']['rps']:.2f}"
     )
     return 0

@@ -79,7 +79,15 @@ end
 -- stored, so quantity stock can supply its own versions without touching the transitions.
 local function counters(from, to)
   if from then redis.call('HINCRBY', K_EVENT, from, -1) end
-  if to then redis.call('HINCRBY', K_EVENT, to, 1) end
+  if to then return redis.call('HINCRBY', K_EVENT, to, 1) end
+end
+
+-- The event went from no free seat to one. API processes that answer "sold out" from memory
+-- (engine/soldout.py) drop that answer on this message; `restocks` counts these moments, so a
+-- SOLD_OUT reply tells a process whether its memory of the sold-out event is still current.
+local function restocked()
+  local n = redis.call('HINCRBY', K_EVENT, 'restocks', 1)
+  redis.call('PUBLISH', K_EVENT .. ':restocked', n)
 end
 
 local OWNER_COUNTER = { H = 'held', B = 'blocked', S = 'sold' }
@@ -113,7 +121,7 @@ local function seat_move(h, to)
   else
     redis.call('HDEL', K_OWNERS, h.seat)
     redis.call('ZADD', K_FREE, redis.call('ZSCORE', K_SEATS, h.seat), h.seat)
-    counters(OWNER_COUNTER[from], 'free')
+    if counters(OWNER_COUNTER[from], 'free') == 1 then restocked() end
   end
 end
 

@@ -2,8 +2,8 @@
 KEYS[1..14] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] hold_id (the idempotency key)   ARGV[2] login   ARGV[3] seat_id, '' for best available
 Returns {code, ...}: OK hold_id seat expires_ms | REPLAY hold_id seat expires_ms state |
-  SOLD_OUT | SEAT_TAKEN | UNKNOWN_SEAT | NOT_OPEN opens_at_ms | NOT_FOUND |
-  CHARGE_IN_FLIGHT previous_hold_id | IDEMPOTENCY_KEY_REUSED
+  SOLD_OUT restocks (times the event came back from sold out) | SEAT_TAKEN | UNKNOWN_SEAT |
+  NOT_OPEN opens_at_ms | NOT_FOUND | CHARGE_IN_FLIGHT previous_hold_id | IDEMPOTENCY_KEY_REUSED
 Invariants: a seat leaves the free set at most once per claim; one active checkout per login:
 the login's previous live hold is released in the same step, only when the new claim succeeds,
 and never while a charge on it is in flight. ]]
@@ -40,7 +40,7 @@ if want ~= '' then
   local mine = prev and prev.seat == want
   if (not mine) and (not redis.call('ZSCORE', K_FREE, want)) then return { 'SEAT_TAKEN' } end
 elseif (not prev) and redis.call('ZCARD', K_FREE) == 0 then
-  return { 'SOLD_OUT' }
+  return { 'SOLD_OUT', tonumber(redis.call('HGET', K_EVENT, 'restocks') or 0) }
 end
 
 if prev then

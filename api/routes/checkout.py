@@ -2,6 +2,7 @@
 
 The claim is the hot path: token check (CPU only), one EVALSHA, no PostgreSQL."""
 
+import os
 import uuid
 
 from starlette.requests import Request
@@ -63,13 +64,13 @@ async def claim(request: Request) -> Response:
     event_id = path_id(request, "event_id")
     body = obj(await read_json(request, c.settings.body_max_bytes, allow_empty=True))
     seat_id = ident(body, "seat_id", required=False)
-    hold_id = idempotency_key(request.headers.get("idempotency-key"), uuid.uuid4().hex)
+    hold_id = idempotency_key(request.headers.get("idempotency-key"), os.urandom(16).hex())
     try:
         claimed = await c.store.claim(event_id, login_name, hold_id, seat_id)
     except Exception as exc:
-        c.metrics.claims.labels(getattr(exc, "code", "error")).inc()
+        c.metrics.claimed(getattr(exc, "code", "error"))
         raise
-    c.metrics.claims.labels("replay" if claimed.replay else "ok").inc()
+    c.metrics.claimed("replay" if claimed.replay else "ok")
     return json_response(
         {
             "hold_id": claimed.hold_id,

@@ -1,0 +1,194 @@
+"""Auto-pipelining: script calls made in the same event-loop tick leave in one round trip.
+
+Under a burst the cost of a claim is mostly the Redis client's per-call work (a pool checkout,
+a retry wrapper, a timer, one socket write and one read each). `AutoPipeline.call` queues the
+EVALSHA and returns a future; the first call of a tick schedules a flush, which sends every
+queued call as one non-transactional pipeline on one pooled connection and hands each caller
+its own reply. Nothing changes for Redis: each script still runs alone and atomically, in the
+order the calls were queued; only the client's bookkeeping is shared (ADR 0011).
+
+Bounds: at most `max_inflight` pipelines are on the wire per process, at most `max_batch`
+calls each; while all are busy, calls wait in the queue and the next flush takes them
+together, so batches grow with load instead of connections. A call that waited in the queue
+longer than `timeout_s` is failed (StoreUnavailable) without being sent, and a pipeline that
+does not answer within `timeout_s` fails all its calls the same way: like a timed-out single
+call, their outcome is unknown to the caller and a retry with the same idempotency key is
+the way to learn it."""
+
+import asyncio
+import math
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from engine import errors
+from engine.scripts import Scripts
+
+HEADS_MAX = 10_000  # cached command heads (script x event); cleared when full
+
+
+@dataclass(slots=True)
+class _Call:
+    name: str
+    keys: list[str]
+    args: list[Any]
+    future: "asyncio.Future[list[Any]]"
+    queued: float
+
+
+@dataclass
+class PipelineStats:
+    calls: int = 0
+    batches: int = 0
+    largest: int = 0
+    expired: int = 0
+
+    @property
+    def mean_batch(self) -> float:
+        return self.calls / self.batches if self.batches else 0.0
+
+
+class AutoPipeline:
+    def __init__(
+        self,
+        client: "aioredis.Redis",
+        scripts: Scripts,
+        *,
+        timeout_s: float,
+        max_batch: int = 512,
+        max_inflight: int = 4,
+    ) -> None:
+        self.client = client
+        self.scripts = scripts
+        self.timeout_s = timeout_s
+        self.max_batch = max_batch
+        self.max_inflight = max_inflight
+        self.stats = PipelineStats()
+        self._queue: deque[_Call] = deque()
+        self._scheduled = False
+        self._inflight = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._heads: dict[tuple[str, str], bytes] = {}
+        self._encoder = client.get_encoder()  # type: ignore[no-untyped-call]
+
+    def call(self, name: str, keys: list[str], args: Sequence[Any]) -> "asyncio.Future[list[Any]]":
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[Any]] = loop.create_future()
+        self._queue.append(_Call(name, keys, list(args), future, time.monotonic()))
+        if not self._scheduled and self._inflight < self.max_inflight:
+            self._scheduled = True
+            loop.call_soon(self._flush)
+        return future
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        while self._queue and self._inflight < self.max_inflight:
+            batch = self._take()
+            if not batch:
+                continue
+            self._inflight += 1
+            task = asyncio.get_running_loop().create_task(self._send(batch))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _take(self) -> list[_Call]:
+        """Up to max_batch live calls; calls that waited too long fail without being sent."""
+        batch: list[_Call] = []
+        oldest_allowed = time.monotonic() - self.timeout_s
+        while self._queue and len(batch) < self.max_batch:
+            c = self._queue.popleft()
+            if c.future.done():  # the caller went away (cancelled): nothing to send
+                continue
+            if c.queued < oldest_allowed:
+                self.stats.expired += 1
+                c.future.set_exception(errors.StoreUnavailable(f"{c.name}: queued too long"))
+                continue
+            batch.append(c)
+        return batch
+
+    async def _send(self, batch: list[_Call]) -> None:
+        self.stats.calls += len(batch)
+        self.stats.batches += 1
+        self.stats.largest = max(self.stats.largest, len(batch))
+        try:
+            replies = await self._execute(batch)
+        except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
+            for c in batch:
+                if not c.future.done():
+                    c.future.set_exception(errors.StoreUnavailable(f"{c.name}: {exc!r}"))
+        except BaseException as exc:  # a bug or cancellation: no caller may wait forever
+            for c in batch:
+                if not c.future.done():
+                    c.future.set_exception(exc)
+            raise
+        else:
+            for c, reply in zip(batch, replies, strict=True):
+                if not c.future.done():
+                    if isinstance(reply, Exception):
+                        c.future.set_exception(reply)
+                    else:
+                        c.future.set_result(reply)
+        finally:
+            self._inflight -= 1
+            if self._queue and not self._scheduled:
+                self._scheduled = True
+                asyncio.get_running_loop().call_soon(self._flush)
+
+    def _packed(self, c: _Call) -> bytes:
+        """RESP bytes of `EVALSHA sha numkeys keys... args...`; the part before the args is the
+        same for every call of one script on one event, so it is built once."""
+        head_key = (c.name, c.keys[0])
+        head = self._heads.get(head_key)
+        if head is None:
+            if len(self._heads) >= HEADS_MAX:
+                self._heads.clear()
+            sha = self.scripts[c.name].sha
+            head = b"".join(_bulk(p.encode()) for p in ("EVALSHA", sha, str(len(c.keys)), *c.keys))
+            self._heads[head_key] = head
+        encode = self._encoder.encode
+        parts = [b"*%d\r\n" % (3 + len(c.keys) + len(c.args)), head]
+        parts += [_bulk(encode(a)) for a in c.args]
+        return b"".join(parts)
+
+    async def _execute(self, batch: list[_Call]) -> list[Any]:
+        """One write of every packed call, then one read per call, on one pooled connection.
+        Error replies belong to their own call; a transport failure fails the batch."""
+        pool = self.client.connection_pool
+        async with asyncio.timeout(self.timeout_s):
+            conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+            try:
+                await conn.send_packed_command([self._packed(c) for c in batch])
+                replies: list[Any] = []
+                for _ in batch:
+                    try:  # math.inf: no timer per reply, the batch's own timeout covers it
+                        replies.append(await conn.read_response(timeout=math.inf))
+                    except ResponseError as exc:
+                        replies.append(exc)
+            except BaseException:
+                await conn.disconnect(nowait=True)
+                raise
+            finally:
+                await pool.release(conn)
+            # A server that lost its scripts (restart, SCRIPT FLUSH): run those calls one by
+            # one through the registered script, which loads it and retries.
+            for i, reply in enumerate(replies):
+                if isinstance(reply, NoScriptError):
+                    c = batch[i]
+                    try:
+                        replies[i] = await self.scripts.call(c.name, c.keys, c.args)
+                    except (RedisConnectionError, RedisTimeoutError):
+                        raise
+                    except ResponseError as exc:  # the script's own error belongs to its caller
+                        replies[i] = exc
+            return replies
+
+
+def _bulk(b: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(b), b)

@@ -1,0 +1,97 @@
+"""Auto-pipelining (engine/pipeline.py): calls of one tick share one round trip, each caller
+gets its own reply or its own error, lost scripts are reloaded, and a caller never waits
+without bound."""
+
+import asyncio
+
+import fakeredis
+import pytest
+import redis.asyncio as aioredis
+
+from engine import errors
+from engine.scripts import Scripts
+from engine.stack import spare_port
+from engine.store import Store
+from tests.conftest import new_prefix, open_sale
+
+T0 = 1_900_000_000_000
+
+
+async def test_one_tick_is_one_batch_and_replies_keep_their_order(store: Store) -> None:
+    assert store.pipeline is not None
+    sale = await open_sale(store, 5, now_ms=T0)
+    before = store.pipeline.stats.batches
+    results = await asyncio.gather(
+        *(store.claim(sale.event_id, f"u{i}", f"h{i}") for i in range(8)),
+        store.claim(sale.event_id, "u0", "h0"),  # the same key again: a replay
+        store.claim(sale.event_id, "x", "h1"),  # someone else's key
+        return_exceptions=True,
+    )
+    assert store.pipeline.stats.batches == before + 1
+    seats = [r.seat_id for r in results[:5] if not isinstance(r, BaseException)]
+    assert seats == [f"s0000{i}" for i in range(5)]  # queued order is execution order
+    assert all(isinstance(r, errors.SoldOut) for r in results[5:8])
+    replay = results[8]
+    assert not isinstance(replay, BaseException) and replay.replay and replay.seat_id == "s00000"
+    assert isinstance(results[9], errors.IdempotencyKeyReused)
+    await sale.audit_ok()
+
+
+async def test_a_script_error_belongs_to_its_own_caller(store: Store) -> None:
+    sale = await open_sale(store, 2, now_ms=T0)
+    assert store.pipeline is not None
+    bad = store.pipeline.call("hold_claim", store.keys(sale.event_id), ["", "nobody", ""])
+    good = store.pipeline.call("hold_claim", store.keys(sale.event_id), ["h1", "u1", ""])
+    with pytest.raises(Exception, match="BAD_ARGS"):
+        await bad
+    assert (await good)[0] == "OK"
+
+
+async def test_flushed_scripts_are_reloaded() -> None:
+    client = fakeredis.aioredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)
+    store = Store(client, scripts=Scripts(client, test_clock=True), prefix=new_prefix())
+    sale = await open_sale(store, 3, now_ms=T0)
+    await client.script_flush()
+    got = await asyncio.gather(*(store.claim(sale.event_id, f"u{i}", f"h{i}") for i in range(3)))
+    assert sorted(c.seat_id for c in got) == ["s00000", "s00001", "s00002"]
+    await client.aclose()
+
+
+async def test_calls_queued_too_long_fail_without_being_sent(store: Store) -> None:
+    sale = await open_sale(store, 3, now_ms=T0)
+    assert store.pipeline is not None
+    stale = store.pipeline.call("hold_claim", store.keys(sale.event_id), ["h1", "u1", ""])
+    store.pipeline._queue[0].queued -= store.pipeline.timeout_s + 1  # it waited too long
+    fresh = store.pipeline.call("hold_claim", store.keys(sale.event_id), ["h2", "u2", ""])
+    with pytest.raises(errors.StoreUnavailable, match="queued too long"):
+        await stale
+    assert (await fresh)[2] == "s00000"  # the stale call never ran: its seat is still first
+    assert store.pipeline.stats.expired == 1
+
+
+async def test_no_server_fails_every_caller_quickly() -> None:
+    client = aioredis.from_url(
+        f"redis://127.0.0.1:{spare_port()}/0", decode_responses=True, socket_connect_timeout=0.5
+    )
+    store = Store(client, scripts=Scripts(client, test_clock=True), timeout_s=1.0)
+    results = await asyncio.gather(
+        *(store.claim("e1", f"u{i}", f"h{i}") for i in range(20)), return_exceptions=True
+    )
+    assert all(isinstance(r, errors.StoreUnavailable) for r in results)
+    await client.aclose()
+
+
+@pytest.mark.redis
+async def test_many_concurrent_claims_batch_up_on_real_redis(real_store: Store) -> None:
+    store = real_store
+    assert store.pipeline is not None
+    sale = await open_sale(store, 300, now_ms=T0)
+    got = await asyncio.gather(
+        *(store.claim(sale.event_id, f"u{i}", f"h{i}") for i in range(2000)),
+        return_exceptions=True,
+    )
+    won = [g for g in got if not isinstance(g, BaseException)]
+    assert len(won) == 300 and len({g.seat_id for g in won}) == 300
+    assert all(isinstance(g, errors.SoldOut) for g in got if isinstance(g, BaseException))
+    assert store.pipeline.stats.largest > 100  # they really went out together
+    await sale.audit_ok()

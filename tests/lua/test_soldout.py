@@ -1,0 +1,156 @@
+"""The sold-out memory (engine/soldout.py): refusals from memory, the retried claim that must
+still get its hold, and the restock message that ends the memory. On fakeredis and on real
+Redis, with the listener really subscribed."""
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from engine import errors
+from engine.soldout import SoldOutMemory, _Memory
+from engine.store import Store
+from tests.conftest import Sale, open_sale
+from tests.helpers import wait_until
+
+T0 = 1_900_000_000_000
+
+
+@pytest.fixture
+async def memory(store: Store) -> AsyncIterator[SoldOutMemory]:
+    m = SoldOutMemory(store.client, store.prefix, ttl_s=30.0)
+    store.sold_out = m
+    await m.start()
+    await wait_until(lambda: m.listening)
+    yield m
+    await m.stop()
+
+
+async def sell_out(store: Store, seats: int) -> Sale:
+    sale = await open_sale(store, seats, now_ms=T0)
+    for i in range(seats):
+        await store.claim(sale.event_id, f"winner{i}", f"win{i}")
+    return sale
+
+
+async def test_sold_out_reply_counts_restocks_and_release_publishes(store: Store) -> None:
+    sale = await sell_out(store, 2)
+    raw = await store.scripts.call("hold_claim", store.keys(sale.event_id), ["x", "late", ""])
+    assert raw == ["SOLD_OUT", 0]
+    pubsub = store.client.pubsub()
+    await pubsub.psubscribe(f"{store.prefix}:{{*}}:event:restocked")
+    await store.release(sale.event_id, "win0", "winner0")  # 0 -> 1 free: a restock
+    await store.release(sale.event_id, "win1", "winner1")  # 1 -> 2 free: not one
+    got = []
+    for _ in range(100):  # up to 5 s for the first message, then 0.2 s for any other
+        msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.05)
+        if msg is not None:
+            got.append((msg["channel"], msg["data"]))
+        elif len(got) == 1:
+            for _ in range(4):
+                late = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.05)
+                if late is not None:
+                    got.append((late["channel"], late["data"]))
+            break
+    await pubsub.aclose()
+    channel = f"{store.prefix}:{{{sale.event_id}}}:event:restocked"
+    assert got == [(channel, "1")]
+    await store.claim(sale.event_id, "a", "a1")
+    await store.claim(sale.event_id, "b", "b1")
+    raw = await store.scripts.call("hold_claim", store.keys(sale.event_id), ["y", "late", ""])
+    assert raw == ["SOLD_OUT", 1]
+
+
+async def test_refusals_come_from_memory_and_a_retry_still_gets_its_hold(
+    store: Store, memory: SoldOutMemory
+) -> None:
+    sale = await sell_out(store, 3)
+    with pytest.raises(errors.SoldOut):
+        await store.claim(sale.event_id, "late0", "k0")  # Redis says it; memory is made
+    await wait_until(lambda: memory.stats.entered == 1)
+    for i in range(1, 20):
+        with pytest.raises(errors.SoldOut):
+            await store.claim(sale.event_id, f"late{i}", f"k{i}", "s00001" if i % 2 else None)
+    assert memory.stats.answered == 19
+    # A winner whose answer was lost retries with the same key: its hold, not sold_out.
+    again = await store.claim(sale.event_id, "winner1", "win1")
+    assert (again.replay, again.hold_id, again.seat_id) == (True, "win1", "s00001")
+    assert memory.stats.answered == 19
+    await sale.audit_ok()
+
+
+async def test_a_seat_coming_back_ends_the_memory(store: Store, memory: SoldOutMemory) -> None:
+    sale = await sell_out(store, 2)
+    with pytest.raises(errors.SoldOut):
+        await store.claim(sale.event_id, "late", "k0")
+    await wait_until(lambda: memory.stats.entered == 1)
+    await store.release(sale.event_id, "win0", "winner0")
+    await wait_until(lambda: memory.stats.dropped == 1, timeout_s=2.0)
+    got = await store.claim(sale.event_id, "late", "k1")  # not refused from memory
+    assert got.seat_id == "s00000"
+    # Sold out again: a new memory (a new snapshot, since a seat came back), which knows k1.
+    with pytest.raises(errors.SoldOut):
+        await store.claim(sale.event_id, "later", "k2")
+    await wait_until(lambda: memory.stats.snapshots == 2)
+    assert (await store.claim(sale.event_id, "late", "k1")).replay
+    with pytest.raises(errors.SoldOut):
+        await store.claim(sale.event_id, "later", "k3")
+    assert memory.stats.answered == 1
+    await sale.audit_ok()
+
+
+async def test_an_expired_hold_ends_the_memory_too(store: Store, memory: SoldOutMemory) -> None:
+    sale = await sell_out(store, 1)
+    with pytest.raises(errors.SoldOut):
+        await store.claim(sale.event_id, "late", "k0")
+    await wait_until(lambda: memory.stats.entered == 1)
+    await sale.at(T0 + 480_000)
+    await store.sweep(sale.event_id)
+    await wait_until(lambda: memory.stats.dropped == 1, timeout_s=2.0)
+    assert (await store.claim(sale.event_id, "late", "k1")).seat_id == "s00000"
+
+
+async def test_memory_lapses_after_its_ttl(store: Store, memory: SoldOutMemory) -> None:
+    memory.ttl_s = 0.05
+    sale = await sell_out(store, 1)
+    with pytest.raises(errors.SoldOut):
+        await store.claim(sale.event_id, "late", "k0")
+    await wait_until(lambda: memory.stats.entered == 1)
+    await asyncio.sleep(0.06)
+    with pytest.raises(errors.SoldOut):
+        await store.claim(sale.event_id, "late", "k1")
+    assert memory.stats.answered == 0  # asked Redis again, which renewed the memory
+    await wait_until(lambda: memory.stats.entered == 2)
+    assert memory.stats.snapshots == 1  # no seat came back: the snapshot was reused
+
+
+def test_rules_without_redis() -> None:
+    """The ordering rules, driven by hand: a reply older than a restock is not remembered; a
+    reply to a call sent before the subscription was confirmed is not used; a lost
+    subscription forgets everything; memory is never used while not listening."""
+
+    async def run() -> None:
+        m = SoldOutMemory(None, "p")  # type: ignore[arg-type]
+        m._since = 10.0
+        m.listening = True
+        m.restocked("e", 3)
+        m.sold_out("e", 2, sent_at=11.0)  # made before the third restock
+        assert "e" not in m._entering and not m.refuses("e", "k")
+        m.sold_out("e", 3, sent_at=9.0)  # sent before the subscription: may have missed one
+        assert "e" not in m._entering
+        m._events["e"] = _memory(3)
+        assert m.refuses("e", "k") and not m.refuses("e", "held")
+        m.restocked("e", 3)  # a stale message: keeps it
+        assert m.refuses("e", "k")
+        m.restocked("e", 4)
+        assert not m.refuses("e", "k")
+        m._events["e"] = _memory(4)
+        m._lost()
+        assert not m.listening and not m.refuses("e", "k") and m._events == {}
+
+    asyncio.run(run())
+
+
+def _memory(restocks: int) -> _Memory:
+    return _Memory(restocks, time.monotonic() + 60, frozenset({"held"}))
