@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 SERVICES := . .services/env
 
-.PHONY: venv up down test test-unit test-all lint type fmt check demo migrate clean
+.PHONY: venv up down test test-unit test-all lint type fmt check demo migrate clean \
+	locust-burst locust-flow
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -47,6 +48,16 @@ fmt: venv
 ## The main job: a scripted T0 burst against the engine, with a summary table.
 demo: venv up
 	$(SERVICES) && $(BIN)/onsale demo
+
+## Locust scenarios, headless (CSV and HTML in reports/locust/), then the invariant check;
+## e.g. `make locust-flow LOCUST_ARGS="--users 100 --run-time 30s"`.
+LOCUST_ARGS ?=
+locust-burst: venv up
+	$(SERVICES) && $(BIN)/python -m loadtest.locust_run --scenario burst --users 2000 --seats 80 $(LOCUST_ARGS)
+
+locust-flow: venv up
+	$(SERVICES) && $(BIN)/python -m loadtest.locust_run --scenario flow --users 300 --seats 80 \
+		--spawn-rate 50 --run-time 60s $(LOCUST_ARGS)
 
 ## Apply the ledger migrations to ONSALE_PG_DSN (the local server by default).
 migrate: venv up

@@ -5,7 +5,7 @@ import asyncio
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from rich.console import Console
@@ -114,15 +114,22 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         workers=args.workers,
-        loop="uvloop",
-        http="httptools",
-        log_level="warning",
-        access_log=False,
-        # Clients connect before T0 and wait: uvicorn's 5 s default would drop them.
-        timeout_keep_alive=int(os.environ.get("ONSALE_HTTP_KEEPALIVE_S", "75")),
-        backlog=4096,
+        **serve_options(),
     )
     return 0
+
+
+def serve_options() -> dict[str, Any]:
+    """uvicorn's configuration of `onsale serve`; the benchmark baselines are served alike."""
+    return {
+        "loop": "uvloop",
+        "http": "httptools",
+        "log_level": "warning",
+        "access_log": False,
+        # Clients connect before T0 and wait: uvicorn's 5 s default would drop them.
+        "timeout_keep_alive": int(os.environ.get("ONSALE_HTTP_KEEPALIVE_S", "75")),
+        "backlog": 4096,
+    }
 
 
 def _provider_sim(args: argparse.Namespace) -> int:

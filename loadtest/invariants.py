@@ -2,8 +2,11 @@
 there is one) and the clients' answers."""
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from engine.states import HoldState
 from engine.store import Store
 
 # Answers a client may get in a burst: a hold, or a clear refusal it can act on.
@@ -45,8 +48,137 @@ async def check_burst(
             "; ".join(report.violations[:3]) or "clean",
         )
     )
+    _check_answers(v, answers, clients)
+    return v
+
+
+def check_burst_pg(
+    audit: Mapping[str, int], answers: Counter[str], clients: int, seats_total: int
+) -> Verdict:
+    """The same checks on the PostgreSQL baseline, from its audit (loadtest/pg_baseline.py)."""
+    v = Verdict()
+    held = audit["held"]
+    v.checks.append(
+        (
+            "seats taken <= seats",
+            held <= seats_total and audit["seats"] == seats_total,
+            f"{held} of {audit['seats']} (set up {seats_total})",
+        )
+    )
+    agree = held == audit["holds"] == audit["distinct_seats_held"] == audit["holds_matching_seat"]
+    v.checks.append(
+        (
+            "no seat twice, holds and seats agree (audit)",
+            agree,
+            "clean"
+            if agree
+            else f"seats held {held}, holds {audit['holds']}, distinct seats in holds "
+            f"{audit['distinct_seats_held']}, holds matching their seat "
+            f"{audit['holds_matching_seat']}",
+        )
+    )
+    won = answers.get("201", 0)
+    v.checks.append(
+        ("one 201 per hold", won == audit["holds"], f"{won} x 201, {audit['holds']} holds")
+    )
+    _check_answers(v, answers, clients)
+    return v
+
+
+def _check_answers(v: Verdict, answers: Counter[str], clients: int) -> None:
     answered = sum(answers.values())
     v.checks.append(("every client answered", answered == clients, f"{answered} of {clients}"))
     unclear = {k: n for k, n in answers.items() if k not in CLEAR_CODES}
+    v.checks.append(("no 5xx, no timeout, no unclear answer", not unclear, str(unclear or "none")))
+
+
+# Answers a buyer may get in the purchase flow: success, or a refusal it can act on.
+FLOW_CLEAR_CODES = CLEAR_CODES | {"202", "hold_expired", "already_confirmed", "limit_exceeded"}
+
+
+@dataclass(frozen=True)
+class FlowSeen:
+    """What the load generator saw during a purchase-flow run."""
+
+    answers: Counter[str]  # every answer, by code
+    confirmed_seats: list[str]  # seats the buyers saw CONFIRMED (one entry per seat)
+    surprises: list[str]  # the engine accepted something it must refuse
+    settled: bool  # no charge in flight, no refund pending, no callback pending at the end
+
+
+async def check_flow(
+    store: Store,
+    event_id: str,
+    seats_total: int,
+    price_minor: int,
+    provider_ledger: dict[str, Any],
+    seen: FlowSeen,
+) -> Verdict:
+    """The engine's state against SPEC's invariants, the money against the provider's own
+    ledger (GET /v1/ledger of the simulator), and what the buyers saw against both."""
+    v = Verdict()
+    avail = await store.availability(event_id)
+    report = await store.audit(event_id)
+    c = report.counts
+    taken = avail.held + avail.sold + avail.blocked
+    v.checks.append(("seats taken <= seats", taken <= seats_total, f"{taken} of {seats_total}"))
+    sold_twice = [x for x in report.violations if "sold to" in x]
+    v.checks.append(("no seat sold twice", not sold_twice, "; ".join(sold_twice[:3]) or "none"))
+    unpaid = [x for x in report.violations if "without captured winner" in x]
+    v.checks.append(
+        (
+            "no CONFIRMED hold without a captured charge",
+            not unpaid,
+            "; ".join(unpaid[:3]) or f"{c['captured_winners']} captured winners",
+        )
+    )
+    v.checks.append(
+        ("full audit (SPEC invariants)", report.ok, "; ".join(report.violations[:3]) or "clean")
+    )
+    captures = [e for e in provider_ledger["entries"] if e["kind"] == "capture"]
+    refunds = [e for e in provider_ledger["entries"] if e["kind"] == "refund"]
+    v.checks.append(("everything settled before the checks", seen.settled, ""))
+    v.checks.append(
+        (
+            "every provider capture is a winner or refunded",
+            len(captures) == c["captured_winners"] + c["refunded"] + c["refunding"],
+            f"{len(captures)} captures; {c['captured_winners']} winners, "
+            f"{c['refunded']} refunded, {c['refunding']} refunding",
+        )
+    )
+    v.checks.append(
+        (
+            "every refund recorded was made by the provider",
+            len(refunds) == c["refunded"],
+            f"provider {len(refunds)}, engine {c['refunded']}",
+        )
+    )
+    kept = provider_ledger["captured"] - provider_ledger["refunded"]
+    v.checks.append(
+        (
+            "money kept = seats sold x price",
+            kept == avail.sold * price_minor,
+            f"{kept} kept, {avail.sold} sold x {price_minor}",
+        )
+    )
+    sold_seats = {
+        h.seat_id for h in (await store.holds(event_id)).values() if h.state == HoldState.CONFIRMED
+    }
+    not_sold = sorted(set(seen.confirmed_seats) - sold_seats)
+    v.checks.append(
+        (
+            "seats buyers saw CONFIRMED are sold, each once",
+            not not_sold and len(set(seen.confirmed_seats)) == len(seen.confirmed_seats),
+            f"{len(seen.confirmed_seats)} seen, {len(sold_seats)} sold; not sold: {not_sold[:3]}",
+        )
+    )
+    v.checks.append(
+        (
+            "the engine refused what it must refuse",
+            not seen.surprises,
+            "; ".join(seen.surprises[:3]) or "none",
+        )
+    )
+    unclear = {k: n for k, n in seen.answers.items() if k not in FLOW_CLEAR_CODES}
     v.checks.append(("no 5xx, no timeout, no unclear answer", not unclear, str(unclear or "none")))
     return v

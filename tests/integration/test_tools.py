@@ -1,10 +1,13 @@
 """Smoke runs of the measurement tools with tiny numbers (the real runs are benchmarks, never
 part of the test suite): they must run end to end and their own checks must pass."""
 
+import csv
+import json
 import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +36,40 @@ def test_burst_generator_smoke() -> None:
     assert "answer 201" in out and "VIOLATED" not in out
 
 
+@pytest.mark.parametrize(
+    ("target", "clients", "seats", "workers"),
+    [
+        pytest.param("pg", 50, 10, 1, marks=pytest.mark.postgres, id="pg-sold-out"),
+        pytest.param("pg", 40, 200, 2, marks=pytest.mark.postgres, id="pg-seats-to-spare"),
+        pytest.param("engine", 40, 200, 1, id="engine-seats-to-spare"),
+    ],
+)
+def test_burst_generator_targets_smoke(
+    tmp_path: Path, target: str, clients: int, seats: int, workers: int
+) -> None:
+    out_json = tmp_path / "burst.json"
+    out = run_tool(
+        "loadtest.burst",
+        "--target",
+        target,
+        "--clients",
+        str(clients),
+        "--seats",
+        str(seats),
+        "--workers",
+        str(workers),
+        "--json",
+        str(out_json),
+        env_extra={"ONSALE_PG_DSN": PG_DSN},
+    )
+    assert "VIOLATED" not in out
+    result = json.loads(out_json.read_text())
+    assert result["target"] == target and result["invariants_ok"] is True
+    assert all(c["ok"] for c in result["checks"]), result["checks"]
+    expected = {"201": min(clients, seats), "sold_out": clients - seats}
+    assert result["answers"] == {k: n for k, n in expected.items() if n > 0}
+
+
 @pytest.mark.postgres
 def test_ledger_bench_smoke() -> None:
     out = run_tool(
@@ -50,3 +87,36 @@ def test_ledger_bench_smoke() -> None:
 def test_persistence_cost_smoke() -> None:
     out = run_tool("loadtest.persistence_cost", "--requests", "500", "--seats", "2000")
     assert "AOF always" in out
+
+
+def locust_smoke(tmp_path: Path, scenario: str, *args: str) -> None:
+    out = tmp_path / scenario
+    text = run_tool(
+        "loadtest.locust_run",
+        "--scenario",
+        scenario,
+        "--users",
+        "20",
+        "--out",
+        str(out),
+        "--workers",
+        "1",
+        *args,
+    )
+    assert "VIOLATED" not in text
+    assert (out / f"{scenario}.html").stat().st_size > 0
+    with (out / f"{scenario}_stats.csv").open(newline="") as f:
+        total = next(r for r in csv.DictReader(f) if r["Name"] == "Aggregated")
+    assert int(total["Request Count"]) > 0 and int(total["Failure Count"]) == 0, total
+
+
+def test_locust_burst_smoke(tmp_path: Path) -> None:
+    locust_smoke(tmp_path, "burst", "--seats", "10", "--run-time", "20s")
+
+
+def test_locust_flow_smoke(tmp_path: Path) -> None:
+    locust_smoke(
+        tmp_path,
+        "flow",
+        *("--seats", "10", "--run-time", "15s", "--hold-ttl-ms", "3000", "--quarantine-ms", "2000"),
+    )

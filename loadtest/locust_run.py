@@ -1,0 +1,386 @@
+"""Run a Locust scenario headless against a local stack, then check the invariants.
+
+    python -m loadtest.locust_run --scenario burst|flow --users N --seats S
+        [--spawn-rate R] [--run-time 30s] [--out DIR] [--workers 2] [--hold-ttl-ms MS]
+
+It starts the stack (provider simulator, API with --workers uvicorn workers, worker) on spare
+ports under a key prefix of its own, creates and opens an event of S seats, runs
+`locust -f loadtest/locustfile.py --headless` as a subprocess (CSV and HTML reports in DIR,
+reports/locust/<scenario>-<time> by default), waits for charges, refunds and callbacks to settle,
+then checks the engine's state with loadtest/invariants.py and prints the tables. It exits
+non-zero when an invariant is violated, Locust counted a failure, or Locust did not finish."""
+
+import argparse
+import asyncio
+import csv
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import redis.asyncio as redis_asyncio
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from engine.demo import PRICE, seat_map
+from engine.stack import LocalStack
+from engine.store import Store
+from loadtest.invariants import FlowSeen, Verdict, check_burst, check_flow
+
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+FINISH_GRACE_S = 60.0  # beyond --run-time: Locust's own shutdown, reports
+SETTLE_TIMEOUT_S = 30.0  # charges, refunds and callbacks still in flight after the run
+HTTP_TIMEOUT_S = 5.0
+
+
+def seconds(timespan: str) -> int:
+    """Locust's --run-time syntax: 90, 90s, 1m30s, 1h."""
+    if timespan.isdigit():
+        return int(timespan)
+    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", timespan)
+    if not parts or not any(parts.groups()):
+        raise argparse.ArgumentTypeError(f"bad run time {timespan!r} (e.g. 30s, 1m30s)")
+    h, m, s = (int(g or 0) for g in parts.groups())
+    return h * 3600 + m * 60 + s
+
+
+def run_time(value: str) -> str:
+    seconds(value)
+    return value
+
+
+def stack_for(args: argparse.Namespace, prefix: str, log_dir: Path) -> LocalStack:
+    redis_url = os.environ.get("ONSALE_REDIS_URL", "redis://127.0.0.1:6379/0")
+    if args.scenario == "burst":
+        return LocalStack(redis_url, prefix, log_dir, api_workers=args.workers)
+    # The purchase flow meets every kind of provider behaviour, with short timers so that
+    # quarantined holds, late captures and lost callbacks resolve within the run.
+    return LocalStack(
+        redis_url,
+        prefix,
+        log_dir,
+        api_workers=args.workers,
+        sim_args=(
+            *("--decline-rate", "0.1", "--fail-rate", "0.03"),
+            *("--late-rate", "0.05", "--late-delay-ms", str(args.hold_ttl_ms // 2)),
+            *("--duplicate-rate", "0.3", "--loss-rate", "0.03", "--seed", str(args.seed)),
+        ),
+        extra_env={
+            "ONSALE_SWEEP_INTERVAL_MS": "50",
+            "ONSALE_REFUND_INTERVAL_MS": "200",
+            "ONSALE_RECONCILE_INTERVAL_MS": "500",
+            "ONSALE_RECONCILE_STALE_MS": "2000",
+            "ONSALE_PROVIDER_TIMEOUT_MS": "1000",
+        },
+    )
+
+
+def create_event(stack: LocalStack, event_id: str, args: argparse.Namespace) -> None:
+    admin = {"Authorization": f"Bearer {stack.admin_token}"}
+    with httpx.Client(base_url=stack.api_url, timeout=HTTP_TIMEOUT_S * 6) as http:
+        r = http.post(
+            "/v1/admin/events",
+            headers=admin,
+            json={
+                "event_id": event_id,
+                "seats": seat_map(args.seats),
+                "hold_ttl_ms": args.hold_ttl_ms,
+                "quarantine_ms": args.quarantine_ms,
+                "policy": "quarantine",
+                "price_minor": PRICE,
+            },
+        )
+        assert r.status_code == 201, r.text
+        r = http.post(f"/v1/admin/events/{event_id}/open", headers=admin, json={})
+        assert r.status_code == 200, r.text
+
+
+def locust_command(args: argparse.Namespace, stack: LocalStack, out: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--headless",
+        "--only-summary",
+        "-u",
+        str(args.users),
+        "-r",
+        str(args.spawn_rate or args.users),
+        "--run-time",
+        args.run_time,
+        "--csv",
+        str(out / args.scenario),
+        "--html",
+        str(out / f"{args.scenario}.html"),
+        "--host",
+        stack.api_url,
+    ]
+
+
+async def run_locust(
+    args: argparse.Namespace, stack: LocalStack, event_id: str, out: Path, console: Console
+) -> int | None:
+    """Locust's exit code, or None when it had to be stopped (it did not finish in time)."""
+    env = {
+        **os.environ,
+        "ONSALE_LOCUST_SCENARIO": args.scenario,
+        "ONSALE_LOCUST_EVENT_ID": event_id,
+        "ONSALE_LOCUST_REPORT_PATH": str(out / f"{args.scenario}_report.json"),
+        "ONSALE_LOCUST_POLL_MAX_MS": str(args.hold_ttl_ms + args.quarantine_ms + 5_000),
+        "ONSALE_LOCUST_SEED": str(args.seed),
+    }
+    columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+    async with httpx.AsyncClient(base_url=stack.api_url, timeout=HTTP_TIMEOUT_S) as http:
+        with Progress(*columns, console=console, transient=True) as progress:
+            return await _watch(
+                start_locust(locust_command(args, stack, out), env, out / "locust.log"),
+                http,
+                progress,
+                args,
+                event_id,
+            )
+
+
+def start_locust(cmd: list[str], env: dict[str, str], log_path: Path) -> "subprocess.Popen[bytes]":
+    with log_path.open("wb") as log:
+        return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+async def _watch(
+    proc: "subprocess.Popen[bytes]",
+    http: httpx.AsyncClient,
+    progress: Progress,
+    args: argparse.Namespace,
+    event_id: str,
+) -> int | None:
+    """Show the seats while Locust runs; stop it past its run time plus a grace period."""
+    limit_s = seconds(args.run_time) + FINISH_GRACE_S
+    task = progress.add_task("locust", total=seconds(args.run_time))
+    started = time.monotonic()
+    while proc.poll() is None and time.monotonic() - started < limit_s:
+        try:
+            a = (await http.get(f"/v1/events/{event_id}")).json()
+            seats = f"free {a['free']}, held {a['held']}, blocked {a['blocked']}, sold {a['sold']}"
+        except httpx.HTTPError as exc:
+            seats = f"availability: {type(exc).__name__}"
+        progress.update(
+            task,
+            completed=time.monotonic() - started,
+            description=f"locust {args.scenario}, {args.users:,} users: {seats}",
+        )
+        await asyncio.sleep(0.5)
+    if proc.poll() is None:
+        proc.terminate()  # Locust writes its reports on SIGTERM too
+        await asyncio.to_thread(proc.wait, 30)
+        return None
+    return proc.returncode
+
+
+async def settle(stack: LocalStack, store: Store, event_id: str, console: Console) -> bool:
+    """Wait until no charge is in flight, no refund pending and no callback undelivered."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    async with httpx.AsyncClient(base_url=stack.sim_url, timeout=HTTP_TIMEOUT_S) as sim:
+        with console.status("charges, refunds and callbacks settling"):
+            while time.monotonic() < deadline:
+                open_charges = [
+                    c
+                    for c in await store.scan_charges(event_id)
+                    if c.state in ("CHARGING", "REFUNDING")
+                ]
+                pending = (await sim.get("/v1/ledger")).json()["pending_deliveries"]
+                if not open_charges and not pending:
+                    return True
+                await asyncio.sleep(0.3)
+    return False
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    """What the Locust process saw (written by the locustfile when it quits)."""
+    if not path.exists():
+        return {}
+    report: dict[str, Any] = orjson.loads(path.read_bytes())
+    return report
+
+
+def read_stats(out: Path, scenario: str) -> list[dict[str, str]]:
+    path = out / f"{scenario}_stats.csv"
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def stats_table(rows: list[dict[str, str]]) -> Table:
+    t = Table(title="Locust: requests (clear refusals count as successes)")
+    t.add_column("request")
+    for name in ("count", "failures", "p50 ms", "p95 ms", "p99 ms", "max ms", "req/s"):
+        t.add_column(name, justify="right")
+    for r in rows:
+        t.add_row(
+            f"{r['Type']} {r['Name']}".strip(),
+            r["Request Count"],
+            r["Failure Count"],
+            r["50%"],
+            r["95%"],
+            r["99%"],
+            f"{float(r['Max Response Time']):.0f}",
+            f"{float(r['Requests/s']):.1f}",
+        )
+    return t
+
+
+def answers_table(report: dict[str, Any]) -> Table:
+    t = Table(title="Answers by request and code")
+    t.add_column("request")
+    t.add_column("code")
+    t.add_column("count", justify="right")
+    for name, codes in sorted(report.get("answers", {}).items()):
+        for code, n in sorted(codes.items()):
+            t.add_row(name, code, f"{n:,}")
+    return t
+
+
+def run_table(args: argparse.Namespace, report: dict[str, Any]) -> Table:
+    t = Table(title=f"Locust {args.scenario}: {args.users:,} users on {args.seats} seats")
+    t.add_column("measure")
+    t.add_column("value", justify="right")
+
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.0f}"
+
+    spawn_s = report.get("spawn_s")
+    t.add_row("users started / target", f"{report.get('users_started', 0):,} / {args.users:,}")
+    t.add_row("spawn rate asked (users/s)", f"{args.spawn_rate or args.users:,.0f}")
+    if spawn_s is not None:
+        t.add_row("every user spawned after (ms)", ms(spawn_s * 1000))
+        t.add_row(
+            "users / time to spawn them all (users/s)",
+            f"{report.get('users_target', 0) / spawn_s:,.0f}" if spawn_s > 0 else "-",
+        )
+    if args.scenario == "burst":
+        gate = report.get("gate_opened_s")
+        t.add_row(
+            "T0: all logged in, gate opened (ms after start)", ms(gate * 1000 if gate else None)
+        )
+        t.add_row("last claim sent (ms after T0)", ms(report.get("last_sent_after_t0_ms")))
+        t.add_row("last claim answered (ms after T0)", ms(report.get("last_answer_after_t0_ms")))
+    if "cpu_s" in report:
+        t.add_row(
+            "Locust process: CPU s / peak RSS MiB",
+            f"{report['cpu_s']:.1f} / {report['peak_rss_mb']:.0f}",
+        )
+    for kind, n in sorted(report.get("journeys", {}).items()):
+        t.add_row(f"journey: {kind}", f"{n:,}")
+    for outcome, n in sorted(report.get("outcomes", {}).items()):
+        t.add_row(f"ended: {outcome}", f"{n:,}")
+    return t
+
+
+def verdict_table(verdict: Verdict) -> Table:
+    t = Table(title="Invariants (after the run)")
+    t.add_column("check")
+    t.add_column("result")
+    t.add_column("detail")
+    for name, ok, detail in verdict.checks:
+        t.add_row(name, "[green]ok[/]" if ok else "[red]VIOLATED[/]", detail)
+    return t
+
+
+def all_codes(report: dict[str, Any], prefix: str = "") -> Counter[str]:
+    total: Counter[str] = Counter()
+    for name, codes in report.get("answers", {}).items():
+        if name.startswith(prefix):
+            total.update(codes)
+    return total
+
+
+async def run(args: argparse.Namespace, console: Console) -> int:
+    out = Path(args.out or f"reports/locust/{args.scenario}-{time.strftime('%Y%m%d-%H%M%S')}")
+    await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
+    prefix = f"onsale:bench:{uuid.uuid4().hex[:8]}"
+    stack = stack_for(args, prefix, out / "logs")
+    event_id = f"locust-{args.scenario}-{uuid.uuid4().hex[:6]}"
+    console.print(
+        f"[bold]locust {args.scenario}[/]: {args.users:,} users, {args.seats} seats, "
+        f"API {args.workers} worker(s); reports in {out}/, stack logs in {stack.log_dir}/"
+    )
+    await asyncio.to_thread(stack.start)
+    redis = redis_asyncio.from_url(stack.redis_url, decode_responses=True)
+    store = Store(redis, prefix=prefix)
+    try:
+        await asyncio.to_thread(create_event, stack, event_id, args)
+        rc = await run_locust(args, stack, event_id, out, console)
+        settled = await settle(stack, store, event_id, console)
+        report = await asyncio.to_thread(read_report, out / f"{args.scenario}_report.json")
+        if args.scenario == "burst":
+            verdict = await check_burst(
+                store, event_id, all_codes(report, "claim"), args.users, args.seats
+            )
+        else:
+            async with httpx.AsyncClient(base_url=stack.sim_url, timeout=HTTP_TIMEOUT_S) as sim:
+                ledger = (await sim.get("/v1/ledger")).json()
+            seen = FlowSeen(
+                answers=all_codes(report),
+                confirmed_seats=list(report.get("confirmed_seats", [])),
+                surprises=list(report.get("surprises", [])),
+                settled=settled,
+            )
+            verdict = await check_flow(store, event_id, args.seats, PRICE, ledger, seen)
+        alive = stack.alive()
+    finally:
+        await asyncio.to_thread(stack.stop)
+        async for key in redis.scan_iter(match=f"{prefix}:*"):
+            await redis.delete(key)
+        await redis.aclose()
+    stats = read_stats(out, args.scenario)
+    failures = sum(int(r["Failure Count"]) for r in stats if r["Name"] == "Aggregated")
+    requests = sum(int(r["Request Count"]) for r in stats if r["Name"] == "Aggregated")
+    verdict.checks += [
+        (
+            "locust finished, exit code 0",
+            rc == 0,
+            "stopped after its run time + grace" if rc is None else f"exit code {rc}",
+        ),
+        ("locust: requests, no failures", requests > 0 and failures == 0, f"{failures} failed"),
+        ("API, worker and simulator still running", alive, ""),
+    ]
+    console.print(stats_table(stats))
+    console.print(answers_table(report))
+    console.print(run_table(args, report))
+    console.print(verdict_table(verdict))
+    console.print(f"reports: {out}/{args.scenario}_stats.csv, {out}/{args.scenario}.html")
+    return 0 if verdict.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m loadtest.locust_run", description=__doc__)
+    ap.add_argument("--scenario", choices=("burst", "flow"), required=True)
+    ap.add_argument("--users", type=int, default=1_000)
+    ap.add_argument("--seats", type=int, default=80)
+    ap.add_argument("--spawn-rate", type=float, default=0, help="users/s (default: --users)")
+    ap.add_argument("--run-time", type=run_time, default="30s", help="Locust's: 30s, 1m30s")
+    ap.add_argument("--out", default="", help="report directory")
+    ap.add_argument("--workers", type=int, default=2, help="API (uvicorn) workers")
+    ap.add_argument("--hold-ttl-ms", type=int, default=0, help="default: 600000 burst, 8000 flow")
+    ap.add_argument("--quarantine-ms", type=int, default=4_000)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args(argv)
+    if not args.hold_ttl_ms:
+        args.hold_ttl_ms = 600_000 if args.scenario == "burst" else 8_000
+    if args.users < 1 or args.seats < 1:
+        ap.error("--users and --seats must be positive")
+    return asyncio.run(run(args, Console()))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
