@@ -6,7 +6,9 @@ Starts three private Redis servers on spare ports (no persistence; AOF appendfsy
 AOF appendfsync always), creates the same event on each, and drives them with redis-benchmark
 (a C client, so the client is not the bottleneck): plain SET, and EVALSHA of hold_claim with a
 random hold id and login per call (every call claims a seat: a write). Prints ops/s and the
-ratio of the claim script to SET on each server."""
+ratio of the claim script to SET on each server, then where the claim's server time goes: the
+shared prelude alone, the prelude plus the event config read, and the full claim, with Redis's
+own per-call time (INFO commandstats) for each."""
 
 import argparse
 import asyncio
@@ -22,8 +24,10 @@ import redis.asyncio as aioredis
 from rich.console import Console
 from rich.table import Table
 
+import lua
 from engine import keys
 from engine.holds import SeatSpec
+from engine.scripts import chunk
 from engine.stack import spare_port
 from engine.store import Store
 
@@ -85,6 +89,7 @@ def main() -> int:
         return 2
     assert args.requests < args.seats, "every claim must find a free seat"
     rows = []
+    anatomy: list[tuple[str, float, float]] = []
     for mode, flags in MODES.items():
         workdir = Path(tempfile.mkdtemp(prefix="onsale-aof-"))
         port = spare_port()
@@ -120,6 +125,8 @@ def main() -> int:
                 "",
             )
             rows.append((mode, set_rate, claim_rate))
+            if not anatomy:
+                anatomy = asyncio.run(claim_anatomy(port, args, sha, event_keys))
         finally:
             proc.terminate()
             proc.wait(10)
@@ -140,7 +147,45 @@ def main() -> int:
     for mode, s, c in rows:
         t.add_row(mode, f"{s:,.0f}", f"{c:,.0f}", f"{c / s:.2f}", f"{c / base:.2f}")
     Console().print(t)
+    t = Table(title="Where the claim's server time goes (no persistence, same clients)")
+    for col in ("script", "ops/s", "server µs per call"):
+        t.add_column(col, justify="right")
+    for name, rate, usec in anatomy:
+        t.add_row(name, f"{rate:,.0f}", f"{usec:.2f}")
+    Console().print(t)
     return 0
+
+
+async def claim_anatomy(
+    port: int, args: argparse.Namespace, claim_sha: str, event_keys: list[str]
+) -> list[tuple[str, float, float]]:
+    """The claim against cut-down versions of itself, each timed by redis-benchmark and by
+    Redis's own accounting (INFO commandstats, reset per row on this private server): SET,
+    the shared prelude alone (clock + _lib definitions), the prelude plus reading the event
+    config, and the full claim."""
+    prelude = chunk("hold_claim").removesuffix(lua.source("hold_claim"))
+    variants = {
+        "prelude only (clock + _lib)": prelude + "\nreturn 1",
+        "prelude + event config (TIME, HMGET)": prelude + "\nlocal ctx = context()\nreturn 1",
+    }
+    client = aioredis.Redis(port=port, decode_responses=True)
+    out: list[tuple[str, float, float]] = []
+    try:
+        rows: list[tuple[str, list[str]]] = [("SET", ["SET", "k:__rand_int__", "v"])]
+        for name, source in variants.items():
+            sha = await client.script_load(source)
+            rows.append((name, ["EVALSHA", sha, str(len(event_keys)), *event_keys, "x"]))
+        claim = ["EVALSHA", claim_sha, str(len(event_keys)), *event_keys]
+        rows.append(("hold_claim (full)", [*claim, "h__rand_int__", "u__rand_int__", ""]))
+        for name, command in rows:
+            await client.config_resetstat()
+            rate = bench(port, args.requests, args.clients, *command)
+            stats = await client.info("commandstats")
+            usec = stats[f"cmdstat_{command[0].lower()}"]["usec_per_call"]
+            out.append((name, rate, float(usec)))
+    finally:
+        await client.aclose()
+    return out
 
 
 if __name__ == "__main__":
