@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 SERVICES := . .services/env
 
 .PHONY: venv up down test test-unit test-all lint type fmt check demo migrate clean \
-	locust-burst locust-flow
+	locust-burst locust-flow bench
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -58,6 +58,10 @@ locust-burst: venv up
 locust-flow: venv up
 	$(SERVICES) && $(BIN)/python -m loadtest.locust_run --scenario flow --users 300 --seats 80 \
 		--spawn-rate 50 --run-time 60s $(LOCUST_ARGS)
+
+## Every benchmark of docs/benchmarks.md, one after the other (about 10 minutes; needs wrk).
+bench: venv up
+	$(SERVICES) && $(BIN)/python -m loadtest.bench $(BENCH_ARGS)
 
 ## Apply the ledger migrations to ONSALE_PG_DSN (the local server by default).
 migrate: venv up

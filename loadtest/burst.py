@@ -44,7 +44,7 @@ from loadtest import pg_baseline
 from loadtest.invariants import Verdict, check_burst, check_burst_pg
 
 EVENT_ID = "burst"
-HOLD_TTL_MS = 600_000  # no hold ends during a run
+HOLD_TTL_MS = 600_000  # by default no hold ends during a run
 PG_SERVER_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
@@ -128,17 +128,23 @@ class Target:
     api_url: str
     token_secret: str
     check: Callable[[Counter[str]], Awaitable[Verdict]]
+    ledger: Callable[[int], Awaitable[dict[str, float]]] | None = None
 
 
 @contextlib.asynccontextmanager
 async def engine_target(args: argparse.Namespace) -> AsyncIterator[Target]:
     redis_url = os.environ.get("ONSALE_REDIS_URL", "redis://127.0.0.1:6379/0")
     prefix = f"onsale:bench:{uuid.uuid4().hex[:8]}"
+    server_dsn = os.environ.get("ONSALE_PG_DSN", PG_SERVER_DSN)
+    ledger_db = f"onsale_bench_ledger_{uuid.uuid4().hex[:8]}" if args.ledger else ""
+    if ledger_db:
+        await pg_admin(server_dsn, f'create database "{ledger_db}"')
     stack = LocalStack(
         redis_url=redis_url,
         key_prefix=prefix,
         api_workers=args.workers,
         log_dir=Path(tempfile.mkdtemp(prefix="onsale-burst-")),
+        ledger_dsn=pg_baseline.dsn_for(server_dsn, ledger_db) if ledger_db else "",
     )
     await asyncio.to_thread(stack.start)
     redis = redis_asyncio.from_url(redis_url, decode_responses=True)
@@ -155,7 +161,7 @@ async def engine_target(args: argparse.Namespace) -> AsyncIterator[Target]:
                 json={
                     "event_id": EVENT_ID,
                     "opens_at_ms": 0,
-                    "hold_ttl_ms": HOLD_TTL_MS,
+                    "hold_ttl_ms": args.hold_ttl_ms,
                     "seats": [{"seat_id": f"s{i}", "rank": i} for i in range(args.seats)],
                 },
             ) as r,
@@ -165,15 +171,20 @@ async def engine_target(args: argparse.Namespace) -> AsyncIterator[Target]:
         async def check(answers: Counter[str]) -> Verdict:
             return await check_burst(store, EVENT_ID, answers, args.clients, args.seats)
 
-        yield Target(stack.api_url, stack.token_secret, check)
+        async def ledger(expected: int) -> dict[str, float]:
+            return await ledger_stats(stack.ledger_dsn, expected)
+
+        yield Target(stack.api_url, stack.token_secret, check, ledger if ledger_db else None)
     finally:
         await asyncio.to_thread(stack.stop)
+        if ledger_db:
+            await pg_admin(server_dsn, f'drop database if exists "{ledger_db}" with (force)')
         async for key in redis.scan_iter(match=f"{prefix}:*"):
             await redis.delete(key)
         await redis.aclose()
 
 
-async def _pg_admin(server_dsn: str, statement: str) -> None:
+async def pg_admin(server_dsn: str, statement: str) -> None:
     conn = await asyncpg.connect(server_dsn, timeout=10, command_timeout=60)
     try:
         await conn.execute(statement)
@@ -185,7 +196,7 @@ async def _pg_admin(server_dsn: str, statement: str) -> None:
 async def pg_target(args: argparse.Namespace) -> AsyncIterator[Target]:
     server_dsn = os.environ.get("ONSALE_PG_DSN", PG_SERVER_DSN)
     database = f"onsale_bench_pg_{uuid.uuid4().hex[:8]}"
-    await _pg_admin(server_dsn, f'create database "{database}"')
+    await pg_admin(server_dsn, f'create database "{database}"')
     try:
         dsn = pg_baseline.dsn_for(server_dsn, database)
         await pg_baseline.setup(dsn, EVENT_ID, args.seats, hold_ttl_ms=HOLD_TTL_MS)
@@ -205,7 +216,44 @@ async def pg_target(args: argparse.Namespace) -> AsyncIterator[Target]:
         finally:
             await asyncio.to_thread(server.stop)
     finally:
-        await _pg_admin(server_dsn, f'drop database if exists "{database}" with (force)')
+        await pg_admin(server_dsn, f'drop database if exists "{database}" with (force)')
+
+
+async def ledger_stats(dsn: str, expected: int, timeout_s: float = 120.0) -> dict[str, float]:
+    """Once every hold of the burst has expired and its EXPIRED decision reached the ledger:
+    rows/s over that storm, and the write-behind lag of each row (recorded_at - decided_at)."""
+    conn = await asyncpg.connect(dsn, timeout=10)
+    try:
+        deadline = time.monotonic() + timeout_s
+        count = 0
+        while time.monotonic() < deadline:
+            count = await conn.fetchval(
+                "select count(*) from decisions where to_state = 'EXPIRED' and terminal"
+            )
+            if count >= expected:
+                break
+            await asyncio.sleep(0.5)
+        row = await conn.fetchrow(
+            """select count(*) as n,
+                 extract(epoch from max(recorded_at)) * 1000 - min(decided_at_ms) as span_ms,
+                 percentile_cont(0.5) within group (order by lag) as p50,
+                 percentile_cont(0.99) within group (order by lag) as p99,
+                 max(lag) as max
+               from (select recorded_at, decided_at_ms,
+                       extract(epoch from recorded_at) * 1000 - decided_at_ms as lag
+                     from decisions where to_state = 'EXPIRED' and terminal) d"""
+        )
+    finally:
+        await conn.close()
+    n, span = int(row["n"]), float(row["span_ms"] or 0)
+    return {
+        "expired_rows": n,
+        "expected": expected,
+        "rows_per_s": n / (span / 1000) if span > 0 else 0.0,
+        "lag_p50_ms": float(row["p50"] or 0),
+        "lag_p99_ms": float(row["p99"] or 0),
+        "lag_max_ms": float(row["max"] or 0),
+    }
 
 
 TARGETS = {"engine": engine_target, "pg": pg_target}
@@ -260,6 +308,10 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         clients, t0 = await release_burst(target, args.clients, console)
         answers = Counter(c.answer for c in clients)
         verdict = await target.check(answers)
+        ledger = None
+        if target.ledger is not None:
+            with console.status("waiting for every hold to expire and reach the ledger"):
+                ledger = await target.ledger(answers["201"])
     latencies = sorted((c.done - c.sent) * 1000 for c in clients)
     won = [c.done for c in clients if c.answer == "201"]
     result: dict[str, Any] = {
@@ -277,6 +329,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
             "max": latencies[-1],
         },
         "invariants_ok": verdict.ok,
+        "ledger": ledger,
         "checks": [{"check": n, "ok": ok, "detail": d} for n, ok, d in verdict.checks],
     }
     t = Table(
@@ -294,6 +347,15 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     t.add_row(
         "latency p50 / p99 / max (ms)", f"{lat['p50']:.0f} / {lat['p99']:.0f} / {lat['max']:.0f}"
     )
+    if ledger:
+        t.add_row(
+            "ledger: EXPIRED rows written / rows per s",
+            f"{ledger['expired_rows']:,.0f} / {ledger['rows_per_s']:,.0f}",
+        )
+        t.add_row(
+            "ledger: write-behind lag p50 / p99 / max (ms)",
+            f"{ledger['lag_p50_ms']:.0f} / {ledger['lag_p99_ms']:.0f} / {ledger['lag_max_ms']:.0f}",
+        )
     console.print(t)
     checks = Table(title="After the run")
     checks.add_column("check")
@@ -327,6 +389,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seats", type=positive, default=80)
     ap.add_argument("--workers", type=positive, default=2)
     ap.add_argument("--json", default="")
+    ap.add_argument(
+        "--ledger",
+        action="store_true",
+        help="engine: run the ledger writer too; after the burst, every hold expires at once "
+        "(set --hold-ttl-ms short) and the ledger's rows/s and lag are measured",
+    )
+    ap.add_argument("--hold-ttl-ms", type=positive, default=HOLD_TTL_MS)
     return uvloop.run(run(ap.parse_args(argv), Console()))
 
 

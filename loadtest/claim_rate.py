@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
+import orjson
 from itsdangerous import URLSafeTimedSerializer
 from rich.console import Console
 from rich.table import Table
@@ -170,12 +171,44 @@ def profiled(stack: LocalStack, args: argparse.Namespace, script: str) -> dict[s
     return result
 
 
+def run_pg(args: argparse.Namespace) -> dict[str, float]:
+    """The same sustained claims against the PostgreSQL-locking baseline (loadtest/pg_baseline),
+    same uvicorn configuration and worker count, on a private database dropped afterwards."""
+    import asyncio
+
+    from loadtest import pg_baseline
+    from loadtest.burst import PG_SERVER_DSN, pg_admin
+
+    server_dsn = os.environ.get("ONSALE_PG_DSN", PG_SERVER_DSN)
+    database = f"onsale_bench_pg_{uuid.uuid4().hex[:8]}"
+    asyncio.run(pg_admin(server_dsn, f'create database "{database}"'))
+    try:
+        dsn = pg_baseline.dsn_for(server_dsn, database)
+        asyncio.run(pg_baseline.setup(dsn, "bench", args.seats))
+        server = pg_baseline.BaselineServer(
+            pg_dsn=dsn, workers=args.workers, log_dir=Path(tempfile.mkdtemp())
+        )
+        server.start()
+        try:
+            signer = URLSafeTimedSerializer(server.token_secret, salt="onsale-login")
+            tokens = ",".join(f'"{signer.dumps({"l": f"u{i}"})}"' for i in range(args.connections))
+            with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+                f.write(WRK_CLAIM % (tokens, "bench"))
+            return wrk(server.url, args.seconds, args.connections, f.name)
+        finally:
+            server.stop()
+    finally:
+        asyncio.run(pg_admin(server_dsn, f'drop database if exists "{database}" with (force)'))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--seats", type=int, default=200_000)
+    ap.add_argument("--json", default="")
+    ap.add_argument("--pg", action="store_true", help="also the PostgreSQL-locking baseline")
     ap.add_argument("--profile", default="", help="py-spy raw stacks file (needs --workers 1)")
     ap.add_argument("--profile-top", type=int, default=30)
     args = ap.parse_args()
@@ -218,6 +251,7 @@ def main() -> int:
         stack.start_api()
         claim_single = wrk(stack.api_url, args.seconds, args.connections, f.name)
         bare = run_bare(redis_url, prefix, args)
+        pg = run_pg(args) if args.pg else None
     finally:
         stack.stop()
         import redis
@@ -237,16 +271,24 @@ def main() -> int:
         ("POST claim (API, auto-pipelining off)", claim_single),
         ("GET /trivial (bare app)", bare["trivial"]),
         ("POST bare JSON+EVALSHA claim", bare["claim"]),
+        *((("POST claim (PostgreSQL baseline)", pg),) if pg else ()),
     ):
         t.add_row(
             name, f"{m['rps']:,.0f}", f"{m['p50']:.2f}", f"{m['p99']:.2f}", f"{m['non2xx']:.0f}"
         )
     Console().print(t)
+    if args.json:
+        rows = {"healthz": trivial, "claim": claim, "claim_no_autopipeline": claim_single}
+        rows |= {"bare_trivial": bare["trivial"], "bare_claim": bare["claim"]}
+        if pg:
+            rows["pg_claim"] = pg
+        Path(args.json).write_bytes(orjson.dumps({"workers": args.workers, "rows": rows}))
     Console().print(
         f"claim / trivial = {claim['rps'] / trivial['rps']:.2f}; "
         f"claim / bare JSON+EVALSHA = {claim['rps'] / bare['claim']['rps']:.2f}; "
         f"auto-pipelining on / off = {claim['rps'] / claim_single['rps']:.2f}; "
         f"bare claim / bare trivial = {bare['claim']['rps'] / bare['trivial']['rps']:.2f}"
+        + (f"; claim / PostgreSQL baseline = {claim['rps'] / pg['rps']:.2f}" if pg else "")
     )
     return 0
 

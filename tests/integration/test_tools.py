@@ -120,3 +120,18 @@ def test_locust_flow_smoke(tmp_path: Path) -> None:
         "flow",
         *("--seats", "10", "--run-time", "15s", "--hold-ttl-ms", "3000", "--quarantine-ms", "2000"),
     )
+
+
+def test_size_cost_smoke(tmp_path: Path) -> None:
+    out_json = tmp_path / "size_cost.json"
+    out = run_tool(
+        "loadtest.size_cost", "--sizes", "80,1000", "--claims", "200", "--json", str(out_json)
+    )
+    assert "VIOLATED" not in out
+    result = json.loads(out_json.read_text())
+    assert [r["size"] for r in result["sizes"]] == [80, 1000]
+    for r in result["sizes"]:
+        # The key sum is exact; the used_memory delta of 80 seats is within client-buffer noise.
+        assert r["key_bytes_per_seat"] > 0 and r["key_bytes_per_hold"] > 0, r
+        assert r["claim_usec"] > 0 and r["sweep_usec_per_hold"] > 0 and r["claims_per_s"] > 0, r
+        assert r["audit_ok"] and r["sweep_expired"] == r["logins"], r

@@ -1,0 +1,166 @@
+"""Every benchmark of docs/benchmarks.md in one run, one tool after the other (never two at once:
+on two cores they would measure each other).
+
+    python -m loadtest.bench [--out DIR] [--trials 3] [--quick]      (or: make bench)
+
+1. Claim script vs SET on private Redis servers (persistence_cost, redis-benchmark).
+2. Claim endpoint vs /healthz, the bare JSON+EVALSHA endpoint and the PostgreSQL baseline,
+   with one and with two uvicorn workers (claim_rate, wrk).
+3-4. The T0 burst, engine and PostgreSQL baseline alternated, `--trials` times each, in both
+   shapes: 10,000 clients on 80 seats and on 10,000 seats (burst).
+5. Write-behind: the 10k-on-10k burst with the ledger writer, then every hold expires at once.
+6. Cost against size: 80, 10k, 100k, 1M seats (size_cost).
+Each tool prints its own tables; their JSON lands in DIR; the summary table at the end gives
+the burst medians and the engine / baseline ratios. Needs wrk and redis-benchmark."""
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+SHAPES = ((10_000, 80), (10_000, 10_000))
+
+
+def run(console: Console, title: str, *args: str) -> None:
+    console.rule(f"[bold]{title}")
+    console.print(f"$ python -m {' '.join(args)}", style="dim")
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", *args], check=True)
+    console.print(f"({time.monotonic() - started:.0f} s)", style="dim")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m loadtest.bench", description=__doc__)
+    ap.add_argument("--out", default=f"reports/bench/{time.strftime('%Y%m%d-%H%M%S')}")
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="small numbers: checks the wiring only")
+    args = ap.parse_args(argv)
+    console = Console(width=150)
+    missing = [t for t in ("wrk", "redis-benchmark", "redis-server") if shutil.which(t) is None]
+    if missing:
+        console.print(f"[red]missing: {', '.join(missing)} (apt-get install wrk redis-tools)")
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    q = args.quick
+    clients = 200 if q else 10_000
+    seconds = "1" if q else "6"
+    run(
+        console,
+        "1. claim script vs SET",
+        *("loadtest.persistence_cost", "--requests", "2000" if q else "100000"),
+        *("--seats", "5000" if q else "300000"),
+    )
+    for workers in ("1", "2"):
+        run(
+            console,
+            f"2. claim endpoint vs references, {workers} worker(s)",
+            *("loadtest.claim_rate", "--workers", workers, "--seconds", seconds, "--pg"),
+            *(
+                "--seats",
+                "5000" if q else "200000",
+                "--json",
+                str(out / f"claim_rate_w{workers}.json"),
+            ),
+        )
+    bursts: dict[tuple[str, int], list[dict[str, object]]] = {}
+    for _clients, seats in SHAPES:
+        for trial in range(args.trials):
+            for target in ("engine", "pg"):
+                path = out / f"burst_{target}_{seats}_{trial}.json"
+                run(
+                    console,
+                    f"3-4. T0 burst on {target}: {clients:,} clients, {seats:,} seats, "
+                    f"trial {trial + 1}/{args.trials}",
+                    *("loadtest.burst", "--target", target, "--clients", str(clients)),
+                    *("--seats", str(min(seats, clients)), "--workers", "2", "--json", str(path)),
+                )
+                bursts.setdefault((target, seats), []).append(orjson.loads(path.read_bytes()))
+    ledger_path = out / "burst_ledger.json"
+    run(
+        console,
+        "5. write-behind: 10k holds expire at once",
+        *("loadtest.burst", "--clients", str(clients), "--seats", str(clients), "--workers", "2"),
+        *("--ledger", "--hold-ttl-ms", "5000", "--json", str(ledger_path)),
+    )
+    run(
+        console,
+        "6. cost against size",
+        *("loadtest.size_cost", "--sizes", "80,1000" if q else "80,10000,100000,1000000"),
+        *("--claims", "200" if q else "20000", "--json", str(out / "size_cost.json")),
+    )
+    summary(console, bursts, orjson.loads(ledger_path.read_bytes()), out)
+    return 0
+
+
+def summary(
+    console: Console,
+    bursts: dict[tuple[str, int], list[dict[str, object]]],
+    ledger_run: dict[str, object],
+    out: Path,
+) -> None:
+    t = Table(title="T0 burst, 2 workers each, medians over the trials (engine vs PostgreSQL)")
+    for col in (
+        "shape",
+        "target",
+        "all answered ms",
+        "last seat ms",
+        "p50 / p99 ms",
+        "errors",
+        "invariants",
+        "baseline / engine (all answered)",
+    ):
+        t.add_column(col, justify="right")
+    rows: dict[str, object] = {}
+    for _clients, seats in SHAPES:
+        medians = {}
+        for target in ("engine", "pg"):
+            runs = bursts[(target, seats)]
+            lat = [r["latency_ms"] for r in runs]
+            m = {
+                "all_answered_ms": statistics.median(float(r["all_answered_ms"]) for r in runs),  # type: ignore[arg-type]
+                "last_seat_ms": statistics.median(float(r["last_seat_ms"] or 0) for r in runs),  # type: ignore[arg-type]
+                "p50": statistics.median(float(x["p50"]) for x in lat),  # type: ignore[index]
+                "p99": statistics.median(float(x["p99"]) for x in lat),  # type: ignore[index]
+                "errors": sum(
+                    n
+                    for r in runs
+                    for k, n in r["answers"].items()  # type: ignore[attr-defined]
+                    if k not in ("201", "200", "sold_out", "seat_taken")
+                ),
+                "invariants_ok": all(r["invariants_ok"] for r in runs),
+                "trials": len(runs),
+            }
+            medians[target] = m
+            rows[f"{target}_{seats}"] = m
+        ratio = medians["pg"]["all_answered_ms"] / max(medians["engine"]["all_answered_ms"], 1)
+        for target in ("engine", "pg"):
+            m = medians[target]
+            t.add_row(
+                f"{seats:,} seats",
+                target,
+                f"{m['all_answered_ms']:.0f}",
+                f"{m['last_seat_ms']:.0f}",
+                f"{m['p50']:.0f} / {m['p99']:.0f}",
+                str(m["errors"]),
+                "ok" if m["invariants_ok"] else "[red]VIOLATED",
+                f"{ratio:.2f}" if target == "pg" else "",
+            )
+    console.print(t)
+    ledger = ledger_run.get("ledger") or {}
+    console.print(f"write-behind during the expiry storm: {ledger}")
+    (out / "summary.json").write_bytes(
+        orjson.dumps({"bursts": rows, "ledger": ledger}, option=orjson.OPT_INDENT_2)
+    )
+    console.print(f"results in {out}/")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
