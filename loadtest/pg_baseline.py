@@ -65,7 +65,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from api.app import CLAIM_PATH
 from api.errors import ApiError, error_response, from_engine
+from api.hotpath import HotRoute
 from api.responses import json_response, read_json
 from api.validate import idempotency_key, ident, obj
 from engine import errors, keys
@@ -590,7 +592,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(request, code, str(exc.detail), exc.status_code)
 
 
-def create_app(settings: BaselineSettings | None = None) -> Starlette:
+def create_app(settings: BaselineSettings | None = None) -> HotRoute:
     """The uvicorn factory (`--factory loadtest.pg_baseline:create_app`): settings from env."""
     resolved = settings or BaselineSettings.from_env(os.environ)
 
@@ -602,14 +604,15 @@ def create_app(settings: BaselineSettings | None = None) -> Starlette:
         yield
         await baseline.stop()
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
-            Route("/v1/events/{event_id}/holds", claim, methods=["POST"]),
+            Route(CLAIM_PATH, claim, methods=["POST"]),
         ],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},
     )
+    return HotRoute(app, "POST", CLAIM_PATH, claim)  # the same HTTP lane as the engine's API
 
 
 # -- serving -----------------------------------------------------------------------------------
