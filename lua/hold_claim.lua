@@ -39,8 +39,6 @@ if want ~= '' then
   if not redis.call('ZSCORE', K_SEATS, want) then return { 'UNKNOWN_SEAT' } end
   local mine = prev and prev.seat == want
   if (not mine) and (not redis.call('ZSCORE', K_FREE, want)) then return { 'SEAT_TAKEN' } end
-elseif (not prev) and redis.call('ZCARD', K_FREE) == 0 then
-  return { 'SOLD_OUT', tonumber(redis.call('HGET', K_EVENT, 'restocks') or 0) }
 end
 
 if prev then
@@ -54,7 +52,12 @@ if want ~= '' then
     error({ err = 'INVARIANT seat ' .. want .. ' checked free but not in free set' })
   end
 else
+  -- With a previous hold its seat is free again by now, so the pop cannot come back empty;
+  -- without one nothing has been written yet, so SOLD_OUT leaves no trace.
   seat = seat_take_best(hold_id)
+  if not seat then
+    return { 'SOLD_OUT', tonumber(redis.call('HGET', K_EVENT, 'restocks') or 0) }
+  end
 end
 
 local h = { id = hold_id, login = login, seat = seat, state = RESERVED, created_ms = ctx.now,
