@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from api.context import Context, Metrics
+from api.context import Context, Metrics, StoreCollector
 from api.errors import error_response
 from api.hotpath import HotRoute
 from api.routes import admin, callbacks, checkout, meta
@@ -82,6 +82,7 @@ def create_app(settings: ApiSettings) -> HotRoute:
             signer=URLSafeTimedSerializer(settings.token_secret, salt="onsale-login"),
             metrics=Metrics(),
         )
+        app.state.ctx.metrics.registry.register(StoreCollector(store))
         yield
         if store.sold_out is not None:
             await store.sold_out.stop()

@@ -5,12 +5,13 @@ stable code and records latency; nothing escapes as a bare 500."""
 import hmac
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -64,6 +65,47 @@ class Metrics:
         if child is None:
             child = self._claims[result] = self.claims.labels(result)
         child.inc()
+
+
+class StoreCollector:
+    """The store's own counters (auto-pipelining, sold-out memory), read at scrape time."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        p = self.store.pipeline
+        if p is not None:
+            yield CounterMetricFamily(
+                "onsale_pipeline_calls", "Script calls sent pipelined", value=p.stats.calls
+            )
+            yield CounterMetricFamily(
+                "onsale_pipeline_batches", "Pipelined round trips", value=p.stats.batches
+            )
+            yield CounterMetricFamily(
+                "onsale_pipeline_expired",
+                "Script calls failed unsent after waiting longer than the timeout",
+                value=p.stats.expired,
+            )
+            yield GaugeMetricFamily(
+                "onsale_pipeline_largest_batch", "Largest batch so far", value=p.stats.largest
+            )
+        m = self.store.sold_out
+        if m is not None:
+            yield CounterMetricFamily(
+                "onsale_sold_out_answered", "Claims refused from memory", value=m.stats.answered
+            )
+            yield CounterMetricFamily(
+                "onsale_sold_out_snapshots", "Hold-id snapshots read", value=m.stats.snapshots
+            )
+            yield CounterMetricFamily(
+                "onsale_sold_out_dropped", "Memories dropped by a restock", value=m.stats.dropped
+            )
+            yield GaugeMetricFamily(
+                "onsale_sold_out_listening",
+                "1 while the restock subscription is confirmed",
+                value=1 if m.listening else 0,
+            )
 
 
 @dataclass

@@ -314,6 +314,8 @@ def test_ops_exceptions_metrics_and_readiness(stack: Stack) -> None:
         metrics = c.get("/metrics").text
         assert "onsale_http_request_seconds" in metrics
         assert "onsale_claims_total" in metrics
+        assert "onsale_pipeline_calls_total" in metrics  # the store's own counters
+        assert "onsale_sold_out_listening 1.0" in metrics
 
 
 def test_lost_callback_is_found_by_reconciliation(stack: Stack) -> None:
