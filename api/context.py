@@ -74,38 +74,44 @@ class StoreCollector:
         self.store = store
 
     def collect(self) -> Iterator[Metric]:
-        p = self.store.pipeline
-        if p is not None:
-            yield CounterMetricFamily(
-                "onsale_pipeline_calls", "Script calls sent pipelined", value=p.stats.calls
-            )
-            yield CounterMetricFamily(
-                "onsale_pipeline_batches", "Pipelined round trips", value=p.stats.batches
-            )
-            yield CounterMetricFamily(
-                "onsale_pipeline_expired",
-                "Script calls failed unsent after waiting longer than the timeout",
-                value=p.stats.expired,
-            )
-            yield GaugeMetricFamily(
-                "onsale_pipeline_largest_batch", "Largest batch so far", value=p.stats.largest
-            )
-        m = self.store.sold_out
-        if m is not None:
-            yield CounterMetricFamily(
-                "onsale_sold_out_answered", "Claims refused from memory", value=m.stats.answered
-            )
-            yield CounterMetricFamily(
-                "onsale_sold_out_snapshots", "Hold-id snapshots read", value=m.stats.snapshots
-            )
-            yield CounterMetricFamily(
-                "onsale_sold_out_dropped", "Memories dropped by a restock", value=m.stats.dropped
-            )
-            yield GaugeMetricFamily(
-                "onsale_sold_out_listening",
-                "1 while the restock subscription is confirmed",
-                value=1 if m.listening else 0,
-            )
+        counter, gauge = CounterMetricFamily, GaugeMetricFamily
+        rows: list[tuple[type[Metric], str, str, float]] = []
+        if (p := self.store.pipeline) is not None:
+            rows += [
+                (counter, "onsale_pipeline_calls", "Script calls sent pipelined", p.stats.calls),
+                (counter, "onsale_pipeline_batches", "Pipelined round trips", p.stats.batches),
+                (
+                    counter,
+                    "onsale_pipeline_expired",
+                    "Calls failed unsent (waited too long)",
+                    p.stats.expired,
+                ),
+                (gauge, "onsale_pipeline_largest_batch", "Largest batch so far", p.stats.largest),
+            ]
+        if (m := self.store.sold_out) is not None:
+            rows += [
+                (
+                    counter,
+                    "onsale_sold_out_answered",
+                    "Claims refused from memory",
+                    m.stats.answered,
+                ),
+                (counter, "onsale_sold_out_snapshots", "Hold-id snapshots read", m.stats.snapshots),
+                (
+                    counter,
+                    "onsale_sold_out_dropped",
+                    "Memories dropped by a restock",
+                    m.stats.dropped,
+                ),
+                (
+                    gauge,
+                    "onsale_sold_out_listening",
+                    "1 while the restock subscription is confirmed",
+                    1 if m.listening else 0,
+                ),
+            ]
+        for kind, name, doc, value in rows:
+            yield kind(name, doc, value=value)  # type: ignore[call-arg]
 
 
 @dataclass
