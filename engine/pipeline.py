@@ -63,7 +63,7 @@ class AutoPipeline:
         *,
         timeout_s: float,
         max_batch: int = 512,
-        max_inflight: int = 4,
+        max_inflight: int = 2,
     ) -> None:
         self.client = client
         self.scripts = scripts
@@ -159,25 +159,30 @@ class AutoPipeline:
 
     async def _execute(self, batch: list[_Call]) -> list[Any]:
         """One write of every packed call, then one read per call, on one pooled connection.
-        Error replies belong to their own call; a transport failure fails the batch."""
+        Error replies belong to their own call; a transport failure fails the batch. The
+        timeout covers the checkout and the I/O; the connection always goes back to the pool,
+        outside the timeout, so a deadline can never leak it."""
         pool = self.client.connection_pool
-        async with asyncio.timeout(self.timeout_s):
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        async with asyncio.timeout_at(deadline):
             conn = await pool.get_connection()  # type: ignore[no-untyped-call]
-            try:
+        try:
+            async with asyncio.timeout_at(deadline):
                 await conn.send_packed_command([self._packed(c) for c in batch])
                 replies: list[Any] = []
                 for _ in batch:
-                    try:  # math.inf: no timer per reply, the batch's own timeout covers it
+                    try:  # math.inf: no timer per reply, the batch's own deadline covers it
                         replies.append(await conn.read_response(timeout=math.inf))
                     except ResponseError as exc:
                         replies.append(exc)
-            except BaseException:
-                await conn.disconnect(nowait=True)
-                raise
-            finally:
-                await pool.release(conn)
-            # A server that lost its scripts (restart, SCRIPT FLUSH): run those calls one by
-            # one through the registered script, which loads it and retries.
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            raise
+        finally:
+            await asyncio.shield(pool.release(conn))
+        # A server that lost its scripts (restart, SCRIPT FLUSH): run those calls one by one
+        # through the registered script, which loads it and retries.
+        async with asyncio.timeout_at(deadline):
             for i, reply in enumerate(replies):
                 if isinstance(reply, NoScriptError):
                     c = batch[i]
@@ -187,7 +192,7 @@ class AutoPipeline:
                         raise
                     except ResponseError as exc:  # the script's own error belongs to its caller
                         replies[i] = exc
-            return replies
+        return replies
 
 
 def _bulk(b: bytes) -> bytes:

@@ -15,14 +15,15 @@ script call costs as much as a sale. ADR 0012 records the rules; in short:
   later needs a seat to come back, which changes `restocks` and drops the memory. Events with
   more than `snapshot_max` holds are not remembered at all (the snapshot would cost more than
   it saves); their refusals go to Redis as before.
-- Bound: a client can be told "sold out" while a seat is free for at most the pub/sub delivery
-  delay (sub-millisecond on one host), and never longer than `ttl_s` even if a message is lost
-  while the subscription still looks healthy.
+- Bound: a client can be told "sold out" while a seat is free for at most the time this
+  process takes to read the restock message (sub-millisecond on an idle host; under T0 load,
+  the event loop's lag), and never longer than `ttl_s` even if a message is lost while the
+  subscription still looks healthy.
+- `restocks` starts at the event's creation time (lua/event_create.lua), so a rebuilt event
+  never repeats a count of its earlier life and cannot renew a memory of it.
 
-What the shortcut answers differently from the script: a login that already holds a seat and
-asks for another while the event is sold out is told sold_out (the script would move it to a
-new hold on the same seat), and a claim for a specific seat is told sold_out rather than
-seat_taken or unknown_seat."""
+What the shortcut answers differently from the script: a claim for a specific seat is told
+sold_out rather than seat_taken or unknown_seat."""
 
 import asyncio
 import contextlib
@@ -38,6 +39,8 @@ from engine import keys
 from engine.loops import repeat
 
 log = logging.getLogger("onsale.soldout")
+
+KEEP_S = 30.0  # expired memories and heard restocks are kept this long, then pruned
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +74,13 @@ class SoldOutMemory:
         self.listening = False  # True only while the restock subscription is confirmed
         self.stats = SoldOutStats()
         self._events: dict[str, _Memory] = {}
-        self._latest: dict[str, int] = {}  # highest restocks count heard of, per event
+        # Highest restocks count heard of per event, and when: a SOLD_OUT reply with a lower
+        # count was made before that restock. Kept KEEP_S, far longer than any call can live.
+        self._latest: dict[str, tuple[int, float]] = {}
         self._since = float("inf")  # when the current subscription was confirmed
         self._entering: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._pruned = 0.0
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -96,20 +103,40 @@ class SoldOutMemory:
         subscription was (re)confirmed is not used: a restock message may have been missed."""
         if not self.listening or sent_at < self._since or event_id in self._entering:
             return
-        if restocks < self._latest.get(event_id, 0):
+        now = time.monotonic()
+        self._prune(now)
+        if restocks < self._heard(event_id):
             return  # a seat came back after this reply was made
-        self._latest[event_id] = restocks
         m = self._events.get(event_id)
         if m is not None and m.restocks == restocks:
-            # No seat came back since the snapshot, so no hold was made since: renew it.
-            self._events[event_id] = _Memory(restocks, time.monotonic() + self.ttl_s, m.holds)
+            # No seat came back since the snapshot, so no hold was made since (and `restocks`
+            # never repeats across a rebuild of the event): renew it.
+            self._events[event_id] = _Memory(restocks, now + self.ttl_s, m.holds)
             self.stats.entered += 1
             return
         self._entering.add(event_id)
-        task = asyncio.get_running_loop().create_task(self._enter(event_id, restocks))
+        task = asyncio.get_running_loop().create_task(self._enter(event_id, restocks, sent_at))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
         task.add_done_callback(lambda _t: self._entering.discard(event_id))
 
-    async def _enter(self, event_id: str, restocks: int) -> None:
+    def _heard(self, event_id: str) -> int:
+        latest = self._latest.get(event_id)
+        return latest[0] if latest is not None else 0
+
+    def _prune(self, now: float) -> None:
+        """At most once a second: drop memories expired more than KEEP_S ago (kept that long
+        only so that a renewal can reuse the snapshot) and restocks heard that long ago."""
+        if now - self._pruned < 1.0:
+            return
+        self._pruned = now
+        old = now - KEEP_S
+        for event_id in [e for e, m in self._events.items() if m.until < old]:
+            del self._events[event_id]
+        for event_id in [e for e, (_n, at) in self._latest.items() if at < old]:
+            del self._latest[event_id]
+
+    async def _enter(self, event_id: str, restocks: int, sent_at: float) -> None:
         holds_key = keys.event_key(event_id, "holds", self.prefix)
         try:
             async with asyncio.timeout(2.0):
@@ -120,15 +147,16 @@ class SoldOutMemory:
             log.warning("sold-out snapshot of %s failed: %r", event_id, exc)
             return
         self.stats.snapshots += 1
-        if not self.listening or restocks < self._latest.get(event_id, 0):
-            return  # a seat came back while the snapshot was read
+        if not self.listening or sent_at < self._since or restocks < self._heard(event_id):
+            return  # a seat came back, or the subscription was lost, while it was read
         self._events[event_id] = _Memory(restocks, time.monotonic() + self.ttl_s, holds)
         self.stats.entered += 1
 
     # -- invalidation ---------------------------------------------------------------------
 
     def restocked(self, event_id: str, restocks: int) -> None:
-        self._latest[event_id] = max(restocks, self._latest.get(event_id, 0))
+        if restocks > self._heard(event_id):
+            self._latest[event_id] = (restocks, time.monotonic())
         m = self._events.get(event_id)
         if m is not None and m.restocks < restocks:
             del self._events[event_id]
@@ -154,6 +182,8 @@ class SoldOutMemory:
 
     async def stop(self) -> None:
         self._stop.set()
+        for task in list(self._tasks):
+            task.cancel()
         if self._task is not None:
             self._task.cancel()  # it may be parked in a read for up to half a second
             with contextlib.suppress(asyncio.CancelledError):

@@ -2,7 +2,8 @@
 KEYS[1..14] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] event_id   ARGV[2] hold_ttl_ms   ARGV[3] quarantine_ms   ARGV[4] policy (quarantine|release_refund)
 Returns {code, ...}: CREATED | EXISTS
-Invariants: an existing event's config and counters are never overwritten. ]]
+Invariants: an existing event's config and counters are never overwritten; `restocks` starts
+above every value an earlier event of the same id reached. ]]
 local ttl, qms = tonumber(ARGV[2]), tonumber(ARGV[3])
 if (not ttl) or ttl <= 0 or (not qms) or qms <= 0 then
   return redis.error_reply('BAD_ARGS hold_ttl_ms and quarantine_ms must be positive integers')
@@ -11,7 +12,12 @@ if ARGV[4] ~= 'quarantine' and ARGV[4] ~= 'release_refund' then
   return redis.error_reply('BAD_ARGS unknown policy ' .. tostring(ARGV[4]))
 end
 if redis.call('HSETNX', K_EVENT, 'id', ARGV[1]) == 0 then return { 'EXISTS' } end
+-- `restocks` (lua/_lib.lua restocked) starts at the creation time, not 0: an event dropped and
+-- created again (a rebuild) never repeats a count of its earlier life, so no API process can
+-- mistake its memory of the old event for the new one (engine/soldout.py).
+local now = now_ms()
 redis.call('HSET', K_EVENT, 'status', 'draft', 'hold_ttl_ms', ttl, 'quarantine_ms', qms,
   'policy', ARGV[4], 'opens_at_ms', 0, 'seats_total', 0, 'free', 0, 'held', 0, 'blocked', 0,
-  'sold', 0, 'created_ms', now_ms())
+  'sold', 0, 'created_ms', now, 'restocks', now)
+redis.call('PUBLISH', K_EVENT .. ':restocked', now) -- drops any memory of an earlier life
 return { 'CREATED' }

@@ -6,7 +6,7 @@ Returns {code, ...}: OK hold_id seat expires_ms | REPLAY hold_id seat expires_ms
   NOT_OPEN opens_at_ms | NOT_FOUND | CHARGE_IN_FLIGHT previous_hold_id | IDEMPOTENCY_KEY_REUSED
 Invariants: a seat leaves the free set at most once per claim; one active checkout per login:
 the login's previous live hold is released in the same step, only when the new claim succeeds,
-and never while a charge on it is in flight. ]]
+and never while a charge on it is in flight; a sold-out event leaves the previous hold as it is. ]]
 local hold_id, login, want = ARGV[1], ARGV[2], ARGV[3]
 if hold_id == '' or login == '' then return redis.error_reply('BAD_ARGS hold_id and login') end
 local ctx = context()
@@ -39,6 +39,10 @@ if want ~= '' then
   if not redis.call('ZSCORE', K_SEATS, want) then return { 'UNKNOWN_SEAT' } end
   local mine = prev and prev.seat == want
   if (not mine) and (not redis.call('ZSCORE', K_FREE, want)) then return { 'SEAT_TAKEN' } end
+elseif prev and redis.call('ZCARD', K_FREE) == 0 then
+  -- Sold out: the login keeps the hold it has. Trading it would only take the same seat back
+  -- with a fresh deadline, and announce a restock that is not one.
+  return { 'SOLD_OUT', tonumber(redis.call('HGET', K_EVENT, 'restocks') or 0) }
 end
 
 if prev then
@@ -52,7 +56,7 @@ if want ~= '' then
     error({ err = 'INVARIANT seat ' .. want .. ' checked free but not in free set' })
   end
 else
-  -- With a previous hold its seat is free again by now, so the pop cannot come back empty;
+  -- With a previous hold a seat was free (checked above), so the pop cannot come back empty;
   -- without one nothing has been written yet, so SOLD_OUT leaves no trace.
   seat = seat_take_best(hold_id)
   if not seat then

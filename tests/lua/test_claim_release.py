@@ -87,6 +87,23 @@ async def test_failed_new_claim_keeps_previous_hold(store: Store) -> None:
     await sale.audit_ok()
 
 
+async def test_sold_out_claim_keeps_the_logins_hold_and_announces_no_restock(
+    store: Store,
+) -> None:
+    sale = await open_sale(store, 2, now_ms=T0)
+    await store.claim(sale.event_id, "alice", "hA")
+    await store.claim(sale.event_id, "bob", "hB")
+    restocks = (await store.client.hget(store.keys(sale.event_id)[0], "restocks")) or "0"
+    await sale.at(T0 + 60_000)
+    with pytest.raises(errors.SoldOut):  # not a fresh hold on the same seat
+        await store.claim(sale.event_id, "alice", "hA2")
+    a = await store.hold(sale.event_id, "hA")
+    assert (a.state, a.expires_ms) == (HoldState.RESERVED, T0 + 480_000)
+    assert await store.client.hget(store.keys(sale.event_id)[0], "restocks") == restocks
+    assert not await terminal_records(sale, "hold", "hA")
+    await sale.audit_ok()
+
+
 async def test_new_claim_refused_while_charge_in_flight(store: Store) -> None:
     sale = await open_sale(store, 3, now_ms=T0)
     await store.claim(sale.event_id, "alice", "hA")

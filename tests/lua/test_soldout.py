@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from engine import errors
-from engine.soldout import SoldOutMemory, _Memory
+from engine.soldout import KEEP_S, SoldOutMemory, _Memory
 from engine.store import Store
 from tests.conftest import Sale, open_sale
 from tests.helpers import wait_until
@@ -37,7 +37,8 @@ async def sell_out(store: Store, seats: int) -> Sale:
 async def test_sold_out_reply_counts_restocks_and_release_publishes(store: Store) -> None:
     sale = await sell_out(store, 2)
     raw = await store.scripts.call("hold_claim", store.keys(sale.event_id), ["x", "late", ""])
-    assert raw == ["SOLD_OUT", 0]
+    created_ms = int(await store.client.hget(store.keys(sale.event_id)[0], "created_ms") or 0)
+    assert raw == ["SOLD_OUT", created_ms]  # the count starts at the creation time
     pubsub = store.client.pubsub()
     await pubsub.psubscribe(f"{store.prefix}:{{*}}:event:restocked")
     await store.release(sale.event_id, "win0", "winner0")  # 0 -> 1 free: a restock
@@ -55,11 +56,11 @@ async def test_sold_out_reply_counts_restocks_and_release_publishes(store: Store
             break
     await pubsub.aclose()
     channel = f"{store.prefix}:{{{sale.event_id}}}:event:restocked"
-    assert got == [(channel, "1")]
+    assert got == [(channel, str(created_ms + 1))]
     await store.claim(sale.event_id, "a", "a1")
     await store.claim(sale.event_id, "b", "b1")
     raw = await store.scripts.call("hold_claim", store.keys(sale.event_id), ["y", "late", ""])
-    assert raw == ["SOLD_OUT", 1]
+    assert raw == ["SOLD_OUT", created_ms + 1]
 
 
 async def test_refusals_come_from_memory_and_a_retry_still_gets_its_hold(
@@ -111,6 +112,16 @@ async def test_an_expired_hold_ends_the_memory_too(store: Store, memory: SoldOut
     assert (await store.claim(sale.event_id, "late", "k1")).seat_id == "s00000"
 
 
+async def test_a_snapshot_read_across_a_lost_subscription_is_not_used(
+    store: Store, memory: SoldOutMemory
+) -> None:
+    sale = await sell_out(store, 1)
+    sent_at = time.monotonic()
+    memory._since = sent_at + 1  # the subscription was (re)confirmed after this call was sent
+    await memory._enter(sale.event_id, 0, sent_at)
+    assert memory.stats.snapshots == 1 and sale.event_id not in memory._events
+
+
 async def test_memory_lapses_after_its_ttl(store: Store, memory: SoldOutMemory) -> None:
     memory.ttl_s = 0.05
     sale = await sell_out(store, 1)
@@ -123,6 +134,26 @@ async def test_memory_lapses_after_its_ttl(store: Store, memory: SoldOutMemory) 
     assert memory.stats.answered == 0  # asked Redis again, which renewed the memory
     await wait_until(lambda: memory.stats.entered == 2)
     assert memory.stats.snapshots == 1  # no seat came back: the snapshot was reused
+
+
+async def test_a_rebuilt_event_is_not_taken_for_its_earlier_life(
+    store: Store, memory: SoldOutMemory
+) -> None:
+    """Dropped and created again (a rebuild), the event starts a new restocks count above the
+    old one: the memory of the old event is not renewed, and a hold of the new one replays."""
+    sale = await sell_out(store, 1)
+    with pytest.raises(errors.SoldOut):
+        await store.claim(sale.event_id, "late", "k0")
+    await wait_until(lambda: memory.stats.entered == 1)
+    await store.drop_event(sale.event_id)
+    await asyncio.sleep(0.002)  # the new event is created at a later millisecond
+    again = await open_sale(store, 1, now_ms=T0, event_id=sale.event_id)
+    won = await store.claim(again.event_id, "new-winner", "kd")
+    with pytest.raises(errors.SoldOut):
+        await store.claim(again.event_id, "late", "k1")  # to Redis: a new count, a new snapshot
+    await wait_until(lambda: memory.stats.snapshots == 2)
+    retried = await store.claim(again.event_id, "new-winner", "kd")
+    assert (retried.replay, retried.seat_id) == (True, won.seat_id)
 
 
 def test_rules_without_redis() -> None:
@@ -148,6 +179,13 @@ def test_rules_without_redis() -> None:
         m._events["e"] = _memory(4)
         m._lost()
         assert not m.listening and not m.refuses("e", "k") and m._events == {}
+        # Expired memories and old restocks are pruned after KEEP_S.
+        m.listening, m._since = True, 0.0
+        m._events["old"] = _Memory(1, time.monotonic() - KEEP_S - 1, frozenset())
+        m._latest["old"] = (1, time.monotonic() - KEEP_S - 1)
+        m._pruned = 0.0
+        m.sold_out("other", 1, sent_at=time.monotonic())
+        assert "old" not in m._events and "old" not in m._latest
 
     asyncio.run(run())
 

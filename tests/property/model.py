@@ -153,7 +153,7 @@ class Model:
             mine = prev is not None and prev.seat == want
             if not mine and want not in self.free:
                 return ("SEAT_TAKEN",)
-        elif prev is None and not self.free:
+        elif not self.free:  # with or without a previous hold: it keeps the one it has
             return ("SOLD_OUT",)
         if prev is not None:
             self._seat(prev, None)
