@@ -14,6 +14,7 @@ Each tool prints its own tables; their JSON lands in DIR; the summary table at t
 the burst medians and the engine / baseline ratios. Needs wrk and redis-benchmark."""
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -32,7 +33,8 @@ def run(console: Console, title: str, *args: str) -> None:
     console.rule(f"[bold]{title}")
     console.print(f"$ python -m {' '.join(args)}", style="dim")
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", *args], check=True)
+    # Wide tables: the tools' rich output is not on a terminal here.
+    subprocess.run([sys.executable, "-m", *args], check=True, env={**os.environ, "COLUMNS": "150"})
     console.print(f"({time.monotonic() - started:.0f} s)", style="dim")
 
 

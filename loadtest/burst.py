@@ -86,7 +86,7 @@ class BurstClient(asyncio.Protocol):
     def send(self, raw: bytes) -> "asyncio.Future[tuple[int, bytes]]":
         assert self.transport is not None
         self.waiter = asyncio.get_running_loop().create_future()
-        self.sent = time.monotonic()
+        self.sent, self.done = time.monotonic(), 0.0
         self.transport.write(raw)
         return self.waiter
 
@@ -96,13 +96,11 @@ class BurstClient(asyncio.Protocol):
         try:
             async with asyncio.timeout(timeout_s):
                 status, body = await sent
-            self.answer = (
-                str(status)
-                if status < 300
-                else orjson.loads(body)["error"]["code"]
-                if status < 500
-                else str(status)
-            )
+            self.answer = str(status)
+            if 400 <= status < 500:
+                # Not our error envelope: the status says what there is.
+                with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError):
+                    self.answer = str(orjson.loads(body)["error"]["code"])
         except (ConnectionError, TimeoutError) as exc:
             self.done = self.done or time.monotonic()
             self.answer = f"transport:{type(exc).__name__}"
