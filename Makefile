@@ -59,7 +59,7 @@ locust-flow: venv up
 	$(SERVICES) && $(BIN)/python -m loadtest.locust_run --scenario flow --users 300 --seats 80 \
 		--spawn-rate 50 --run-time 60s $(LOCUST_ARGS)
 
-## Every benchmark of docs/benchmarks.md, one after the other (about 6 minutes; needs wrk).
+## Every benchmark of docs/benchmarks.md, one after the other (about 7 minutes; needs wrk).
 bench: venv up
 	$(SERVICES) && $(BIN)/python -m loadtest.bench $(BENCH_ARGS)
 

@@ -3,7 +3,8 @@
 #   .ci/services.sh up     use the servers at ONSALE_REDIS_PORT (6379) / ONSALE_PG_PORT (5432) on
 #                          127.0.0.1 when they answer; otherwise start private ones from the
 #                          installed binaries (installing them with apt-get when missing and run
-#                          as root). Writes the connection settings to .services/env.
+#                          as root). Writes the connection settings to .services/env. Also
+#                          installs wrk (load generator of the benchmarks) when it can.
 #   .ci/services.sh down   stop the private servers this script started.
 set -euo pipefail
 shopt -s inherit_errexit
@@ -95,8 +96,13 @@ stop_private() {
   fi
 }
 
+ensure_load_tools() { # best effort: the benchmarks and their smoke tests need wrk
+  command -v wrk >/dev/null || apt_install wrk || log "wrk missing: the claim_rate smoke test is skipped"
+}
+
 case "${1:-up}" in
   up)
+    ensure_load_tools
     rport=$(ensure_redis)
     pport=$(ensure_postgres)
     cat >"$state/env" <<ENV

@@ -135,3 +135,26 @@ def test_size_cost_smoke(tmp_path: Path) -> None:
         assert r["key_bytes_per_seat"] > 0 and r["key_bytes_per_hold"] > 0, r
         assert r["claim_usec"] > 0 and r["sweep_usec_per_hold"] > 0 and r["claims_per_s"] > 0, r
         assert r["audit_ok"] and r["sweep_expired"] == r["logins"], r
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="needs wrk (make up installs it)")
+def test_claim_rate_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "claim_rate.json"
+    run_tool(
+        *("loadtest.claim_rate", "--workers", "1", "--seconds", "1", "--connections", "8"),
+        *("--seats", "20000", "--pg", "--json", str(out)),  # no claim may find it sold out
+        env_extra={"ONSALE_PG_DSN": PG_DSN},
+    )
+    rows = json.loads(out.read_text())["rows"]
+    assert set(rows) == {
+        "healthz",
+        "claim",
+        "claim_no_autopipeline",
+        "bare_trivial",
+        "bare_claim",
+        "pg_claim",
+    }
+    for name, row in rows.items():
+        assert row["rps"] > 0, name
+    assert rows["claim"]["non2xx"] == rows["pg_claim"]["non2xx"] == 0
