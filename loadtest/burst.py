@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import resource
 import statistics
 import tempfile
 import time
@@ -376,6 +377,19 @@ def positive(raw: str) -> int:
     return value
 
 
+def raise_open_files_limit(needed: int) -> None:
+    """One socket per client here, and as many in the servers (started from this process, so
+    they inherit the limit): lift the soft limit to the hard one, or say why the run will fail."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        if target < needed:
+            Console().print(
+                f"[yellow]open files limit {target} < {needed} needed: raise it (ulimit -n)"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m loadtest.burst",
@@ -394,7 +408,9 @@ def main(argv: list[str] | None = None) -> int:
         "(set --hold-ttl-ms short) and the ledger's rows/s and lag are measured",
     )
     ap.add_argument("--hold-ttl-ms", type=positive, default=HOLD_TTL_MS)
-    return uvloop.run(run(ap.parse_args(argv), Console()))
+    args = ap.parse_args(argv)
+    raise_open_files_limit(args.clients + 1024)
+    return uvloop.run(run(args, Console()))
 
 
 if __name__ == "__main__":
