@@ -311,6 +311,13 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         if target.ledger is not None:
             with console.status("waiting for every hold to expire and reach the ledger"):
                 ledger = await target.ledger(answers["201"])
+            verdict.checks.append(
+                (
+                    "ledger: every hold's terminal decision recorded",
+                    ledger["expired_rows"] == ledger["expected"],
+                    f"{ledger['expired_rows']:.0f} of {ledger['expected']:.0f}",
+                )
+            )
     latencies = sorted((c.done - c.sent) * 1000 for c in clients)
     won = [c.done for c in clients if c.answer == "201"]
     result: dict[str, Any] = {

@@ -138,6 +138,21 @@ def test_size_cost_smoke(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
+def test_burst_with_ledger_smoke(tmp_path: Path) -> None:
+    out_json = tmp_path / "burst.json"
+    run_tool(
+        *("loadtest.burst", "--clients", "60", "--seats", "60", "--workers", "1", "--ledger"),
+        *("--hold-ttl-ms", "1000", "--json", str(out_json)),
+        env_extra={"ONSALE_PG_DSN": PG_DSN},
+    )
+    result = json.loads(out_json.read_text())
+    assert result["invariants_ok"] is True, result["checks"]
+    ledger = result["ledger"]
+    assert ledger["expired_rows"] == ledger["expected"] == 60
+    assert ledger["rows_per_s"] > 0 and 0 <= ledger["lag_p50_ms"] <= ledger["lag_max_ms"]
+
+
+@pytest.mark.postgres
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="needs wrk (make up installs it)")
 def test_claim_rate_smoke(tmp_path: Path) -> None:
     out = tmp_path / "claim_rate.json"
