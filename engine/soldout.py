@@ -78,8 +78,7 @@ class SoldOutMemory:
         # count was made before that restock. Kept KEEP_S, far longer than any call can live.
         self._latest: dict[str, tuple[int, float]] = {}
         self._since = float("inf")  # when the current subscription was confirmed
-        self._entering: set[str] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._entering: dict[str, asyncio.Task[None]] = {}  # snapshot reads in flight
         self._pruned = 0.0
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -114,11 +113,9 @@ class SoldOutMemory:
             self._events[event_id] = _Memory(restocks, now + self.ttl_s, m.holds)
             self.stats.entered += 1
             return
-        self._entering.add(event_id)
         task = asyncio.get_running_loop().create_task(self._enter(event_id, restocks, sent_at))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(lambda _t: self._entering.discard(event_id))
+        self._entering[event_id] = task
+        task.add_done_callback(lambda _t: self._entering.pop(event_id, None))
 
     def _heard(self, event_id: str) -> int:
         latest = self._latest.get(event_id)
@@ -182,7 +179,7 @@ class SoldOutMemory:
 
     async def stop(self) -> None:
         self._stop.set()
-        for task in list(self._tasks):
+        for task in list(self._entering.values()):
             task.cancel()
         if self._task is not None:
             self._task.cancel()  # it may be parked in a read for up to half a second
