@@ -5,14 +5,13 @@ import logging
 import os
 from collections.abc import AsyncIterator
 
-from itsdangerous import URLSafeTimedSerializer
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from api.context import Context, Metrics, StoreCollector
+from api.context import Context, Metrics, StoreCollector, Tokens
 from api.errors import error_response
 from api.hotpath import HotRoute
 from api.routes import admin, callbacks, checkout, meta
@@ -79,7 +78,7 @@ def create_app(settings: ApiSettings) -> HotRoute:
             settings=settings,
             store=store,
             provider=provider,
-            signer=URLSafeTimedSerializer(settings.token_secret, salt="onsale-login"),
+            tokens=Tokens(settings.token_secret, settings.token_ttl_s),
             metrics=Metrics(),
         )
         app.state.ctx.metrics.registry.register(StoreCollector(store))

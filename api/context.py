@@ -6,7 +6,7 @@ import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
@@ -114,16 +114,17 @@ class StoreCollector:
             yield kind(name, doc, value=value)  # type: ignore[call-arg]
 
 
-@dataclass
-class Context:
-    settings: ApiSettings
-    store: Store
-    provider: ProviderClient
-    signer: URLSafeTimedSerializer
-    metrics: Metrics
-    tokens: dict[str, tuple[str, float]] = field(default_factory=dict)  # token -> login, expiry
+class Tokens:
+    """Login tokens: signed bearer tokens (two tabs, one identity). A token verified once is
+    remembered with its expiry, so two tabs and retries of one login do not pay for the HMAC
+    again; only valid tokens are remembered."""
 
-    def issue_token(self, login: str) -> str:
+    def __init__(self, secret: str, ttl_s: int) -> None:
+        self.signer = URLSafeTimedSerializer(secret, salt="onsale-login")
+        self.ttl_s = ttl_s
+        self._known: dict[str, tuple[str, float]] = {}  # token -> login, expiry
+
+    def issue(self, login: str) -> str:
         return str(self.signer.dumps({"l": login}))
 
     def login_of(self, request: Request) -> str:
@@ -131,25 +132,36 @@ class Context:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise ApiError(401, "unauthorized", "send Authorization: Bearer <token>")
-        # A token verified once is remembered with its expiry: two tabs and retries of one
-        # login do not pay for the HMAC again. Only valid tokens are cached.
-        known = self.tokens.get(token)
+        known = self._known.get(token)
         if known is not None and time.time() < known[1]:
             return known[0]
         try:
             data: Any
-            data, signed_at = self.signer.loads(
-                token, max_age=self.settings.token_ttl_s, return_timestamp=True
-            )
+            data, signed_at = self.signer.loads(token, max_age=self.ttl_s, return_timestamp=True)
         except SignatureExpired:
             raise ApiError(401, "unauthorized", "token expired") from None
         except BadSignature:
             raise ApiError(401, "unauthorized", "invalid token") from None
         login = str(data["l"])
-        if len(self.tokens) >= TOKEN_CACHE_MAX:
-            self.tokens.clear()
-        self.tokens[token] = (login, signed_at.timestamp() + self.settings.token_ttl_s)
+        if len(self._known) >= TOKEN_CACHE_MAX:
+            self._known.clear()
+        self._known[token] = (login, signed_at.timestamp() + self.ttl_s)
         return login
+
+
+@dataclass
+class Context:
+    settings: ApiSettings
+    store: Store
+    provider: ProviderClient
+    tokens: Tokens
+    metrics: Metrics
+
+    def issue_token(self, login: str) -> str:
+        return self.tokens.issue(login)
+
+    def login_of(self, request: Request) -> str:
+        return self.tokens.login_of(request)
 
     def require_admin(self, request: Request) -> None:
         header = request.headers.get("authorization", "")

@@ -34,11 +34,11 @@ import asyncpg
 import orjson
 import redis.asyncio as redis_asyncio
 import uvloop
-from itsdangerous import URLSafeTimedSerializer
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from api.context import Tokens
 from engine.stack import LocalStack
 from engine.store import Store
 from loadtest import pg_baseline
@@ -264,7 +264,7 @@ async def release_burst(
     """Open one connection per client (each answers one GET /healthz, so the server has
     accepted it), then write every client's claim in one pass and wait for all answers.
     Returns the clients (answers and timings) and the release instant (time.monotonic())."""
-    signer = URLSafeTimedSerializer(target.token_secret, salt="onsale-login")
+    tokens = Tokens(target.token_secret, ttl_s=3_600)
     url = urlsplit(target.api_url)
     host, port = url.hostname or "127.0.0.1", url.port or 80
     loop = asyncio.get_running_loop()
@@ -286,7 +286,7 @@ async def release_burst(
 
             await asyncio.gather(*(open_one() for _ in range(clients_n)))
         requests = [
-            claim_request(url.netloc, EVENT_ID, str(signer.dumps({"l": f"c{n}"})), f"k{n}")
+            claim_request(url.netloc, EVENT_ID, tokens.issue(f"c{n}"), f"k{n}")
             for n in range(clients_n)
         ]
         await asyncio.sleep(0.2)  # let the servers settle after the connection storm

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import httpx
 import orjson
-from itsdangerous import URLSafeTimedSerializer
 from rich.console import Console
 from rich.table import Table
 
+from api.context import Tokens
 from engine.stack import LocalStack
 
 PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -40,6 +40,15 @@ request = function()
     {["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json"}, "{}")
 end
 """
+
+
+def claim_script(token_secret: str, connections: int) -> str:
+    """A wrk script claiming on event "bench" with one login (token) per connection."""
+    tokens = Tokens(token_secret, ttl_s=3_600)
+    quoted = ",".join(f'"{tokens.issue(f"u{i}")}"' for i in range(connections))
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(WRK_CLAIM % (quoted, "bench"))
+    return f.name
 
 
 def wrk(url: str, seconds: int, connections: int, script: str | None = None) -> dict[str, float]:
@@ -190,11 +199,8 @@ def run_pg(args: argparse.Namespace) -> dict[str, float]:
         )
         server.start()
         try:
-            signer = URLSafeTimedSerializer(server.token_secret, salt="onsale-login")
-            tokens = ",".join(f'"{signer.dumps({"l": f"u{i}"})}"' for i in range(args.connections))
-            with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-                f.write(WRK_CLAIM % (tokens, "bench"))
-            return wrk(server.url, args.seconds, args.connections, f.name)
+            script = claim_script(server.token_secret, args.connections)
+            return wrk(server.url, args.seconds, args.connections, script)
         finally:
             server.stop()
     finally:
@@ -236,20 +242,17 @@ def main() -> int:
             timeout=120,
             json={"event_id": "bench", "seats": seats, "opens_at_ms": 0, "hold_ttl_ms": 600_000},
         ).raise_for_status()
-        signer = URLSafeTimedSerializer(stack.token_secret, salt="onsale-login")
-        tokens = ",".join(f'"{signer.dumps({"l": f"u{i}"})}"' for i in range(args.connections))
-        with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-            f.write(WRK_CLAIM % (tokens, "bench"))
+        script = claim_script(stack.token_secret, args.connections)
         trivial = wrk(f"{stack.api_url}/healthz", args.seconds, args.connections)
         if args.profile:
-            claim = profiled(stack, args, f.name)
+            claim = profiled(stack, args, script)
         else:
-            claim = wrk(stack.api_url, args.seconds, args.connections, f.name)
+            claim = wrk(stack.api_url, args.seconds, args.connections, script)
         # The same API with auto-pipelining off: each script call is its own round trip.
         stack.kill_api()
         stack.extra_env["ONSALE_REDIS_AUTOPIPELINE"] = "0"
         stack.start_api()
-        claim_single = wrk(stack.api_url, args.seconds, args.connections, f.name)
+        claim_single = wrk(stack.api_url, args.seconds, args.connections, script)
         bare = run_bare(redis_url, prefix, args)
         pg = run_pg(args) if args.pg else None
     finally:

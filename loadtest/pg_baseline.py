@@ -49,7 +49,6 @@ import secrets
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -58,7 +57,6 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 import asyncpg
-from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -66,13 +64,16 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from api.app import CLAIM_PATH
+from api.context import Tokens
 from api.errors import ApiError, error_response, from_engine
 from api.hotpath import HotRoute
-from api.responses import json_response, read_json
-from api.validate import idempotency_key, ident, obj
+from api.responses import json_response
+from api.routes.checkout import claim_input, claimed_response
 from engine import errors, keys
+from engine.holds import Claimed
 from engine.settings import MissingSetting, _int
 from engine.stack import spare_port, wait_healthy
+from engine.states import HoldState
 
 log = logging.getLogger("onsale.pg_baseline")
 
@@ -155,27 +156,28 @@ create table if not exists {s}.holds (
 
 # $1 event_id, $2 hold_id (the idempotency key), $3 login. The hold goes in first: a concurrent
 # attempt with the same key waits on the primary key and then inserts nothing, so `taken` marks
-# nothing either; the seat lock of `pick` makes the update of `taken` certain.
-CLAIM_BEST = """
+# nothing either; the lock taken on the chosen seat makes the update of `taken` certain. The two
+# claims differ only in how the seat is chosen (the `seat` CTE), when it may be held, and what a
+# claim that made nothing was refused for.
+CLAIM = """
 with ev as (
-    select hold_ttl_ms from {s}.events where event_id = $1
+    select hold_ttl_ms from {{s}}.events where event_id = $1
 ), prior as (
-    select login, seat_id, expires_at from {s}.holds where event_id = $1 and hold_id = $2
-), pick as (
-    select seat_id from {s}.seats
-    where event_id = $1 and hold_id is null
+    select login, seat_id, expires_at from {{s}}.holds where event_id = $1 and hold_id = $2
+), seat as (
+    select seat_id, hold_id from {{s}}.seats
+    where event_id = $1 and {choose}
       and exists (select from ev) and not exists (select from prior)
-    order by rank, seat_id
-    limit 1
-    for update skip locked
+    {lock}
 ), made as (
-    insert into {s}.holds (event_id, hold_id, login, seat_id, expires_at)
-    select $1, $2, $3, pick.seat_id, clock_timestamp() + ev.hold_ttl_ms * interval '1 millisecond'
-    from pick cross join ev
+    insert into {{s}}.holds (event_id, hold_id, login, seat_id, expires_at)
+    select $1, $2, $3, seat.seat_id, clock_timestamp() + ev.hold_ttl_ms * interval '1 millisecond'
+    from seat cross join ev
+    where seat.hold_id is null
     on conflict (event_id, hold_id) do nothing
     returning seat_id, expires_at
 ), taken as (
-    update {s}.seats s set hold_id = $2
+    update {{s}}.seats s set hold_id = $2
     from made
     where s.event_id = $1 and s.seat_id = made.seat_id and s.hold_id is null
     returning s.seat_id
@@ -186,8 +188,7 @@ select
         when exists (select from prior where login = $3) then 'REPLAY'
         when exists (select from prior) then 'IDEMPOTENCY_KEY_REUSED'
         when exists (select from made) then 'OK'
-        when exists (select from pick) then 'RACE'
-        else 'SOLD_OUT'
+        {refused}
     end as code,
     h.seat_id,
     (extract(epoch from h.expires_at) * 1000)::bigint as expires_ms,
@@ -201,54 +202,24 @@ left join (
 ) h on true
 """
 
+# Best available: the best free seat that no other claim has locked.
+CLAIM_BEST = CLAIM.format(
+    choose="hold_id is null",
+    lock="order by rank, seat_id\n    limit 1\n    for update skip locked",
+    refused="when exists (select from seat) then 'RACE'\n        else 'SOLD_OUT'",
+)
+
 # $4 seat_id. The seat is locked whatever its state (FOR UPDATE, no SKIP LOCKED): a concurrent
 # claim of it is waited for, and the lock then returns the seat as that claim left it, so a
 # retry racing its own first attempt sees its own key on the seat (RACE, run again: REPLAY)
 # rather than seat_taken.
-CLAIM_SEAT = """
-with ev as (
-    select hold_ttl_ms from {s}.events where event_id = $1
-), prior as (
-    select login, seat_id, expires_at from {s}.holds where event_id = $1 and hold_id = $2
-), want as (
-    select seat_id, hold_id from {s}.seats
-    where event_id = $1 and seat_id = $4
-      and exists (select from ev) and not exists (select from prior)
-    for update
-), made as (
-    insert into {s}.holds (event_id, hold_id, login, seat_id, expires_at)
-    select $1, $2, $3, want.seat_id, clock_timestamp() + ev.hold_ttl_ms * interval '1 millisecond'
-    from want cross join ev
-    where want.hold_id is null
-    on conflict (event_id, hold_id) do nothing
-    returning seat_id, expires_at
-), taken as (
-    update {s}.seats s set hold_id = $2
-    from made
-    where s.event_id = $1 and s.seat_id = made.seat_id and s.hold_id is null
-    returning s.seat_id
+CLAIM_SEAT = CLAIM.format(
+    choose="seat_id = $4",
+    lock="for update",
+    refused="when not exists (select from seat) then 'UNKNOWN_SEAT'\n"
+    "        when exists (select from seat where hold_id is null or hold_id = $2) then 'RACE'\n"
+    "        else 'SEAT_TAKEN'",
 )
-select
-    case
-        when not exists (select from ev) then 'NOT_FOUND'
-        when exists (select from prior where login = $3) then 'REPLAY'
-        when exists (select from prior) then 'IDEMPOTENCY_KEY_REUSED'
-        when exists (select from made) then 'OK'
-        when not exists (select from want) then 'UNKNOWN_SEAT'
-        when exists (select from want where hold_id is null or hold_id = $2) then 'RACE'
-        else 'SEAT_TAKEN'
-    end as code,
-    h.seat_id,
-    (extract(epoch from h.expires_at) * 1000)::bigint as expires_ms,
-    h.expires_at > clock_timestamp() as live,
-    (select count(*) from taken) as taken
-from (select) as one
-left join (
-    select seat_id, expires_at from made
-    union all
-    select seat_id, expires_at from prior
-) h on true
-"""
 
 # Waits for every claim still holding a free-looking seat, then re-checks it: 0 = truly sold out.
 # LIMIT 1 so that, when seats are free, it holds at most one of them for an instant.
@@ -361,15 +332,6 @@ async def audit(dsn: str, event_id: str, *, schema: str = SCHEMA) -> dict[str, i
 
 
 @dataclass(frozen=True, slots=True)
-class Claimed:
-    hold_id: str
-    seat_id: str
-    expires_ms: int
-    state: str
-    replay: bool
-
-
-@dataclass(frozen=True, slots=True)
 class KnownHold:
     login: str
     seat_id: str
@@ -382,8 +344,8 @@ class SoldOutFlag:
     holds: Mapping[str, KnownHold]  # every hold of the event, by hold id
 
 
-def _state(live: bool) -> str:
-    return "RESERVED" if live else "EXPIRED"
+def _state(live: bool) -> HoldState:
+    return HoldState.RESERVED if live else HoldState.EXPIRED
 
 
 async def _keep_connection_state(conn: asyncpg.Connection) -> None:
@@ -405,7 +367,7 @@ class Baseline:
         self.claim_best_sql = sql(CLAIM_BEST, s)
         self.claim_seat_sql = sql(CLAIM_SEAT, s)
         self.timeout_s = self.settings.pg_timeout_ms / 1000
-        self.signer = URLSafeTimedSerializer(self.settings.token_secret, salt="onsale-login")
+        self.tokens = Tokens(self.settings.token_secret, self.settings.token_ttl_s)  # as the API
 
     async def start(self) -> None:
         async def warm(conn: asyncpg.Connection) -> None:
@@ -437,20 +399,6 @@ class Baseline:
         if self.pool is not None:
             await self.pool.close()
 
-    def login_of(self, request: Request) -> str:
-        """As api/context.py Context.login_of: the same tokens, the same refusals."""
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            raise ApiError(401, "unauthorized", "send Authorization: Bearer <token>")
-        try:
-            data: Any = self.signer.loads(token, max_age=self.settings.token_ttl_s)
-        except SignatureExpired:
-            raise ApiError(401, "unauthorized", "token expired") from None
-        except BadSignature:
-            raise ApiError(401, "unauthorized", "invalid token") from None
-        return str(data["l"])
-
     async def claim(
         self, event_id: str, login: str, hold_id: str, seat_id: str | None = None
     ) -> Claimed:
@@ -477,9 +425,9 @@ class Baseline:
             raise errors.StoreUnavailable(f"PostgreSQL: {type(exc).__name__}") from exc
         if code == Code.OK:
             assert row["taken"] == 1, f"hold {hold_id} inserted but its seat was not marked"
-            return Claimed(hold_id, row["seat_id"], row["expires_ms"], "RESERVED", False)
+            return Claimed(hold_id, row["seat_id"], row["expires_ms"], False, HoldState.RESERVED)
         if code == Code.REPLAY:
-            return Claimed(hold_id, row["seat_id"], row["expires_ms"], _state(row["live"]), True)
+            return Claimed(hold_id, row["seat_id"], row["expires_ms"], True, _state(row["live"]))
         if code == Code.RACE:
             raise errors.StoreUnavailable(f"claim {hold_id}: concurrent attempts kept racing")
         if code == Code.SOLD_OUT:
@@ -497,7 +445,7 @@ class Baseline:
         if known.login != login:
             raise errors.IdempotencyKeyReused(f"claim {hold_id}: IDEMPOTENCY_KEY_REUSED (flag)")
         live = known.expires_ms > time.time() * 1000
-        return Claimed(hold_id, known.seat_id, known.expires_ms, _state(live), True)
+        return Claimed(hold_id, known.seat_id, known.expires_ms, True, _state(live))
 
     def _sold_out_seen(self, event_id: str) -> None:
         flag = self.flags.get(event_id)
@@ -567,23 +515,9 @@ async def healthz(request: Request) -> Response:
 @endpoint
 async def claim(request: Request) -> Response:
     b = baseline_of(request)
-    login = b.login_of(request)
-    event_id = str(request.path_params["event_id"])
-    if not keys.valid_id(event_id):
-        raise ApiError(400, "invalid_request", "event_id must match [A-Za-z0-9_.:-]{1,64}")
-    body = obj(await read_json(request, b.settings.body_max_bytes, allow_empty=True))
-    seat_id = ident(body, "seat_id", required=False)
-    hold_id = idempotency_key(request.headers.get("idempotency-key"), uuid.uuid4().hex)
-    claimed = await b.claim(event_id, login, hold_id, seat_id)
-    return json_response(
-        {
-            "hold_id": claimed.hold_id,
-            "seat_id": claimed.seat_id,
-            "expires_ms": claimed.expires_ms,
-            "state": claimed.state,
-        },
-        200 if claimed.replay else 201,
-    )
+    login = b.tokens.login_of(request)
+    event_id, seat_id, hold_id = await claim_input(request, b.settings.body_max_bytes)
+    return claimed_response(await b.claim(event_id, login, hold_id, seat_id))
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

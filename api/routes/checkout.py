@@ -12,7 +12,7 @@ from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.validate import idempotency_key, ident, obj
-from engine.holds import Charge, Hold
+from engine.holds import Charge, Claimed, Hold
 from engine.provider import ProviderRefused, ProviderTimeout
 
 
@@ -57,20 +57,17 @@ async def free_seats(request: Request) -> Response:
     return json_response({"seats": await c.store.free_seats(event_id, int(raw))})
 
 
-@endpoint("claim")
-async def claim(request: Request) -> Response:
-    c = ctx(request)
-    login_name = c.login_of(request)
+async def claim_input(request: Request, body_max_bytes: int) -> tuple[str, str | None, str]:
+    """The claim's event id, seat (None: best available) and hold id (the Idempotency-Key, or
+    a fresh one). Shared with the PostgreSQL baseline, which answers the same requests."""
     event_id = path_id(request, "event_id")
-    body = obj(await read_json(request, c.settings.body_max_bytes, allow_empty=True))
+    body = obj(await read_json(request, body_max_bytes, allow_empty=True))
     seat_id = ident(body, "seat_id", required=False)
     hold_id = idempotency_key(request.headers.get("idempotency-key"), os.urandom(16).hex())
-    try:
-        claimed = await c.store.claim(event_id, login_name, hold_id, seat_id)
-    except Exception as exc:
-        c.metrics.claimed(getattr(exc, "code", "error"))
-        raise
-    c.metrics.claimed("replay" if claimed.replay else "ok")
+    return event_id, seat_id, hold_id
+
+
+def claimed_response(claimed: Claimed) -> Response:
     return json_response(
         {
             "hold_id": claimed.hold_id,
@@ -80,6 +77,20 @@ async def claim(request: Request) -> Response:
         },
         200 if claimed.replay else 201,
     )
+
+
+@endpoint("claim")
+async def claim(request: Request) -> Response:
+    c = ctx(request)
+    login_name = c.login_of(request)
+    event_id, seat_id, hold_id = await claim_input(request, c.settings.body_max_bytes)
+    try:
+        claimed = await c.store.claim(event_id, login_name, hold_id, seat_id)
+    except Exception as exc:
+        c.metrics.claimed(getattr(exc, "code", "error"))
+        raise
+    c.metrics.claimed("replay" if claimed.replay else "ok")
+    return claimed_response(claimed)
 
 
 def hold_view(h: Hold, charges: list[Charge]) -> dict[str, object]:
