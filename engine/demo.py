@@ -30,7 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from engine.settings import Settings
-from engine.stack import LocalStack
+from engine.stack import QUICK_SETTLE_ENV, LocalStack
 from engine.store import Store
 
 PRICE = 4500
@@ -326,13 +326,7 @@ async def run_demo(
             "--seed",
             str(cfg.seed),
         ),
-        extra_env={
-            "ONSALE_SWEEP_INTERVAL_MS": "50",
-            "ONSALE_REFUND_INTERVAL_MS": "200",
-            "ONSALE_RECONCILE_INTERVAL_MS": "500",
-            "ONSALE_RECONCILE_STALE_MS": "2000",
-            "ONSALE_PROVIDER_TIMEOUT_MS": "1000",
-        },
+        extra_env=dict(QUICK_SETTLE_ENV),
     )
     console.print(
         f"[bold]onsale demo[/]: starting provider simulator, API "

@@ -9,11 +9,25 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import IO
 
 import httpx
+
+# Worker loops tuned so that a short run settles within seconds (demo, purchase-flow load tests):
+# holds swept, refunds retried and lost callbacks reconciled quickly.
+QUICK_SETTLE_ENV: Mapping[str, str] = MappingProxyType(
+    {
+        "ONSALE_SWEEP_INTERVAL_MS": "50",
+        "ONSALE_REFUND_INTERVAL_MS": "200",
+        "ONSALE_RECONCILE_INTERVAL_MS": "500",
+        "ONSALE_RECONCILE_STALE_MS": "2000",
+        "ONSALE_PROVIDER_TIMEOUT_MS": "1000",
+    }
+)
 
 
 def spare_port() -> int:

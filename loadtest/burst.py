@@ -363,13 +363,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
             f"{ledger['lag_p50_ms']:.0f} / {ledger['lag_p99_ms']:.0f} / {ledger['lag_max_ms']:.0f}",
         )
     console.print(t)
-    checks = Table(title="After the run")
-    checks.add_column("check")
-    checks.add_column("result")
-    checks.add_column("detail")
-    for name, ok, detail in verdict.checks:
-        checks.add_row(name, "[green]ok[/]" if ok else "[red]VIOLATED[/]", detail)
-    console.print(checks)
+    console.print(verdict.table("After the run"))
     if args.json:
         await asyncio.to_thread(
             Path(args.json).write_bytes, orjson.dumps(result, option=orjson.OPT_INDENT_2)

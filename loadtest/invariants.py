@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.table import Table
+
 from engine.states import HoldState
 from engine.store import Store
 
@@ -29,6 +31,14 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return all(ok for _n, ok, _d in self.checks)
+
+    def table(self, title: str) -> Table:
+        t = Table(title=title)
+        for col in ("check", "result", "detail"):
+            t.add_column(col)
+        for name, ok, detail in self.checks:
+            t.add_row(name, "[green]ok[/]" if ok else "[red]VIOLATED[/]", detail)
+        return t
 
 
 async def check_burst(

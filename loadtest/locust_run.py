@@ -31,9 +31,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from engine.demo import PRICE, seat_map
-from engine.stack import LocalStack
+from engine.stack import QUICK_SETTLE_ENV, LocalStack
 from engine.store import Store
-from loadtest.invariants import FlowSeen, Verdict, check_burst, check_flow
+from loadtest.invariants import FlowSeen, check_burst, check_flow
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 FINISH_GRACE_S = 60.0  # beyond --run-time: Locust's own shutdown, reports
@@ -73,13 +73,7 @@ def stack_for(args: argparse.Namespace, prefix: str, log_dir: Path) -> LocalStac
             *("--late-rate", "0.05", "--late-delay-ms", str(args.hold_ttl_ms // 2)),
             *("--duplicate-rate", "0.3", "--loss-rate", "0.03", "--seed", str(args.seed)),
         ),
-        extra_env={
-            "ONSALE_SWEEP_INTERVAL_MS": "50",
-            "ONSALE_REFUND_INTERVAL_MS": "200",
-            "ONSALE_RECONCILE_INTERVAL_MS": "500",
-            "ONSALE_RECONCILE_STALE_MS": "2000",
-            "ONSALE_PROVIDER_TIMEOUT_MS": "1000",
-        },
+        extra_env=dict(QUICK_SETTLE_ENV),
     )
 
 
@@ -286,16 +280,6 @@ def run_table(args: argparse.Namespace, report: dict[str, Any]) -> Table:
     return t
 
 
-def verdict_table(verdict: Verdict) -> Table:
-    t = Table(title="Invariants (after the run)")
-    t.add_column("check")
-    t.add_column("result")
-    t.add_column("detail")
-    for name, ok, detail in verdict.checks:
-        t.add_row(name, "[green]ok[/]" if ok else "[red]VIOLATED[/]", detail)
-    return t
-
-
 def all_codes(report: dict[str, Any], prefix: str = "") -> Counter[str]:
     total: Counter[str] = Counter()
     for name, codes in report.get("answers", {}).items():
@@ -357,7 +341,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     console.print(stats_table(stats))
     console.print(answers_table(report))
     console.print(run_table(args, report))
-    console.print(verdict_table(verdict))
+    console.print(verdict.table("Invariants (after the run)"))
     console.print(f"reports: {out}/{args.scenario}_stats.csv, {out}/{args.scenario}.html")
     return 0 if verdict.ok else 1
 
