@@ -45,6 +45,9 @@ ROUTES = [
     Route("/v1/provider/callbacks", callbacks.provider_callback, methods=["POST"]),
     Route("/v1/admin/events", admin.create_event, methods=["POST"]),
     Route("/v1/admin/events/{event_id}/open", admin.open_sale, methods=["POST"]),
+    Route(
+        "/v1/admin/events/{event_id}/holds/{hold_id}/revoke", admin.revoke_hold, methods=["POST"]
+    ),
     Route("/v1/admin/events/{event_id}/exceptions", admin.exceptions, methods=["GET"]),
 ]
 

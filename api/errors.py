@@ -35,6 +35,7 @@ STATUS: dict[str, int] = {
     e.HoldExpired.code: 409,
     e.AlreadyConfirmed.code: 409,
     e.ChargeInFlight.code: 409,
+    e.NotAnException.code: 409,
     e.LimitExceeded.code: 409,
     e.SaleNotOpen.code: 409,
     e.EventExists.code: 409,

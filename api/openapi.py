@@ -5,6 +5,8 @@ from typing import Any
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}$"}
+# A charge id is minted by the server: <event id>~<24 hex> (engine/keys.py charge_key).
+CHARGE_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}(~[0-9a-f]{24})?$"}
 
 
 def _errors(*codes: int) -> dict[str, Any]:
@@ -134,7 +136,11 @@ SPEC: dict[str, Any] = {
         "/v1/events/{event_id}/holds/{hold_id}/charges/{charge_id}/abandon": {
             "post": {
                 "security": BEARER,
-                "parameters": [_path("event_id"), _path("hold_id"), _path("charge_id")],
+                "parameters": [
+                    _path("event_id"),
+                    _path("hold_id"),
+                    {"name": "charge_id", "in": "path", "required": True, "schema": CHARGE_ID},
+                ],
                 "responses": {**_ok(200, OBJ), **_errors(400, 401, 403, 404, 503)},
             }
         },
@@ -170,6 +176,8 @@ SPEC: dict[str, Any] = {
                             "quarantine_ms": {"type": "integer"},
                             "policy": {"type": "string", "enum": ["quarantine", "release_refund"]},
                             "price_minor": {"type": "integer"},
+                            "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                            "reversal_policy": {"type": "string", "enum": ["manual", "revoke"]},
                             "opens_at_ms": {"type": "integer"},
                         },
                     }
@@ -186,6 +194,13 @@ SPEC: dict[str, Any] = {
                     required=False,
                 ),
                 "responses": {**_ok(200, OBJ), **_errors(400, 401, 404, 413, 415, 503)},
+            }
+        },
+        "/v1/admin/events/{event_id}/holds/{hold_id}/revoke": {
+            "post": {
+                "security": BEARER,
+                "parameters": [_path("event_id"), _path("hold_id")],
+                "responses": {**_ok(200, OBJ), **_errors(400, 401, 404, 409, 503)},
             }
         },
         "/v1/admin/events/{event_id}/exceptions": {

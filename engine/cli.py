@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     sim.add_argument("--late-delay-ms", type=int, default=3_000)
     sim.add_argument("--duplicate-rate", type=float, default=0.2)
     sim.add_argument("--loss-rate", type=float, default=0.0)
+    sim.add_argument(
+        "--contradict-rate", type=float, default=0.0, help="share of declines captured later"
+    )
     sim.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -146,6 +149,7 @@ def _provider_sim(args: argparse.Namespace) -> int:
         late_delay_ms=args.late_delay_ms,
         duplicate_rate=args.duplicate_rate,
         loss_rate=args.loss_rate,
+        contradict_rate=args.contradict_rate,
         seed=args.seed,
     )
     uvicorn.run(
@@ -233,7 +237,7 @@ async def _reconcile(
     provider = ProviderClient(
         settings.engine.provider_url, timeout_ms=settings.engine.provider_timeout_ms
     )
-    found = []
+    reports = []
     try:
         store = Store(client, prefix=settings.engine.key_prefix)
         await store.scripts.load_all()
@@ -249,18 +253,27 @@ async def _reconcile(
             task = progress.add_task("reconciling events", total=len(events))
             async with pool.acquire() as conn:
                 for event_id in events:
-                    found += await reconcile_event(
-                        store, conn, writer, entries, event_id, grace_ms=grace_ms
+                    reports.append(
+                        await reconcile_event(
+                            store,
+                            conn,
+                            writer,
+                            entries,
+                            event_id,
+                            provider=provider,
+                            grace_ms=grace_ms,
+                        )
                     )
                     progress.advance(task)
     finally:
         await provider.aclose()
         await client.aclose()
         await pool.close()
-    report = as_json(found)
+    report = as_json(reports)
     await asyncio.to_thread(
         Path(json_path).write_bytes, orjson.dumps(report, option=orjson.OPT_INDENT_2)
     )
+    found = [d for r in reports for d in r.discrepancies]
     t = Table(title="reconciliation: Redis vs ledger vs provider")
     for col in ("discrepancy", "found", "repaired", "left"):
         t.add_column(col, justify="right" if col != "discrepancy" else "left")
@@ -269,8 +282,23 @@ async def _reconcile(
         fixed = sum(d.repaired for d in rows)
         t.add_row(cls, str(len(rows)), str(fixed), str(len(rows) - fixed))
     console.print(t)
-    console.print(f"report written to {json_path}")
-    return 0 if report["unrepaired"] == 0 else 1
+    m = Table(title="money per event (provider holds = our charges say) and open exceptions")
+    for col in ("event", "provider holds", "charges say", "seats w/o money", "parked", "refunding"):
+        m.add_column(col, justify="left" if col == "event" else "right")
+    for r in reports:
+        ex = r.open_exceptions
+        m.add_row(
+            r.event_id,
+            str(r.provider_net),
+            str(r.expected_net),
+            str(ex.get("seats_without_money", 0)),
+            str(ex.get("refunds_parked", 0)),
+            str(ex.get("refunds_pending", 0)),
+        )
+    console.print(m)
+    left = report["unrepaired"]
+    console.print(f"{left} unrepaired" if left else "clean: nothing left unrepaired")
+    return 1 if left else 0
 
 
 async def _ledger(command: str, settings: "LedgerSettings") -> int:

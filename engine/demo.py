@@ -323,6 +323,8 @@ async def run_demo(
             "0.3",
             "--loss-rate",
             "0.05",
+            "--contradict-rate",  # half the declines are captured anyway, later
+            "0.5",
             "--seed",
             str(cfg.seed),
         ),
@@ -436,6 +438,7 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
             "samples": samples,
         }
     report = await store.audit(event_id)
+    should_hold = sum(c.holds_money for c in await store.scan_charges(event_id))
     alive = stack.alive()
     return _report(
         console,
@@ -451,6 +454,34 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
         alive,
         metrics,
         ledger_view,
+        should_hold,
+    )
+
+
+def refund_delays_ms(entries: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
+    """From the provider's ledger: for every capture we gave back, the time from the capture to
+    our refund request; (all of them, those contradicting the provider's own decline)."""
+    refunds = {
+        e["attempt_id"]: e["at_s"]
+        for e in entries
+        if e["kind"] == "refund" and e.get("requested_by") == "merchant"
+    }
+    every, contradicted = [], []
+    for e in entries:
+        if e["kind"] == "capture" and e["attempt_id"] in refunds:
+            delay = (refunds[e["attempt_id"]] - e["at_s"]) * 1000
+            every.append(delay)
+            if e.get("contradicted"):
+                contradicted.append(delay)
+    return every, contradicted
+
+
+def bound_row(label: str, delays: list[float]) -> tuple[str, str]:
+    if not delays:
+        return (label, "none this run")
+    return (
+        label,
+        f"{len(delays)}: {pct(delays, 50):.0f} / {pct(delays, 99):.0f} / {max(delays):.0f}",
     )
 
 
@@ -500,6 +531,7 @@ def _report(
     alive: bool,
     metrics: str,
     ledger_view: dict[str, Any] | None = None,
+    should_hold: int = 0,
 ) -> int:
     server_errors = sum(
         v
@@ -558,6 +590,17 @@ def _report(
             ("", "count"),
         )
     )
+    every, contradicted = refund_delays_ms(ledger["entries"])
+    console.print(
+        table(
+            "Captures given back: capture at the provider -> our refund request",
+            [
+                bound_row("every capture refunded (n: p50 / p99 / max ms)", every),
+                bound_row("captures after the provider's own decline", contradicted),
+            ],
+            ("", "value"),
+        )
+    )
     checks = [
         (
             "no seat sold twice; counters agree with the seat map",
@@ -573,6 +616,7 @@ def _report(
             "money kept = seats sold x price",
             ledger["captured"] - ledger["refunded"] == avail["sold"] * PRICE,
         ),
+        ("provider holds what our charges say (money invariant)", ledger["net"] == should_hold),
         (
             "one terminal outbox record per hold and charge",
             not any("terminal record" in v for v in report.violations),

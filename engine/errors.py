@@ -59,6 +59,12 @@ class AlreadyConfirmed(EngineError):
     code = "already_confirmed"
 
 
+class NotAnException(EngineError):
+    """An operator action meant for a hold in EXCEPTION, on a hold in another state."""
+
+    code = "not_an_exception"
+
+
 class ChargeInFlight(EngineError):
     code = "charge_in_flight"
 

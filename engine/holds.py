@@ -5,7 +5,7 @@ from typing import Any
 
 import orjson
 
-from engine.states import ChargeState, HoldState, LatePolicy
+from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,9 @@ class Hold:
         )
 
 
+_TERMINAL_CHARGE = {"CAPTURED", "DECLINED", "FAILED", "REFUNDED"}
+
+
 @dataclass(frozen=True, slots=True)
 class Charge:
     charge_id: str
@@ -66,6 +69,11 @@ class Charge:
     decided_ms: int
     refund_attempts: int
     reason: str
+    key: str = ""  # the provider idempotency key (the root charge's id; an orphan's claimed key)
+    captured: int = 0  # minor units the provider reported captured (0 before a capture)
+    parked: bool = False  # its refund was stopped: the provider's records disown it
+    orphan: bool = False  # money we could not tie to a charge; refunded after the provider agrees
+    final: bool = False  # its one terminal record exists (later provider moves add others)
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> "Charge":
@@ -84,7 +92,21 @@ class Charge:
             decided_ms=int(d["decided_ms"]),
             refund_attempts=int(d["refund_attempts"]),
             reason=d["reason"],
+            key=d.get("key") or d["id"],
+            captured=int(d.get("captured") or 0),
+            parked=bool(d.get("parked")),
+            orphan=bool(d.get("verify")),
+            final=bool(d["final"]) if "final" in d else d["state"] in _TERMINAL_CHARGE,
         )
+
+    @property
+    def holds_money(self) -> int:
+        """Minor units the provider holds for us on this charge (SPEC money invariant)."""
+        if self.state == ChargeState.CAPTURED:
+            return self.captured or self.amount
+        if self.state == ChargeState.REFUNDING:
+            return self.captured
+        return 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +123,8 @@ class Availability:
     blocked: int
     sold: int
     price_minor: int
+    currency: str = "EUR"
+    reversal_policy: ReversalPolicy = ReversalPolicy.MANUAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,23 +146,68 @@ class ChargeStarted:
 
 @dataclass(frozen=True, slots=True)
 class ProviderOutcome:
-    """One provider callback, already authenticated by the caller."""
+    """One provider message about an attempt, authenticated by the caller but not yet believed:
+    the deciding script checks every field against the charge we created (charge_outcome_v2)."""
 
     provider_event_id: str
-    charge_id: str  # our idempotency key, echoed by the provider in its metadata
+    charge_id: str  # the provider idempotency key the message names (our charge id)
     attempt_id: str  # unique per authorization attempt
     intent_id: str  # join key only
-    outcome: str  # CAPTURED | DECLINED | FAILED
+    outcome: str  # CAPTURED | DECLINED | FAILED: what the message type says
+    status: str = ""  # what its status field says; "" = the same as the type
+    amount: int | None = None  # None: not an integer (a mismatch, never coerced)
+    currency: str = "EUR"
+    meta_event: str = ""  # metadata the provider echoes; "" = the event it is applied to
+    meta_hold: str = ""
+    meta_charge: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderReversal:
+    """Money the provider moved after a capture: a refund (ours or its own) or a dispute."""
+
+    provider_event_id: str
+    charge_id: str  # the provider idempotency key
+    attempt_id: str
+    kind: str  # REFUND | DISPUTE_OPENED | DISPUTE_WON | DISPUTE_LOST
+    amount: int | None
+    currency: str
+    meta_event: str
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """A provider message the engine refused to act on (or acted on only partly), for ops."""
+
+    alert_id: str
+    reason: str
+    at_ms: int
+    charge_id: str
+    hold_id: str
+    detail: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> "Alert":
+        d: dict[str, Any] = orjson.loads(raw)
+        return cls(
+            alert_id=d.pop("id"),
+            reason=d.pop("reason"),
+            at_ms=int(d.pop("at_ms")),
+            charge_id=d.pop("charge", ""),
+            hold_id=d.pop("hold", ""),
+            detail=d,
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class OutcomeResult:
-    decision: str  # an OutcomeCode value
+    decision: str  # an OutcomeCode (or ReversalCode) value
     charge_id: str
-    charge_state: ChargeState
+    charge_state: ChargeState | None  # None: the message named no charge of ours
     hold_id: str
     hold_state: HoldState | None
     first_seen: bool  # False: this provider event id was processed before; nothing changed
+    problems: str = ""  # what did not match, comma-separated (MISMATCH, a refused capture)
 
 
 @dataclass(frozen=True, slots=True)

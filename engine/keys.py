@@ -1,6 +1,7 @@
 """Every Redis key of the engine. All keys of one event share the hash tag {event_id}, so each
 script call touches one Redis Cluster slot. Scripts receive keys only through KEYS."""
 
+import hashlib
 import re
 from typing import NewType
 
@@ -12,7 +13,7 @@ Login = NewType("Login", str)
 
 PREFIX = "onsale:v1"
 
-# The order is the contract with lua/_lib.lua (KEYS[1] .. KEYS[14]).
+# The order is the contract with lua/_lib.lua (KEYS[1] .. KEYS[15]).
 EVENT_KEYS: tuple[str, ...] = (
     "event",
     "seats",
@@ -28,6 +29,7 @@ EVENT_KEYS: tuple[str, ...] = (
     "callbacks",
     "outbox",
     "sections",
+    "alerts",
 )
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -36,6 +38,29 @@ _ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 def valid_id(value: str) -> bool:
     """Ids go into keys and Lua arguments: a small safe alphabet, bounded length."""
     return bool(_ID_RE.match(value))
+
+
+# The charge id is also the provider idempotency key, so the server mints it: derived from the
+# event, the hold, its owner and the client's own Idempotency-Key (which then deduplicates only
+# that client's requests on that hold), and naming its event so a provider message is routed by
+# the key we minted, not by metadata it carries (ADR 0014).
+CHARGE_KEY_SEP = "~"
+_CHARGE_KEY_RE = re.compile(r"^(?P<event>[A-Za-z0-9_.:-]{1,64})~[0-9a-f]{24}$")
+
+
+def charge_key(event_id: str, hold_id: str, login: str, client_key: str) -> str:
+    digest = hashlib.sha256("\x00".join((event_id, hold_id, login, client_key)).encode())
+    return f"{event_id}{CHARGE_KEY_SEP}{digest.hexdigest()[:24]}"
+
+
+def event_of_charge_key(key: str) -> str | None:
+    """The event a charge key of ours names; None for anything we did not mint."""
+    m = _CHARGE_KEY_RE.match(key)
+    return m["event"] if m else None
+
+
+def valid_charge_id(value: str) -> bool:
+    return valid_id(value) or event_of_charge_key(value) is not None
 
 
 def event_keys(event_id: str, prefix: str = PREFIX) -> list[str]:

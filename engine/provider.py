@@ -20,10 +20,17 @@ class ProviderRefused(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ProviderCharge:
+    """The provider's own record of one attempt (what reconciliation and refunds trust)."""
+
     attempt_id: str
     intent_id: str
     idempotency_key: str
     status: str  # processing | captured | declined | failed
+    amount: int | None = None  # None: the provider sent something that is not an integer
+    currency: str = ""
+    metadata: dict[str, str] | None = None
+    refunded: bool = False  # the provider has refunded it (ours or its own)
+    disputed: str = ""  # "" | open | won | lost
 
 
 class ProviderClient:
@@ -59,12 +66,16 @@ class ProviderClient:
         raise ProviderTimeout(f"{method} {url}: {last!r}")
 
     async def create_charge(
-        self, charge_id: str, amount: int, metadata: dict[str, str]
+        self, charge_id: str, amount: int, currency: str, metadata: dict[str, str]
     ) -> ProviderCharge:
         data = await self._call(
             "POST",
             "/v1/charges",
-            json={"amount": amount, "metadata": metadata},
+            json={
+                "amount": amount,
+                "currency": currency,
+                "metadata": {**metadata, "amount": str(amount), "currency": currency},
+            },
             headers={"Idempotency-Key": charge_id},
         )
         if data is None:
@@ -75,13 +86,19 @@ class ProviderClient:
         data = await self._call("GET", "/v1/charges", params={"idempotency_key": charge_id})
         return _charge(data) if data else None
 
-    async def refund(self, charge_id: str, attempt_id: str) -> str:
-        """Refund the captured attempt; idempotent by charge. Returns the refund id."""
+    async def get_attempt(self, attempt_id: str) -> ProviderCharge | None:
+        """The provider's record of one attempt, or None if it has none."""
+        data = await self._call("GET", f"/v1/charges/{attempt_id}")
+        return _charge(data) if data else None
+
+    async def refund(self, charge_key: str, attempt_id: str) -> str:
+        """Refund the captured attempt; idempotent by attempt (one refund per attempt, whoever
+        asks). Returns the refund id."""
         data = await self._call(
             "POST",
             "/v1/refunds",
-            json={"attempt_id": attempt_id, "idempotency_key": charge_id},
-            headers={"Idempotency-Key": f"refund-{charge_id}"},
+            json={"attempt_id": attempt_id, "idempotency_key": charge_key},
+            headers={"Idempotency-Key": f"refund-{attempt_id or charge_key}"},
         )
         if data is None:
             raise ProviderRefused("refund endpoint not found")
@@ -94,9 +111,18 @@ class ProviderClient:
 
 
 def _charge(data: dict[str, Any]) -> ProviderCharge:
+    amount = data.get("amount")
+    metadata = data.get("metadata")
     return ProviderCharge(
         attempt_id=data["attempt_id"],
         intent_id=data["intent_id"],
         idempotency_key=data["idempotency_key"],
         status=data["status"],
+        amount=amount if isinstance(amount, int) and not isinstance(amount, bool) else None,
+        currency=str(data.get("currency") or ""),
+        metadata=(
+            {str(k): str(v) for k, v in metadata.items()} if isinstance(metadata, dict) else {}
+        ),
+        refunded=bool(data.get("refunded")),
+        disputed=str(data.get("disputed") or ""),
     )

@@ -4,7 +4,8 @@ A charge CHARGING for longer than `stale_ms` (lost callback, crash between our s
 provider call, a provider call that timed out) is looked up by its idempotency key. Whatever the
 provider knows is applied through the same script as a callback (`charge_outcome`), with a
 provider event id derived from the attempt and status, so a later real callback for the same
-attempt is a no-op. A charge the provider has never seen is closed as FAILED (no money moved);
+attempt is a no-op; the provider's record is verified against the charge like any callback. A charge
+the provider has never seen is closed as FAILED (no money moved);
 if the provider later reports a capture for that key, it arrives as a new attempt and the
 late-payment rules apply."""
 
@@ -12,7 +13,7 @@ import logging
 from dataclasses import dataclass
 
 from engine.holds import ProviderOutcome
-from engine.provider import ProviderClient, ProviderTimeout
+from engine.provider import ProviderCharge, ProviderClient, ProviderTimeout
 from engine.states import ChargeState
 from engine.store import Store
 
@@ -30,6 +31,25 @@ class ReconcileStats:
     provider_unavailable: int = 0
 
 
+def provider_record_outcome(provider_event_id: str, found: ProviderCharge) -> ProviderOutcome:
+    """The provider's own record of an attempt, as a message for the verifying script: what
+    the provider says is checked exactly like a callback (key, event, hold, amount, currency)."""
+    metadata = found.metadata or {}
+    return ProviderOutcome(
+        provider_event_id,
+        found.idempotency_key,
+        found.attempt_id,
+        found.intent_id,
+        STATUS[found.status],
+        status=found.status,
+        amount=found.amount,
+        currency=found.currency,
+        meta_event=metadata.get("event_id", "") or "-",
+        meta_hold=metadata.get("hold_id", ""),
+        meta_charge=metadata.get("charge_id", ""),
+    )
+
+
 class ProviderReconciler:
     def __init__(self, store: Store, provider: ProviderClient, *, stale_ms: int) -> None:
         assert stale_ms > 0
@@ -39,31 +59,32 @@ class ProviderReconciler:
     async def run_once(self) -> None:
         now = await self.store.server_time_ms()
         for event_id in await self.store.event_ids():
+            currency = ""
             for charge in await self.store.scan_charges(event_id):
                 if charge.state != ChargeState.CHARGING or now - charge.created_ms < self.stale_ms:
                     continue
                 self.stats.examined += 1
+                currency = currency or (await self.store.availability(event_id)).currency
                 try:
-                    found = await self.provider.find_charge(charge.charge_id)
+                    found = await self.provider.find_charge(charge.key)
                 except ProviderTimeout:
                     self.stats.provider_unavailable += 1
                     continue
                 if found is None:
                     outcome = ProviderOutcome(
                         f"recon:{charge.charge_id}:absent",
-                        charge.charge_id,
+                        charge.key,
                         f"none:{charge.charge_id}",
                         "",
                         "FAILED",
+                        amount=charge.amount,
+                        currency=currency,
+                        meta_hold=charge.hold_id,
                     )
                     self.stats.never_reached_provider += 1
                 elif found.status in STATUS:
-                    outcome = ProviderOutcome(
-                        f"recon:{found.attempt_id}:{found.status}",
-                        charge.charge_id,
-                        found.attempt_id,
-                        found.intent_id,
-                        STATUS[found.status],
+                    outcome = provider_record_outcome(
+                        f"recon:{found.attempt_id}:{found.status}", found
                     )
                 else:
                     self.stats.still_processing += 1

@@ -11,7 +11,9 @@ import logging
 import random
 from dataclasses import dataclass
 
+from engine import keys
 from engine.errors import ChargeNotFound
+from engine.holds import Charge
 from engine.provider import ProviderClient, ProviderRefused, ProviderTimeout
 from engine.store import Store
 
@@ -30,6 +32,7 @@ class RefundStats:
     refunded: int = 0
     retried: int = 0
     refused: int = 0
+    parked: int = 0
 
 
 class RefundWorker:
@@ -62,7 +65,9 @@ class RefundWorker:
             log.error("refund queued for unknown charge %s/%s", event_id, charge_id)
             return
         try:
-            await self.provider.refund(charge.charge_id, charge.attempt_id)
+            if charge.attempt_id and not await self._provider_agrees(event_id, charge):
+                return
+            await self.provider.refund(charge.key, charge.attempt_id)
         except (ProviderTimeout, ProviderRefused) as exc:
             # A refused refund (e.g. the provider says it never captured) is retried slowly
             # and stays visible in the ops view; it is never dropped.
@@ -78,3 +83,20 @@ class RefundWorker:
         code = await self.store.refund_result(event_id, charge_id, refunded=True)
         if code == "REFUNDED":
             self.stats.refunded += 1
+
+    async def _provider_agrees(self, event_id: str, charge: Charge) -> bool:
+        """Money is returned only when the provider's own record of the attempt says it is this
+        charge's (same key, same event): a message that named the wrong charge can never make
+        us refund money that wins a hold elsewhere. A disagreement parks the refund for ops."""
+        record = await self.provider.get_attempt(charge.attempt_id)
+        if record is None:
+            raise ProviderRefused(f"the provider has no attempt {charge.attempt_id}")
+        metadata = record.metadata or {}
+        owner = keys.event_of_charge_key(record.idempotency_key) or metadata.get("event_id", "")
+        if record.idempotency_key == charge.key and owner == event_id:
+            return True
+        why = f"provider_binds_attempt_to:{record.idempotency_key}@{owner}"
+        await self.store.park_refund(event_id, charge.charge_id, why)
+        self.stats.parked += 1
+        log.error("refund of %s/%s parked: %s", event_id, charge.charge_id, why)
+        return False

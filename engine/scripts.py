@@ -60,16 +60,39 @@ class OutcomeCode(StrEnum):
     REFUND = "REFUND"
     DECLINED = "DECLINED"
     FAILED = "FAILED"
-    CONTRADICTION = "CONTRADICTION"
+    CONTRADICTION = "CONTRADICTION"  # the provider contradicts its own final word: an alert
+    MISMATCH = "MISMATCH"  # the message does not match the charge we created: an alert
+    STALE = "STALE"  # an old capture message for money that has moved since
     NOT_FOUND = "NOT_FOUND"
     RETRY_LATER = "RETRY_LATER"
+
+
+class ReversalCode(StrEnum):
+    REFUNDED = "REFUNDED"  # the refund we asked for is confirmed
+    MONEY_LEFT = "MONEY_LEFT"  # a winner refunded at the provider: its hold is an exception
+    DISPUTED = "DISPUTED"
+    REINSTATED = "REINSTATED"  # dispute won: the seat has its money again
+    REFUND = "REFUND"  # dispute won after the seat was revoked: the money goes back
+    CHARGED_BACK = "CHARGED_BACK"
+    DUPLICATE = "DUPLICATE"
+    CONTRADICTION = "CONTRADICTION"
+    MISMATCH = "MISMATCH"
+    RETRY_LATER = "RETRY_LATER"
+    NOT_FOUND = "NOT_FOUND"
 
 
 class RefundCode(StrEnum):
     REFUNDED = "REFUNDED"
     ALREADY_REFUNDED = "ALREADY_REFUNDED"
     RETRY_SCHEDULED = "RETRY_SCHEDULED"
+    PARKED = "PARKED"
     NOT_REFUNDING = "NOT_REFUNDING"
+    NOT_FOUND = "NOT_FOUND"
+
+
+class RevokeCode(StrEnum):
+    REVOKED = "REVOKED"
+    NOT_EXCEPTION = "NOT_EXCEPTION"
     NOT_FOUND = "NOT_FOUND"
 
 
@@ -110,8 +133,10 @@ REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
         "hold_quarantine_timeout": SweepCode,
         "charge_start": ChargeStartCode,
         "charge_abandon": AbandonCode,
-        "charge_outcome": OutcomeCode,
+        "charge_outcome_v2": OutcomeCode,
+        "charge_reversal": ReversalCode,
         "charge_refund": RefundCode,
+        "hold_revoke": RevokeCode,
     }
 )
 

@@ -15,6 +15,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from engine import errors, keys
 from engine.holds import (
+    Alert,
     Availability,
     Charge,
     ChargeStarted,
@@ -22,6 +23,7 @@ from engine.holds import (
     Hold,
     OutcomeResult,
     ProviderOutcome,
+    ProviderReversal,
     SeatSpec,
     SweepResult,
 )
@@ -36,12 +38,21 @@ from engine.scripts import (
     RefundCode,
     ReleaseCode,
     RestoreCode,
+    ReversalCode,
+    RevokeCode,
     Scripts,
     SeatsAddCode,
     SweepCode,
 )
 from engine.soldout import SoldOutMemory
-from engine.states import CHARGE_TERMINAL, HOLD_TERMINAL, ChargeState, HoldState, LatePolicy
+from engine.states import (
+    CHARGE_TERMINAL,
+    HOLD_DECIDED,
+    ChargeState,
+    HoldState,
+    LatePolicy,
+    ReversalPolicy,
+)
 
 KEYS_CACHE_MAX = 10_000  # events whose key names are kept built
 SEATS_CHUNK_MAX = 2000  # seats per event_seats_add call: keeps one script call short
@@ -128,10 +139,14 @@ class Store:
         quarantine_ms: int,
         policy: LatePolicy = LatePolicy.QUARANTINE,
         price_minor: int = 0,
+        currency: str = "EUR",
+        reversal_policy: ReversalPolicy = ReversalPolicy.MANUAL,
     ) -> int:
         """Create a DRAFT event and add its seats in chunks; returns the number of seats."""
         reply = await self._run(
-            "event_create", event_id, [event_id, hold_ttl_ms, quarantine_ms, str(policy)]
+            "event_create",
+            event_id,
+            [event_id, hold_ttl_ms, quarantine_ms, str(policy), currency, str(reversal_policy)],
         )
         if reply[0] == EventCreateCode.EXISTS:
             raise errors.EventExists(f"event {event_id} exists")
@@ -203,6 +218,9 @@ class Store:
                 charge.intent_id,
                 charge.decided_ms,
                 int(charge.refund_only),
+                charge.captured,
+                charge.key,
+                int(charge.final),
             ],
         )
         return RestoreCode(reply[0])
@@ -239,6 +257,8 @@ class Store:
             blocked=int(raw["blocked"]),
             sold=int(raw["sold"]),
             price_minor=int(raw.get("price_minor", 0)),
+            currency=raw.get("currency", "EUR"),
+            reversal_policy=ReversalPolicy(raw.get("reversal_policy", "manual")),
         )
 
     def _key(self, event_id: str, name: str) -> str:
@@ -345,7 +365,7 @@ class Store:
     async def start_charge(
         self, event_id: str, hold_id: str, login: str, charge_id: str, amount: int
     ) -> ChargeStarted:
-        if not keys.valid_id(charge_id):
+        if not keys.valid_charge_id(charge_id):
             raise ValueError(f"invalid charge id {charge_id!r}")
         reply = await self._run("charge_start", event_id, [hold_id, login, charge_id, amount])
         code = ChargeStartCode(reply[0])
@@ -377,10 +397,11 @@ class Store:
         return code == AbandonCode.ABANDONED
 
     async def apply_outcome(self, event_id: str, outcome: ProviderOutcome) -> OutcomeResult:
-        """Apply one authenticated provider callback (confirm-if-charge-wins). Replays of the
-        same provider event id return the first result with first_seen=False."""
+        """Verify one authenticated provider message against our charge and apply it
+        (confirm-if-charge-wins). Replays of the same provider event id return the first
+        result with first_seen=False."""
         reply = await self._run(
-            "charge_outcome",
+            "charge_outcome_v2",
             event_id,
             [
                 outcome.provider_event_id,
@@ -388,6 +409,12 @@ class Store:
                 outcome.attempt_id,
                 outcome.intent_id,
                 outcome.outcome,
+                outcome.status or outcome.outcome.lower(),
+                "invalid" if outcome.amount is None else outcome.amount,
+                outcome.currency,
+                outcome.meta_event or event_id,
+                outcome.meta_hold,
+                outcome.meta_charge,
             ],
         )
         code = OutcomeCode(reply[0])
@@ -395,14 +422,50 @@ class Store:
             raise errors.EventNotFound(event_id)
         if code == OutcomeCode.RETRY_LATER:  # the event is being rebuilt: nothing was recorded
             raise errors.StoreUnavailable(f"event {event_id} is not open; retry later")
-        return OutcomeResult(
-            decision=code,
-            charge_id=reply[1],
-            charge_state=ChargeState(reply[2]),
-            hold_id=reply[3],
-            hold_state=HoldState(reply[4]) if reply[4] else None,
-            first_seen=bool(int(reply[5])),
+        return _outcome_result(code, reply)
+
+    async def apply_reversal(self, event_id: str, reversal: ProviderReversal) -> OutcomeResult:
+        """Money the provider moved after a capture (a refund, a dispute), verified against
+        the charge; once per provider event id."""
+        reply = await self._run(
+            "charge_reversal",
+            event_id,
+            [
+                reversal.provider_event_id,
+                reversal.charge_id,
+                reversal.attempt_id,
+                reversal.kind,
+                "invalid" if reversal.amount is None else reversal.amount,
+                reversal.currency,
+                reversal.meta_event or event_id,
+            ],
         )
+        code = ReversalCode(reply[0])
+        if code == ReversalCode.NOT_FOUND:
+            raise errors.EventNotFound(event_id)
+        if code == ReversalCode.RETRY_LATER:  # rebuilding, or the capture has not landed yet
+            raise errors.StoreUnavailable(f"reversal for {reversal.charge_id}: retry later")
+        return _outcome_result(code, reply)
+
+    async def revoke_hold(self, event_id: str, hold_id: str, actor: str) -> None:
+        """An operator takes back the seat of a hold in EXCEPTION (its money left)."""
+        reply = await self._run("hold_revoke", event_id, [hold_id, actor])
+        code = RevokeCode(reply[0])
+        if code == RevokeCode.NOT_FOUND:
+            raise errors.HoldNotFound(f"hold {hold_id}")
+        if code == RevokeCode.NOT_EXCEPTION:
+            raise errors.NotAnException(f"hold {hold_id} is {reply[1]}, not EXCEPTION")
+
+    async def alerts(self, event_id: str, limit: int = 500) -> list[Alert]:
+        """The event's alerts (provider messages refused or only partly applied), newest first."""
+        raw: Any = await self._read(self.client.hvals(self._key(event_id, "alerts")))
+        found = sorted((Alert.from_json(r) for r in raw), key=lambda a: -a.at_ms)
+        return found[:limit]
+
+    async def attempts(self, event_id: str) -> dict[str, str]:
+        """Provider attempt id -> charge id (reconciliation only)."""
+        raw: Any = await self._read(self.client.hgetall(self._key(event_id, "attempts")))
+        return dict(raw)
 
     async def keep_raw_callback(
         self, event_id: str, provider_event_id: str, raw: bytes, maxlen: int
@@ -429,8 +492,17 @@ class Store:
         reply = await self._run(
             "charge_refund",
             event_id,
-            [charge_id, "REFUNDED" if refunded else "FAILED", retry_delay_ms],
+            [charge_id, "REFUNDED" if refunded else "FAILED", retry_delay_ms, ""],
         )
+        code = RefundCode(reply[0])
+        if code == RefundCode.NOT_FOUND:
+            raise errors.ChargeNotFound(f"charge {charge_id}")
+        return code
+
+    async def park_refund(self, event_id: str, charge_id: str, why: str) -> RefundCode:
+        """Stop a refund the provider's own records disown (it would return money that is not
+        this charge's); the charge stays REFUNDING with an alert, for a person."""
+        reply = await self._run("charge_refund", event_id, [charge_id, "PARKED", 0, why])
         code = RefundCode(reply[0])
         if code == RefundCode.NOT_FOUND:
             raise errors.ChargeNotFound(f"charge {charge_id}")
@@ -515,6 +587,29 @@ class Store:
         )
 
 
+_MONEY_LEFT = frozenset(
+    {ChargeState.PROVIDER_REFUNDED, ChargeState.DISPUTED, ChargeState.CHARGED_BACK}
+)
+# The states a hold's winner may be in, by hold state.
+WINNER_STATES: dict[HoldState, frozenset[ChargeState]] = {
+    HoldState.CONFIRMED: frozenset({ChargeState.CAPTURED}),
+    HoldState.EXCEPTION: _MONEY_LEFT,
+    HoldState.REVOKED: _MONEY_LEFT | {ChargeState.REFUNDING, ChargeState.REFUNDED},
+}
+
+
+def _outcome_result(code: str, reply: list[Any]) -> OutcomeResult:
+    return OutcomeResult(
+        decision=code,
+        charge_id=reply[1],
+        charge_state=ChargeState(reply[2]) if reply[2] else None,
+        hold_id=reply[3],
+        hold_state=HoldState(reply[4]) if reply[4] else None,
+        first_seen=bool(int(reply[5])),
+        problems=str(reply[6]) if len(reply) > 6 else "",
+    )
+
+
 def audit_snapshot(
     event_id: str,
     ev: dict[str, str],
@@ -541,7 +636,9 @@ def audit_snapshot(
             bad.append(f"deadline index differs: {sorted(deadlines ^ want_deadlines)[:5]}")
         if quarantines != want_quarantines:
             bad.append(f"quarantine index differs: {sorted(quarantines ^ want_quarantines)[:5]}")
-        refunding = {c.charge_id for c in charges if c.state == ChargeState.REFUNDING}
+        refunding = {
+            c.charge_id for c in charges if c.state == ChargeState.REFUNDING and not c.parked
+        }
         refundable = refunding | {c.charge_id for c in charges if c.state == ChargeState.REFUNDED}
         if not refunding <= refunds <= refundable:
             bad.append(
@@ -578,7 +675,12 @@ def audit_snapshot(
     for seat, n in confirmed_seats.items():
         if n > 1:
             bad.append(f"seat {seat} sold to {n} holds")
-    expected_kind = {HoldState.RESERVED: "H", HoldState.QUARANTINED: "B", HoldState.CONFIRMED: "S"}
+    expected_kind = {
+        HoldState.RESERVED: "H",
+        HoldState.QUARANTINED: "B",
+        HoldState.CONFIRMED: "S",
+        HoldState.EXCEPTION: "S",  # money left after the sale; the seat stays assigned for ops
+    }
     for seat, owner in owners.items():
         kind, hold_id = owner[0], owner[2:]
         h = by_hold.get(hold_id)
@@ -596,11 +698,12 @@ def audit_snapshot(
                 bad.append(f"hold {h.hold_id} ({h.state}) does not own seat {h.seat_id}")
         elif holds_seat:
             bad.append(f"{h.state} hold {h.hold_id} still owns seat {h.seat_id}")
-        # 3. a confirmed hold has a captured winner of its own.
-        if h.state == HoldState.CONFIRMED:
+        # 3. a confirmed hold has a captured winner of its own; a hold whose money left after
+        # the sale (9) says so with a winner whose money left.
+        if h.state in WINNER_STATES:
             w = by_charge.get(h.winner)
-            if w is None or w.state != ChargeState.CAPTURED or w.hold_id != h.hold_id:
-                bad.append(f"confirmed hold {h.hold_id} without captured winner")
+            if w is None or w.state not in WINNER_STATES[h.state] or w.hold_id != h.hold_id:
+                bad.append(f"{h.state} hold {h.hold_id} with winner {h.winner!r} not in state")
     # 2 and 4. captured money is a winner of a confirmed hold, or on its way back.
     for c in charges:
         if c.state == ChargeState.CAPTURED:
@@ -618,12 +721,12 @@ def audit_snapshot(
         n = terminal_records.get(("hold", h.hold_id), 0)
         if h.reason == "restored" and h.decided_ms <= restored_at:
             continue
-        if (h.state in HOLD_TERMINAL) != (n == 1):
+        if (h.state in HOLD_DECIDED) != (n == 1):
             bad.append(f"hold {h.hold_id} is {h.state} with {n} terminal records")
     for c in charges:
         n = terminal_records.get(("charge", c.charge_id), 0)
         if c.reason == "restored" and c.decided_ms <= restored_at and n == 0:
             continue
-        if (c.state in CHARGE_TERMINAL) != (n == 1):
+        if c.final != (n == 1) or (c.state in CHARGE_TERMINAL and not c.final):
             bad.append(f"charge {c.charge_id} is {c.state} with {n} terminal records")
     return AuditReport(event_id, counts, bad)

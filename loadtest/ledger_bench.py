@@ -67,6 +67,7 @@ def rows(n: int, event_id: str) -> list[tuple[object, ...]]:
             "quarantine",
             "started",
             1_800_000_000_000 + i,
+            0,
         )
         for i in range(n)
     ]

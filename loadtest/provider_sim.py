@@ -10,8 +10,15 @@ It behaves like a card processor that is honest about money and careless about m
   status queries for reconciliation.
 - POST /v1/refunds (Idempotency-Key): refunds, idempotent by key; answered synchronously and
   confirmed by a `refund.succeeded` callback.
-- GET /v1/ledger: what it captured and refunded, to check money against.
+- GET /v1/ledger: every money movement (capture, refund, dispute withdrawal and reinstatement)
+  per attempt, with its time, to check money against.
 - PUT /v1/config: tests change behaviour (rates, delays, lost callbacks) between scenarios.
+- POST /v1/test/attempts/{attempt_id}/...: a provider that contradicts itself, on request (for
+  tests, the demo and the load tools): `capture` (a capture after its own decline, or of another
+  amount or currency), `retry` (a new attempt on the same intent), `refund` (a refund from its
+  dashboard), `dispute` (opened, won, lost) and `callback` (a signed message about the attempt
+  with any field overridden: foreign metadata, a status that disagrees with the type, a wrong
+  amount). `contradict_rate` makes some declines capture later.
 Everything random comes from one seeded generator, so a run can be repeated."""
 
 import asyncio
@@ -52,6 +59,7 @@ class SimConfig:
     retry_base_ms: int = 100
     retries_max: int = 12
     refund_fail_rate: float = 0.0
+    contradict_rate: float = 0.0  # share of declines that capture anyway after late_delay_ms
     seed: int = 7
 
 
@@ -61,11 +69,14 @@ class Attempt:
     intent_id: str
     idempotency_key: str
     amount: int
+    currency: str
     metadata: dict[str, Any]
     status: str = "processing"  # processing | captured | declined | failed
     created_s: float = field(default_factory=time.time)
     late_until_s: float = 0.0  # a late success answers every call for its key 504 until then
     refunds: list[str] = field(default_factory=list)
+    disputed: str = ""  # "" | open | won | lost
+    captured_amount: int = 0  # what was actually captured (a planted capture may differ)
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -139,25 +150,47 @@ class Simulator:
             "attempt_id": a.attempt_id,
             "intent_id": a.intent_id,
             "idempotency_key": a.idempotency_key,
-            "amount": a.amount,
+            "amount": a.captured_amount if a.status == "captured" else a.amount,
+            "currency": a.currency,
             "status": a.status,
             "metadata": a.metadata,
+            "refunded": bool(a.refunds),
+            "disputed": a.disputed,
         }
+
+    def _money(self, kind: str, a: Attempt, amount: int) -> None:
+        """One money movement at the provider, with its time (for the money invariant and the
+        contradiction-to-refund bound)."""
+        self.ledger.append(
+            {
+                "kind": kind,
+                "attempt_id": a.attempt_id,
+                "idempotency_key": a.idempotency_key,
+                "amount": amount,
+                "event_id": a.metadata.get("event_id", ""),
+                "at_s": time.time(),
+            }
+        )
+
+    def _capture(self, a: Attempt, amount: int) -> None:
+        contradicted = a.status in ("declined", "failed")
+        a.status = "captured"
+        a.captured_amount = amount
+        self._money("capture", a, amount)
+        self.ledger[-1]["contradicted"] = contradicted  # it said declined or failed before
+        self._emit("charge.captured", self._charge_data(a), 0.0)
 
     async def _decide(self, a: Attempt, outcome: str, delay_s: float) -> None:
         await asyncio.sleep(delay_s)
-        a.status = outcome
         if outcome == "captured":
-            self.ledger.append(
-                {
-                    "kind": "capture",
-                    "attempt_id": a.attempt_id,
-                    "idempotency_key": a.idempotency_key,
-                    "amount": a.amount,
-                    "event_id": a.metadata.get("event_id", ""),
-                }
-            )
+            self._capture(a, a.amount)
+            return
+        a.status = outcome
         self._emit(f"charge.{outcome}", self._charge_data(a), 0.0)
+        if outcome == "declined" and self.rng.random() < self.config.contradict_rate:
+            # The provider changes its mind: it captures the attempt it said it declined.
+            await asyncio.sleep(self.config.late_delay_ms / 1000)
+            self._capture(a, a.amount)
 
     # -- endpoints -------------------------------------------------------------------------
 
@@ -177,6 +210,7 @@ class Simulator:
             f"pi_{self.run}_{n}",
             key,
             int(body["amount"]),
+            str(body.get("currency", "EUR")),
             dict(body.get("metadata", {})),
         )
         self.by_key[key] = a
@@ -227,39 +261,128 @@ class Simulator:
             return _json({"error": "not_captured"}, 409)
         if a.refunds:  # never refunds more than it captured
             return _json({"error": "already_refunded", "refund_id": a.refunds[0]}, 409)
+        if a.disputed in ("open", "lost"):
+            return _json({"error": "charge_disputed"}, 409)
         if self.rng.random() < self.config.refund_fail_rate:
             return _json({"error": "processor_unavailable"}, 503)
+        refund = self._refund(a, requested_by="merchant")
+        self.refunds[key] = refund
+        return _json(refund, 201)
+
+    def _refund(self, a: Attempt, *, requested_by: str) -> dict[str, Any]:
         refund_id = f"re_{self.run}_{next(self.ids)}"
         refund = {
             "refund_id": refund_id,
             "attempt_id": a.attempt_id,
             "idempotency_key": a.idempotency_key,
-            "amount": a.amount,
+            "amount": a.captured_amount,
+            "currency": a.currency,
             "status": "succeeded",
+            "requested_by": requested_by,  # merchant (our API) | provider (its dashboard)
             "metadata": a.metadata,
         }
-        self.refunds[key] = refund
         a.refunds.append(refund_id)
-        self.ledger.append(
-            {
-                "kind": "refund",
-                "attempt_id": a.attempt_id,
-                "idempotency_key": a.idempotency_key,
-                "amount": a.amount,
-                "event_id": a.metadata.get("event_id", ""),
-            }
-        )
+        self._money("refund", a, a.captured_amount)
+        self.ledger[-1]["requested_by"] = requested_by
         self._emit("refund.succeeded", refund, self._delay_s())
-        return _json(refund, 201)
+        return refund
+
+    # -- a provider that contradicts itself, on request ------------------------------------
+
+    def _planted(self, request: Request) -> Attempt | None:
+        return self.by_attempt.get(request.path_params["attempt_id"])
+
+    async def plant_capture(self, request: Request) -> Response:
+        """Capture now, whatever was said before (a capture after a decline), optionally of
+        another amount than the one asked for."""
+        a = self._planted(request)
+        if a is None:
+            return _json({"error": "not_found"}, 404)
+        body = orjson.loads(await request.body() or b"{}")
+        if a.status == "captured":
+            return _json({"error": "already_captured"}, 409)
+        a.currency = str(body.get("currency", a.currency))
+        self._capture(a, int(body.get("amount", a.amount)))
+        return _json(self._charge_data(a))
+
+    async def plant_retry(self, request: Request) -> Response:
+        """A new authorization attempt on the same intent and key (after a decline, say), decided
+        at once: `{"outcome": "captured"}` by default."""
+        a = self._planted(request)
+        if a is None:
+            return _json({"error": "not_found"}, 404)
+        body = orjson.loads(await request.body() or b"{}")
+        outcome = str(body.get("outcome", "captured"))
+        n = next(self.ids)
+        b = Attempt(
+            f"att_{self.run}_{n}", a.intent_id, a.idempotency_key, a.amount, a.currency, a.metadata
+        )
+        self.by_key[b.idempotency_key] = b
+        self.by_attempt[b.attempt_id] = b
+        self._spawn(self._decide(b, outcome, 0.0))
+        return _json(self._charge_data(b), 201)
+
+    async def plant_refund(self, request: Request) -> Response:
+        """A refund made from the provider's dashboard: nobody asked us."""
+        a = self._planted(request)
+        if a is None or a.status != "captured" or a.refunds:
+            return _json({"error": "not_refundable"}, 409)
+        return _json(self._refund(a, requested_by="provider"), 201)
+
+    async def plant_dispute(self, request: Request) -> Response:
+        """A dispute (chargeback): `open` withdraws the money, `won` gives it back, `lost`
+        keeps it withdrawn for good."""
+        a = self._planted(request)
+        body = orjson.loads(await request.body() or b"{}")
+        status = body.get("status", "open")
+        if a is None or a.status != "captured" or status not in ("open", "won", "lost"):
+            return _json({"error": "not_disputable"}, 409)
+        if (status == "open") != (a.disputed == ""):
+            return _json({"error": "dispute_state", "disputed": a.disputed}, 409)
+        if status == "open":
+            self._money("dispute_withdrawal", a, a.captured_amount)
+        elif status == "won":
+            self._money("dispute_reinstatement", a, a.captured_amount)
+        a.disputed = status
+        data = {
+            "dispute_id": f"dp_{a.attempt_id}",
+            "attempt_id": a.attempt_id,
+            "idempotency_key": a.idempotency_key,
+            "amount": a.captured_amount,
+            "currency": a.currency,
+            "status": "needs_response" if status == "open" else status,
+            "metadata": a.metadata,
+        }
+        kind = "charge.dispute.created" if status == "open" else "charge.dispute.closed"
+        self._emit(kind, data, 0.0)
+        return _json(data, 201)
+
+    async def plant_callback(self, request: Request) -> Response:
+        """A signed message about the attempt with fields overridden (no money moves):
+        `{"type": ..., "data": {...}, "metadata": {...}}`."""
+        a = self._planted(request)
+        if a is None:
+            return _json({"error": "not_found"}, 404)
+        body = orjson.loads(await request.body() or b"{}")
+        data = self._charge_data(a)
+        data.update(body.get("data", {}))
+        data["metadata"] = {**a.metadata, **body.get("metadata", {})}
+        self._emit(str(body.get("type", f"charge.{a.status}")), data, 0.0)
+        return _json(data, 202)
 
     async def get_ledger(self, request: Request) -> Response:
         captured = sum(e["amount"] for e in self.ledger if e["kind"] == "capture")
         refunded = sum(e["amount"] for e in self.ledger if e["kind"] == "refund")
+        disputed = sum(e["amount"] for e in self.ledger if e["kind"] == "dispute_withdrawal")
+        reinstated = sum(e["amount"] for e in self.ledger if e["kind"] == "dispute_reinstatement")
         return _json(
             {
                 "entries": self.ledger,
                 "captured": captured,
                 "refunded": refunded,
+                "disputed": disputed,
+                "reinstated": reinstated,
+                "net": captured - refunded - disputed + reinstated,
                 "deliveries": self.deliveries,
                 "pending_deliveries": len(self.tasks),
             }
@@ -294,6 +417,11 @@ def create_app(config: SimConfig | None = None) -> Starlette:
             Route("/v1/refunds", sim.create_refund, methods=["POST"]),
             Route("/v1/ledger", sim.get_ledger, methods=["GET"]),
             Route("/v1/config", sim.put_config, methods=["PUT"]),
+            Route("/v1/test/attempts/{attempt_id}/capture", sim.plant_capture, methods=["POST"]),
+            Route("/v1/test/attempts/{attempt_id}/refund", sim.plant_refund, methods=["POST"]),
+            Route("/v1/test/attempts/{attempt_id}/retry", sim.plant_retry, methods=["POST"]),
+            Route("/v1/test/attempts/{attempt_id}/dispute", sim.plant_dispute, methods=["POST"]),
+            Route("/v1/test/attempts/{attempt_id}/callback", sim.plant_callback, methods=["POST"]),
             Route("/healthz", sim.health, methods=["GET"]),
         ],
         lifespan=lifespan,

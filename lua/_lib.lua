@@ -7,26 +7,31 @@ KEYS[7] logins hash (login -> active hold id)  KEYS[8] deadlines zset (RESERVED 
 KEYS[9] quarantines zset (hold -> until_ms)    KEYS[10] refunds zset (charge -> due ms)
 KEYS[11] attempts hash (attempt id -> charge)  KEYS[12] callbacks hash (provider event id -> reply)
 KEYS[13] outbox stream                         KEYS[14] sections hash (seat -> section)
+KEYS[15] alerts hash (alert id -> json): provider messages we refused to act on, for ops
 Invariants kept here: free + held + blocked + sold = seats_total; a seat is in the free zset
 iff it has no owner entry; every terminal transition XADDs exactly one outbox record. ]]
 
 local K_EVENT, K_SEATS, K_FREE, K_OWNERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_HOLDS, K_CHARGES, K_LOGINS, K_DEADLINES = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_QUARANTINES, K_REFUNDS, K_ATTEMPTS, K_CALLBACKS = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local K_OUTBOX, K_SECTIONS = KEYS[13], KEYS[14]
+local K_OUTBOX, K_SECTIONS, K_ALERTS = KEYS[13], KEYS[14], KEYS[15]
+local ALERTS_MAX = 100000  -- the alerts hash stops growing here; the outbox still records all
 
 -- Hold states (engine/states.py HoldState) and charge states (ChargeState).
 local RESERVED, CONFIRMED, EXPIRED, RELEASED, QUARANTINED =
   'RESERVED', 'CONFIRMED', 'EXPIRED', 'RELEASED', 'QUARANTINED'
 local CHARGING, CAPTURED, DECLINED, FAILED, REFUNDING, REFUNDED =
   'CHARGING', 'CAPTURED', 'DECLINED', 'FAILED', 'REFUNDING', 'REFUNDED'
+local EXCEPTION, REVOKED = 'EXCEPTION', 'REVOKED'
+local PROVIDER_REFUNDED, DISPUTED, CHARGED_BACK = 'PROVIDER_REFUNDED', 'DISPUTED', 'CHARGED_BACK'
 
 local function config()
   local v = redis.call('HMGET', K_EVENT, 'id', 'status', 'opens_at_ms', 'hold_ttl_ms',
-    'quarantine_ms', 'policy')
+    'quarantine_ms', 'policy', 'currency', 'reversal_policy')
   if not v[1] then return nil end
   return { id = v[1], status = v[2], opens_at_ms = tonumber(v[3]) or 0,
-           hold_ttl_ms = tonumber(v[4]), quarantine_ms = tonumber(v[5]), policy = v[6] }
+           hold_ttl_ms = tonumber(v[4]), quarantine_ms = tonumber(v[5]), policy = v[6],
+           currency = v[7] or 'EUR', reversal_policy = v[8] or 'manual' }
 end
 
 -- Identity map: within one script call, each hold and charge is decoded once and every path
@@ -72,7 +77,41 @@ local function emit(ctx, kind, id, from, to, terminal, h, c, reason, suffix)
     'seat', h and h.seat or (c and c.seat or ''), 'login', h and h.login or (c and c.login or ''),
     'winner', h and h.winner or '', 'amount', c and c.amount or 0,
     'attempt', c and c.attempt or '', 'intent', c and c.intent or '',
-    'policy', ctx.cfg.policy, 'reason', reason or '', 'now_ms', ctx.now)
+    'policy', ctx.cfg.policy, 'reason', reason or '', 'now_ms', ctx.now,
+    'captured', c and c.captured or 0)
+end
+
+-- A charge's first terminal state is its one terminal record; later moves the provider forces
+-- (a capture contradicting its decline, its own refund, a dispute) are further, non-terminal
+-- records. `final` remembers that the terminal record exists (charges stored before the flag
+-- existed are final exactly when their state is terminal).
+local TERMINAL_CHARGE = { CAPTURED = true, DECLINED = true, FAILED = true, REFUNDED = true }
+
+local function charge_record(ctx, c, from, h, reason, suffix)
+  local terminal = 0
+  local final = c.final
+  if final == nil then final = (TERMINAL_CHARGE[from] and 1 or 0) end
+  if final == 0 and TERMINAL_CHARGE[c.state] then
+    terminal = 1
+    final = 1
+  end
+  c.final = final
+  put_charge(c)
+  emit(ctx, 'charge', c.id, from, c.state, terminal, h, c, reason, suffix)
+end
+
+-- A provider message we refuse to act on (or only partly): kept for ops in the alerts hash
+-- (bounded) and recorded in the outbox, so the ledger and the exceptions view both show it.
+local function raise_alert(ctx, alert_id, h, c, reason, detail)
+  if redis.call('HLEN', K_ALERTS) < ALERTS_MAX then
+    detail.id = alert_id
+    detail.reason = reason
+    detail.at_ms = ctx.now
+    detail.charge = c and c.id or (detail.charge or '')
+    detail.hold = h and h.id or (c and c.hold or '')
+    redis.call('HSET', K_ALERTS, alert_id, cjson.encode(detail))
+  end
+  emit(ctx, 'alert', alert_id, c and c.state or '', 'ALERT', 0, h, c, reason)
 end
 
 -- Seat inventory. A hold holds one seat; these are the only functions that know how a seat is
@@ -151,6 +190,18 @@ local function hold_end(ctx, h, to, reason)
   drop_login(h)
   put_hold(h)
   emit(ctx, 'hold', h.id, from, to, 1, h, nil, reason)
+end
+
+-- After the sale: the winning money of a CONFIRMED hold moved at the provider. EXCEPTION keeps
+-- the seat assigned (SOLD) for an operator; REVOKED puts it back on sale; CONFIRMED again when
+-- a dispute is won. Non-terminal records (the CONFIRMED terminal record stays the decision).
+local function hold_after_sale(ctx, h, to, reason, suffix)
+  local from = h.state
+  if to == REVOKED then seat_move(h, nil) end
+  h.state = to
+  h.reason = reason
+  put_hold(h)
+  emit(ctx, 'hold', h.id, from, to, 0, h, nil, reason, suffix)
 end
 
 -- The deadline rule, the one place it is written. Live while now < expires_ms. Applied by the

@@ -1,12 +1,17 @@
---[[ charge_refund: record the provider's answer to a refund request (REFUNDING -> REFUNDED).
-KEYS[1..14] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
-ARGV[1] charge_id   ARGV[2] REFUNDED|FAILED   ARGV[3] retry_delay_ms (used when FAILED)
-Returns {code, ...}: REFUNDED | ALREADY_REFUNDED | RETRY_SCHEDULED attempts |
+--[[ charge_refund: record the provider's answer to our refund request (REFUNDING -> REFUNDED), or park a refund the provider's records disown.
+KEYS[1..15] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+ARGV[1] charge_id   ARGV[2] REFUNDED|FAILED|PARKED   ARGV[3] retry_delay_ms (used when FAILED)
+ARGV[4] why (used when PARKED)
+Returns {code, ...}: REFUNDED | ALREADY_REFUNDED | RETRY_SCHEDULED attempts | PARKED |
   NOT_REFUNDING state | NOT_FOUND
-Invariants: REFUNDED is a sink recorded once in the outbox; a failed refund stays queued with a
-later due time, never dropped. ]]
+Invariants: REFUNDED is a sink, recorded as the charge's terminal record only if it has none yet
+(a contradicted decline has one); a failed refund stays queued with a later due time, never
+dropped; a parked refund leaves the queue but stays REFUNDING, visible to ops with an alert,
+because the provider says the money is not this charge's to return. ]]
 local charge_id, result, delay = ARGV[1], ARGV[2], tonumber(ARGV[3])
-if result ~= REFUNDED and result ~= FAILED then return redis.error_reply('BAD_ARGS result') end
+if result ~= REFUNDED and result ~= FAILED and result ~= 'PARKED' then
+  return redis.error_reply('BAD_ARGS result')
+end
 if not delay or delay < 0 then return redis.error_reply('BAD_ARGS retry_delay_ms') end
 local ctx = context()
 if not ctx then return { 'NOT_FOUND' } end
@@ -20,6 +25,16 @@ end
 if c.state ~= REFUNDING and not (c.state == REFUNDED and queued) then
   return { 'NOT_REFUNDING', c.state }
 end
+if result == 'PARKED' then
+  redis.call('ZREM', K_REFUNDS, charge_id)
+  if (c.parked or 0) == 0 then
+    c.parked = 1
+    put_charge(c)
+    raise_alert(ctx, 'refund/' .. c.id, nil, c, 'refund_parked:' .. (ARGV[4] or ''),
+      { attempt = c.attempt or '', key = c.key or c.id })
+  end
+  return { 'PARKED' }
+end
 if result == FAILED then
   c.refund_attempts = c.refund_attempts + 1
   put_charge(c)
@@ -29,6 +44,5 @@ end
 redis.call('ZREM', K_REFUNDS, charge_id)
 c.state = REFUNDED
 c.decided_ms = ctx.now
-put_charge(c)
-emit(ctx, 'charge', c.id, REFUNDING, REFUNDED, 1, nil, c, c.reason)
+charge_record(ctx, c, REFUNDING, nil, c.reason)
 return { 'REFUNDED' }

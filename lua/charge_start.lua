@@ -1,5 +1,5 @@
---[[ charge_start: register a charge (our charge id = the provider idempotency key) on a live hold.
-KEYS[1..14] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+--[[ charge_start: register a charge (our charge id, minted by the server = the provider idempotency key) on a live hold.
+KEYS[1..15] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] hold_id   ARGV[2] login   ARGV[3] charge_id   ARGV[4] amount (minor units)
 Returns {code, ...}: OK charge_id expires_ms | REPLAY charge_id state | CHARGE_IN_FLIGHT charge_id |
   HOLD_NOT_LIVE state | NOT_OWNER | NOT_FOUND | IDEMPOTENCY_KEY_REUSED
@@ -23,9 +23,9 @@ end
 settle(ctx, h)
 if h.state ~= RESERVED then return { 'HOLD_NOT_LIVE', h.state } end
 if h.charge ~= '' then return { 'CHARGE_IN_FLIGHT', h.charge } end
-local c = { id = charge_id, hold = h.id, seat = h.seat, login = h.login, state = CHARGING,
-  attempt = '', intent = '', refund_only = 0, amount = amount, created_ms = ctx.now,
-  decided_ms = 0, refund_attempts = 0, reason = '' }
+local c = { id = charge_id, key = charge_id, hold = h.id, seat = h.seat, login = h.login,
+  state = CHARGING, attempt = '', intent = '', refund_only = 0, amount = amount, captured = 0,
+  created_ms = ctx.now, decided_ms = 0, refund_attempts = 0, reason = '', final = 0 }
 put_charge(c)
 h.charge = charge_id
 if h.charges == '' then h.charges = charge_id else h.charges = h.charges .. ',' .. charge_id end

@@ -1,6 +1,7 @@
 --[[ event_create: create an event's config in DRAFT, ready for seats; idempotent by event id.
-KEYS[1..14] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..15] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] event_id   ARGV[2] hold_ttl_ms   ARGV[3] quarantine_ms   ARGV[4] policy (quarantine|release_refund)
+ARGV[5] currency (ISO 4217, default EUR)   ARGV[6] reversal policy (manual|revoke, default manual)
 Returns {code, ...}: CREATED | EXISTS
 Invariants: an existing event's config and counters are never overwritten; `restocks` starts
 above every value an earlier event of the same id reached. ]]
@@ -11,6 +12,13 @@ end
 if ARGV[4] ~= 'quarantine' and ARGV[4] ~= 'release_refund' then
   return redis.error_reply('BAD_ARGS unknown policy ' .. tostring(ARGV[4]))
 end
+local currency, reversal = ARGV[5] or 'EUR', ARGV[6] or 'manual'
+if not string.match(currency, '^[A-Z][A-Z][A-Z]$') then
+  return redis.error_reply('BAD_ARGS currency ' .. tostring(currency))
+end
+if reversal ~= 'manual' and reversal ~= 'revoke' then
+  return redis.error_reply('BAD_ARGS unknown reversal policy ' .. tostring(reversal))
+end
 if redis.call('HSETNX', K_EVENT, 'id', ARGV[1]) == 0 then return { 'EXISTS' } end
 -- `restocks` (lua/_lib.lua restocked) starts at the creation time, not 0: an event dropped and
 -- created again (a rebuild) never repeats a count of its earlier life, so no API process can
@@ -18,6 +26,7 @@ if redis.call('HSETNX', K_EVENT, 'id', ARGV[1]) == 0 then return { 'EXISTS' } en
 local now = now_ms()
 redis.call('HSET', K_EVENT, 'status', 'draft', 'hold_ttl_ms', ttl, 'quarantine_ms', qms,
   'policy', ARGV[4], 'opens_at_ms', 0, 'seats_total', 0, 'free', 0, 'held', 0, 'blocked', 0,
-  'sold', 0, 'created_ms', now, 'restocks', now)
+  'sold', 0, 'created_ms', now, 'restocks', now, 'currency', currency,
+  'reversal_policy', reversal)
 redis.call('PUBLISH', K_EVENT .. ':restocked', now) -- drops any memory of an earlier life
 return { 'CREATED' }

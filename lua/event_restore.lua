@@ -1,10 +1,12 @@
 --[[ event_restore: put back one confirmed sale or one charge of a DRAFT event, from the ledger.
-KEYS[1..14] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..15] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] HOLD: ARGV[2] hold_id ARGV[3] login ARGV[4] seat ARGV[5] winner charge id ARGV[6] decided_ms
-  ARGV[7] state (CONFIRMED takes its seat; EXPIRED or RELEASED is a record without a seat)
+  ARGV[7] state (CONFIRMED or EXCEPTION takes its seat; EXPIRED, RELEASED or REVOKED is a record
+  without a seat)
 ARGV[1] CHARGE: ARGV[2] charge_id ARGV[3] state ARGV[4] hold_id ('' if the hold is gone)
   ARGV[5] seat ARGV[6] login ARGV[7] amount ARGV[8] attempt ARGV[9] intent ARGV[10] decided_ms
-  ARGV[11] refund_only (1|0)
+  ARGV[11] refund_only (1|0)   ARGV[12] captured amount   ARGV[13] provider key ('' = charge id)
+  ARGV[14] final (1|0: its terminal record is in the ledger)
 Returns {code, ...}: RESTORED | EXISTS | NOT_DRAFT | SEAT_NOT_FREE | NOT_FOUND
 Invariants: only while the rebuilt event is a DRAFT; a restored sale takes its seat out of the
 free set exactly once; ended holds come back as records (a replayed claim id gets its first
@@ -15,18 +17,19 @@ if not status then return { 'NOT_FOUND' } end
 if status ~= 'draft' then return { 'NOT_DRAFT' } end
 if ARGV[1] == 'HOLD' then
   local hold_id, login, seat, state = ARGV[2], ARGV[3], ARGV[4], ARGV[7]
-  if state ~= CONFIRMED and state ~= EXPIRED and state ~= RELEASED then
+  local seated = state == CONFIRMED or state == EXCEPTION
+  if not seated and state ~= EXPIRED and state ~= RELEASED and state ~= REVOKED then
     return redis.error_reply('BAD_ARGS hold state ' .. tostring(state))
   end
   if get_hold(hold_id) then return { 'EXISTS' } end
-  if state == CONFIRMED then
+  if seated then
     if redis.call('ZREM', K_FREE, seat) == 0 then return { 'SEAT_NOT_FREE' } end
     redis.call('HSET', K_OWNERS, seat, 'S:' .. hold_id)
     counters('free', 'sold')
   end
   put_hold({ id = hold_id, login = login, seat = seat, state = state,
     created_ms = tonumber(ARGV[6]), expires_ms = tonumber(ARGV[6]), charge = '', blocking = '',
-    winner = state == CONFIRMED and ARGV[5] or '', until_ms = 0,
+    winner = (seated or state == REVOKED) and ARGV[5] or '', until_ms = 0,
     decided_ms = tonumber(ARGV[6]), reason = 'restored', charges = ARGV[5] })
   return { 'RESTORED' }
 elseif ARGV[1] == 'CHARGE' then
@@ -35,7 +38,9 @@ elseif ARGV[1] == 'CHARGE' then
   local c = { id = charge_id, hold = ARGV[4], seat = ARGV[5], login = ARGV[6], state = state,
     attempt = ARGV[8], intent = ARGV[9], refund_only = tonumber(ARGV[11]),
     amount = tonumber(ARGV[7]), created_ms = tonumber(ARGV[10]),
-    decided_ms = tonumber(ARGV[10]), refund_attempts = 0, reason = 'restored' }
+    decided_ms = tonumber(ARGV[10]), refund_attempts = 0, reason = 'restored',
+    captured = tonumber(ARGV[12]) or 0, key = (ARGV[13] ~= nil and ARGV[13] ~= '') and ARGV[13]
+    or charge_id, final = tonumber(ARGV[14]) or 0 }
   put_charge(c)
   if c.attempt ~= '' then redis.call('HSET', K_ATTEMPTS, c.attempt, charge_id) end
   if state == REFUNDING then redis.call('ZADD', K_REFUNDS, 0, charge_id) end

@@ -1,38 +1,54 @@
 """`onsale reconcile`: the nightly three-way reconciliation of Redis, the ledger and the
-provider's own records. Every discrepancy is reported by class; what can be repaired safely is
-repaired (a missing ledger row is written, a refund is re-requested, money the engine never
-heard of goes down the refund path); the rest is left for a person. Exit 0 only when nothing is
-left unrepaired.
+provider's own records. Money is matched per provider attempt (the unit the provider moves money
+by), so a charge with several attempts is never a false discrepancy. Every discrepancy is
+reported by class; what can be repaired safely is repaired through the same verifying scripts a
+callback goes through, and a repair counts only when a re-check confirms it; the rest is left for
+a person. Exit 0 only when nothing is left unrepaired. Open exceptions (seats whose money left,
+parked refunds, alerts) are listed beside the discrepancies: they are known and visible, not a
+disagreement between the three records.
 
 Classes:
-- captured_without_seat_not_refunded: the provider captured money that is not the winner of a
-  confirmed hold and has not refunded it.
-- seat_sold_without_captured_winner: a confirmed hold (Redis or ledger) whose winner the provider
-  never captured.
-- decision_missing_from_ledger: an outbox record older than the grace period, not in the ledger.
+- captured_without_seat_not_refunded: the provider holds money for an attempt that is neither the
+  winner of a confirmed hold nor on its way back (a lost callback, a capture contradicting a
+  decline, money we never heard of). Repaired by applying the provider's record of the capture:
+  it confirms a hold that can still win, or goes down the refund path.
+- seat_sold_without_money: a confirmed hold (Redis or ledger) whose winning attempt holds no
+  money at the provider (refunded from its dashboard, disputed, never captured). Repaired by
+  applying the provider's refund or dispute: the hold becomes a visible exception.
+- decision_missing_from_ledger: an outbox record older than the grace period, not in the ledger;
+  written now, repaired when the ledger then holds it.
+- decision_refused_by_ledger: a decision the ledger refused (ledger_alerts): for a person.
 - ledger_row_unknown_to_redis: a hold or charge the ledger has and Redis does not.
-- refund_never_confirmed: a charge Redis is refunding that the provider has no refund for, or
-  that the provider refunded while Redis still waits."""
+- refund_never_confirmed: a charge Redis is refunding that the provider already refunded
+  (recorded now), or whose refund is overdue (re-requested; left for the refund queue).
+- money_invariant: what the provider holds for the event differs from what our charges say it
+  should hold (captured winners plus captures on their way back)."""
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import asyncpg
 
-from engine.holds import ProviderOutcome
-from engine.provider import ProviderClient
+from engine import keys
+from engine.holds import Charge, Hold, ProviderReversal
+from engine.provider import ProviderCharge, ProviderClient
+from engine.reconcile import provider_record_outcome
 from engine.states import ChargeState, HoldState
 from engine.store import Store
 from persistence.writer import LedgerWriter
 
 CLASSES = (
     "captured_without_seat_not_refunded",
-    "seat_sold_without_captured_winner",
+    "seat_sold_without_money",
     "decision_missing_from_ledger",
+    "decision_refused_by_ledger",
     "ledger_row_unknown_to_redis",
     "refund_never_confirmed",
+    "money_invariant",
 )
+# Provider ledger entry kind -> sign of the money it moves to us.
+MONEY_SIGN = {"capture": 1, "refund": -1, "dispute_withdrawal": -1, "dispute_reinstatement": 1}
 
 
 @dataclass(frozen=True)
@@ -44,6 +60,264 @@ class Discrepancy:
     repaired: bool
 
 
+@dataclass
+class ProviderAttempt:
+    """What the provider's ledger says one attempt holds for us."""
+
+    attempt_id: str
+    key: str
+    captured: int = 0
+    net: int = 0
+    refunded: bool = False
+    withdrawn: bool = False
+
+
+@dataclass
+class EventReport:
+    event_id: str
+    discrepancies: list[Discrepancy] = field(default_factory=list)
+    open_exceptions: dict[str, int] = field(default_factory=dict)
+    provider_net: int = 0
+    expected_net: int = 0
+
+
+def owner_event(entry: dict[str, Any]) -> str:
+    """The event an attempt's money belongs to: the one our key names, else its metadata's."""
+    return keys.event_of_charge_key(str(entry["idempotency_key"])) or str(entry.get("event_id", ""))
+
+
+def provider_attempts(entries: list[dict[str, Any]], event_id: str) -> dict[str, ProviderAttempt]:
+    out: dict[str, ProviderAttempt] = {}
+    for e in entries:
+        if e["kind"] not in MONEY_SIGN or owner_event(e) != event_id:
+            continue
+        a = out.setdefault(e["attempt_id"], ProviderAttempt(e["attempt_id"], e["idempotency_key"]))
+        a.net += MONEY_SIGN[e["kind"]] * int(e["amount"])
+        if e["kind"] == "capture":
+            a.captured += int(e["amount"])
+        a.refunded |= e["kind"] == "refund"
+        a.withdrawn |= e["kind"] == "dispute_withdrawal"
+    return out
+
+
+class _Event:
+    """One event's reconciliation: the three records read once, each check a method."""
+
+    def __init__(
+        self,
+        store: Store,
+        conn: asyncpg.Connection,
+        writer: LedgerWriter,
+        provider: ProviderClient,
+        attempts: dict[str, ProviderAttempt],
+        event_id: str,
+        grace_ms: int,
+    ) -> None:
+        self.store, self.conn, self.writer, self.provider = store, conn, writer, provider
+        self.attempts, self.event_id, self.grace_ms = attempts, event_id, grace_ms
+        self.report = EventReport(event_id)
+        self.charges: dict[str, Charge] = {}
+        self.holds: dict[str, Hold] = {}
+        self.by_attempt: dict[str, str] = {}
+
+    def found(self, cls: str, entity: str, detail: str, repaired: bool) -> None:
+        self.report.discrepancies.append(Discrepancy(cls, self.event_id, entity, detail, repaired))
+
+    async def reload(self) -> None:
+        self.charges = {c.charge_id: c for c in await self.store.scan_charges(self.event_id)}
+        self.holds = await self.store.holds(self.event_id)
+        self.by_attempt = await self.store.attempts(self.event_id)
+
+    def charge_of(self, attempt_id: str) -> Charge | None:
+        charge_id = self.by_attempt.get(attempt_id)
+        return self.charges.get(charge_id) if charge_id else None
+
+    def wins(self, c: Charge) -> bool:
+        h = self.holds.get(c.hold_id)
+        return h is not None and h.state == HoldState.CONFIRMED and h.winner == c.charge_id
+
+    def accounted(self, c: Charge | None) -> bool:
+        """The money of this charge's attempt is where it should be (or on its way back)."""
+        if c is None:
+            return False
+        return (c.state == ChargeState.CAPTURED and self.wins(c)) or c.state in (
+            ChargeState.REFUNDING,
+            ChargeState.REFUNDED,
+        )
+
+    async def record(self, attempt_id: str) -> ProviderCharge | None:
+        return await self.provider.get_attempt(attempt_id)
+
+    # -- 1. money at the provider that no seat owns and nobody is giving back --------------
+
+    async def captured_without_seat(self) -> None:
+        for att, pa in self.attempts.items():
+            c = self.charge_of(att)
+            if pa.net <= 0 or self.accounted(c):
+                continue
+            ours = c.state if c else "unknown"
+            record = await self.record(att)
+            if record is not None and record.status == "captured":
+                if c is not None and c.state == ChargeState.DISPUTED and record.disputed == "won":
+                    await self.reverse(c, record, "DISPUTE_WON")
+                else:
+                    outcome = provider_record_outcome(f"nightly:{att}:captured", record)
+                    await self.store.apply_outcome(self.event_id, outcome)
+            await self.reload()
+            self.found(
+                CLASSES[0],
+                pa.key,
+                f"attempt {att} holds {pa.net} at the provider; ours: {ours}",
+                self.accounted(self.charge_of(att)),
+            )
+
+    # -- 2. seats sold whose money is not at the provider -----------------------------------
+
+    async def seats_without_money(self, ledger_holds: dict[str, asyncpg.Record]) -> None:
+        for h in list(self.holds.values()):
+            if h.state != HoldState.CONFIRMED:
+                continue
+            w = self.charges.get(h.winner)
+            pa = self.attempts.get(w.attempt_id) if w else None
+            if pa is not None and pa.net > 0:
+                continue
+            if w is not None and pa is not None:
+                record = await self.record(w.attempt_id)
+                if record is not None:
+                    if record.refunded:
+                        await self.reverse(w, record, "REFUND")
+                    elif record.disputed in ("open", "lost"):
+                        await self.reverse(w, record, "DISPUTE_OPENED")
+                        if record.disputed == "lost":
+                            await self.reverse(w, record, "DISPUTE_LOST")
+                await self.reload()
+            after = self.holds[h.hold_id].state
+            self.found(
+                CLASSES[1],
+                h.hold_id,
+                f"redis says sold to {h.winner or '-'}; the provider holds nothing; now {after}",
+                after in (HoldState.EXCEPTION, HoldState.REVOKED),
+            )
+        for hold_id, r in ledger_holds.items():
+            if r["state"] != "CONFIRMED":
+                continue
+            ours = self.holds.get(hold_id)
+            if ours is not None and ours.state == HoldState.CONFIRMED:
+                continue  # checked above against Redis, which is at least as new
+            if ours is not None and ours.state in (HoldState.EXCEPTION, HoldState.REVOKED):
+                continue  # its reversing decision is on its way to the ledger
+            w = self.charges.get(r["winner"])
+            pa = self.attempts.get(w.attempt_id) if w else None
+            if pa is None or pa.net <= 0:
+                self.found(
+                    CLASSES[1],
+                    hold_id,
+                    f"ledger says sold to charge {r['winner'] or '-'}; the provider holds nothing",
+                    False,
+                )
+
+    async def reverse(self, c: Charge, record: ProviderCharge, kind: str) -> None:
+        await self.store.apply_reversal(
+            self.event_id,
+            ProviderReversal(
+                f"nightly:{c.attempt_id}:{kind.lower()}",
+                record.idempotency_key,
+                record.attempt_id,
+                kind,
+                record.amount,
+                record.currency,
+                (record.metadata or {}).get("event_id", "") or "-",
+            ),
+        )
+
+    # -- 3. the outbox against the ledger ---------------------------------------------------
+
+    async def outbox_in_ledger(self, now: int) -> None:
+        in_ledger = await self.decision_ids()
+        refused = {
+            r["decision_id"]: r["problem"]
+            for r in await self.conn.fetch(
+                "select decision_id, problem from ledger_alerts where event_id = $1",
+                self.event_id,
+            )
+        }
+        missing = [
+            (sid, f)
+            for sid, f in await self.store.outbox_entries(self.event_id)
+            if f["decision_id"] not in in_ledger
+            and f["decision_id"] not in refused
+            and now - int(sid.split("-")[0]) >= self.grace_ms
+        ]
+        if missing:
+            await self.writer.write(self.event_id, missing)
+            in_ledger = await self.decision_ids()
+            refused = {
+                r["decision_id"]: r["problem"]
+                for r in await self.conn.fetch(
+                    "select decision_id, problem from ledger_alerts where event_id = $1",
+                    self.event_id,
+                )
+            }
+            for sid, f in missing:
+                did = f["decision_id"]
+                if did not in refused:
+                    self.found(CLASSES[2], did, sid, did in in_ledger)
+        for did, problem in refused.items():
+            if did not in in_ledger:
+                self.found(CLASSES[3], did, problem[:200], False)
+
+    async def decision_ids(self) -> set[str]:
+        rows = await self.conn.fetch(
+            "select decision_id from decisions where event_id = $1", self.event_id
+        )
+        return {r[0] for r in rows}
+
+    # -- 5. refunds the provider and we disagree about --------------------------------------
+
+    async def refunds(self, now: int) -> None:
+        for c in list(self.charges.values()):
+            if c.state != ChargeState.REFUNDING or c.parked:
+                continue
+            pa = self.attempts.get(c.attempt_id)
+            if pa is not None and pa.refunded:
+                record = await self.record(c.attempt_id)
+                if record is not None:
+                    await self.reverse(c, record, "REFUND")
+                await self.reload()
+                repaired = self.charges[c.charge_id].state == ChargeState.REFUNDED
+                self.found(CLASSES[5], c.charge_id, "provider refunded; recorded now", repaired)
+            elif pa is not None and pa.net > 0 and now - c.decided_ms > self.grace_ms:
+                await self.store.refund_result(
+                    self.event_id, c.charge_id, refunded=False, retry_delay_ms=0
+                )
+                self.found(
+                    CLASSES[5], c.charge_id, "no refund at the provider; re-requested", False
+                )
+
+    # -- 6. the money invariant -------------------------------------------------------------
+
+    def money(self) -> None:
+        provider_net = sum(pa.net for pa in self.attempts.values())
+        expected = sum(c.holds_money for c in self.charges.values() if not c.parked)
+        parked = sum(c.holds_money for c in self.charges.values() if c.parked)
+        self.report.provider_net, self.report.expected_net = provider_net, expected
+        if provider_net != expected + parked:
+            self.found(
+                CLASSES[6],
+                self.event_id,
+                f"provider holds {provider_net}; our charges say {expected} (+{parked} parked)",
+                False,
+            )
+
+    def exceptions(self) -> None:
+        ex = self.report.open_exceptions
+        ex["seats_without_money"] = sum(h.state == HoldState.EXCEPTION for h in self.holds.values())
+        ex["refunds_parked"] = sum(c.parked for c in self.charges.values())
+        ex["refunds_pending"] = sum(
+            c.state == ChargeState.REFUNDING and not c.parked for c in self.charges.values()
+        )
+
+
 async def reconcile_event(
     store: Store,
     conn: asyncpg.Connection,
@@ -51,134 +325,63 @@ async def reconcile_event(
     provider_entries: list[dict[str, Any]],
     event_id: str,
     *,
+    provider: ProviderClient,
     grace_ms: int,
     progress: Callable[[int], None] | None = None,
-) -> list[Discrepancy]:
-    out: list[Discrepancy] = []
+) -> EventReport:
+    run = _Event(
+        store,
+        conn,
+        writer,
+        provider,
+        provider_attempts(provider_entries, event_id),
+        event_id,
+        grace_ms,
+    )
     now = await store.server_time_ms()
-    charges = {c.charge_id: c for c in await store.scan_charges(event_id)}
-    holds = await store.holds(event_id)
-    captured = {
-        e["idempotency_key"]: e
-        for e in provider_entries
-        if e["kind"] == "capture" and e.get("event_id") == event_id
-    }
-    refunded = {
-        e["idempotency_key"]
-        for e in provider_entries
-        if e["kind"] == "refund" and e.get("event_id") == event_id
-    }
+    await run.reload()
+    await run.captured_without_seat()
+    await run.refunds(now)
+    # Decisions made so far (including the repairs above) reach the ledger before it is read.
+    await run.outbox_in_ledger(await store.server_time_ms())
     ledger_holds = {
         r["hold_id"]: r
         for r in await conn.fetch(
             "select hold_id, state, winner from holds where event_id = $1", event_id
         )
     }
+    await run.seats_without_money(ledger_holds)
     ledger_charges = {
-        r["charge_id"]: r
-        for r in await conn.fetch(
-            "select charge_id, state from charges where event_id = $1", event_id
-        )
-    }
-    winners = {h.winner for h in holds.values() if h.state == HoldState.CONFIRMED}
-    winners |= {r["winner"] for r in ledger_holds.values() if r["state"] == "CONFIRMED"}
-
-    # 1. money the provider holds that is not a winner and not refunded. A charge already
-    # REFUNDING or REFUNDED is on its way back (its refund is checked in 5); one we never heard
-    # of, or still CHARGING, gets the capture through the same script as a callback (a charge
-    # we never heard of can only go down the refund path); a declined or failed one is a
-    # provider contradiction left for a person.
-    for key, entry in captured.items():
-        if key in winners or key in refunded:
-            continue
-        c = charges.get(key)
-        if c is not None and c.state in (ChargeState.REFUNDING, ChargeState.REFUNDED):
-            continue
-        repaired = False
-        if c is None or c.state == ChargeState.CHARGING:
-            outcome = ProviderOutcome(
-                f"nightly:{entry['attempt_id']}:captured", key, entry["attempt_id"], "", "CAPTURED"
-            )
-            result = await store.apply_outcome(event_id, outcome)
-            repaired = result.decision in ("REFUND", "CONFIRMED")
-        out.append(
-            Discrepancy(
-                CLASSES[0],
-                event_id,
-                key,
-                f"captured {entry['amount']}, ours: {c.state if c else 'unknown'}",
-                repaired,
-            )
-        )
-    # 2. sold seats whose winner the provider never captured.
-    for source, rows in (
-        ("redis", {h.hold_id: (h.state, h.winner) for h in holds.values()}),
-        ("ledger", {k: (r["state"], r["winner"]) for k, r in ledger_holds.items()}),
-    ):
-        for hold_id, (state, winner) in rows.items():
-            if state == "CONFIRMED" and winner not in captured:
-                out.append(
-                    Discrepancy(
-                        CLASSES[1],
-                        event_id,
-                        hold_id,
-                        f"{source} says sold to charge {winner or '-'}",
-                        False,
-                    )
-                )
-    # 3. outbox records the ledger does not hold.
-    in_ledger = {
         r[0]
-        for r in await conn.fetch("select decision_id from decisions where event_id = $1", event_id)
+        for r in await conn.fetch("select charge_id from charges where event_id = $1", event_id)
     }
-    entries = await store.outbox_entries(event_id)
-    missing = [
-        (sid, f)
-        for sid, f in entries
-        if f["decision_id"] not in in_ledger and now - int(sid.split("-")[0]) > grace_ms
-    ]
-    if missing:
-        await writer.write(event_id, missing)
-        for sid, f in missing:
-            out.append(Discrepancy(CLASSES[2], event_id, f["decision_id"], sid, True))
+    for hold_id in ledger_holds.keys() - run.holds.keys():
+        run.found(CLASSES[4], hold_id, "hold", False)
+    for charge_id in ledger_charges - run.charges.keys():
+        run.found(CLASSES[4], charge_id, "charge", False)
+    await run.reload()
+    run.money()
+    run.exceptions()
     if progress:
-        progress(len(entries))
-    # 4. ledger rows Redis does not know.
-    for hold_id in ledger_holds.keys() - holds.keys():
-        out.append(Discrepancy(CLASSES[3], event_id, hold_id, "hold", False))
-    for charge_id in ledger_charges.keys() - charges.keys():
-        out.append(Discrepancy(CLASSES[3], event_id, charge_id, "charge", False))
-    # 5. refunds never confirmed.
-    for c in charges.values():
-        if c.state != ChargeState.REFUNDING:
-            continue
-        if c.charge_id in refunded:
-            await store.refund_result(event_id, c.charge_id, refunded=True)
-            out.append(
-                Discrepancy(
-                    CLASSES[4], event_id, c.charge_id, "provider refunded; recorded now", True
-                )
-            )
-        elif c.charge_id in captured:
-            await store.refund_result(event_id, c.charge_id, refunded=False, retry_delay_ms=0)
-            out.append(
-                Discrepancy(
-                    CLASSES[4],
-                    event_id,
-                    c.charge_id,
-                    "no refund at the provider; re-requested",
-                    False,
-                )
-            )
-    return out
+        progress(len(run.charges))
+    return run.report
 
 
-def as_json(found: list[Discrepancy]) -> dict[str, Any]:
+def as_json(reports: list[EventReport]) -> dict[str, Any]:
+    found = [d for r in reports for d in r.discrepancies]
     by_class = {cls: [asdict(d) for d in found if d.cls == cls] for cls in CLASSES}
     return {
         "unrepaired": sum(not d.repaired for d in found),
         "total": len(found),
         "by_class": by_class,
+        "events": {
+            r.event_id: {
+                "provider_net": r.provider_net,
+                "expected_net": r.expected_net,
+                "open_exceptions": r.open_exceptions,
+            }
+            for r in reports
+        },
     }
 
 

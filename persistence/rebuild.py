@@ -19,8 +19,11 @@ import asyncpg
 
 from engine.holds import Charge, SeatSpec
 from engine.scripts import RestoreCode
-from engine.states import ChargeState, HoldState, LatePolicy
+from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
 from engine.store import Store
+
+# Ended holds that still name their winner (its money moved after the sale).
+WINNER_KEPT = (HoldState.CONFIRMED, HoldState.EXCEPTION, HoldState.REVOKED)
 
 
 class RebuildRefused(RuntimeError):
@@ -82,12 +85,23 @@ async def rebuild(
         quarantine_ms=config["quarantine_ms"],
         policy=LatePolicy(config["policy"]),
         price_minor=config["price_minor"],
+        currency=config["currency"],
+        reversal_policy=ReversalPolicy(config["reversal_policy"]),
     )
+    # Charges whose one terminal record the ledger holds (later records are not terminal).
+    final = {
+        r[0]
+        for r in await conn.fetch(
+            "select entity_id from decisions where event_id = $1 and kind = 'charge' and terminal",
+            event_id,
+        )
+    }
     charges = {
         r["charge_id"]: r
         for r in await conn.fetch("select * from charges where event_id = $1", event_id)
     }
-    winners: dict[str, tuple[str, str]] = {}  # charge id -> (hold id, seat id)
+    # charge id -> (hold id, seat id, hold state) of holds that keep their winner
+    winners: dict[str, tuple[str, str, HoldState]] = {}
     for h in await conn.fetch("select * from holds where event_id = $1", event_id):
         state = HoldState(h["state"])
         if state == HoldState.QUARANTINED:
@@ -104,13 +118,21 @@ async def rebuild(
             ),
             f"hold {h['hold_id']}",
         )
-        if state == HoldState.CONFIRMED:
-            winners[h["winner"]] = (h["hold_id"], h["seat_id"])
+        if state in WINNER_KEPT:
+            winners[h["winner"]] = (h["hold_id"], h["seat_id"], state)
+        if state in (HoldState.CONFIRMED, HoldState.EXCEPTION):
             report.sold += 1
         else:
             report.ended_holds += 1
-    for charge_id, (hold_id, seat_id) in winners.items():
+    for charge_id, (hold_id, seat_id, hold_state) in winners.items():
         r = charges.pop(charge_id, None)
+        # A confirmed hold implies its winner captured, even if the ledger's charge row lags;
+        # after the sale the winner is in whatever state the provider's movement left it.
+        cstate = (
+            ChargeState(r["state"])
+            if r is not None and hold_state != HoldState.CONFIRMED
+            else ChargeState.CAPTURED
+        )
         _restored(
             await store.restore_charge(
                 event_id,
@@ -119,7 +141,7 @@ async def rebuild(
                     hold_id=hold_id,
                     seat_id=seat_id,
                     login="",
-                    state=ChargeState.CAPTURED,
+                    state=cstate,
                     attempt_id=r["attempt_id"] if r else "",
                     intent_id=r["intent_id"] if r else "",
                     refund_only=False,
@@ -128,11 +150,13 @@ async def rebuild(
                     decided_ms=r["decided_at_ms"] if r else 0,
                     refund_attempts=0,
                     reason="restored",
+                    captured=(r["captured"] or r["amount"]) if r else config["price_minor"],
+                    final=True,
                 ),
             ),
             f"charge {charge_id}",
         )
-        report.charges["CAPTURED"] = report.charges.get("CAPTURED", 0) + 1
+        report.charges[cstate] = report.charges.get(cstate, 0) + 1
     for charge_id, r in charges.items():
         cstate = ChargeState(r["state"])
         if cstate == ChargeState.CAPTURED:
@@ -154,6 +178,9 @@ async def rebuild(
                     decided_ms=r["decided_at_ms"],
                     refund_attempts=0,
                     reason="restored",
+                    captured=r["captured"]
+                    or (r["amount"] if cstate == ChargeState.REFUNDING else 0),
+                    final=charge_id in final,
                 ),
             ),
             f"charge {charge_id}",

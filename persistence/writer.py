@@ -28,14 +28,27 @@ from engine.loops import repeat
 log = logging.getLogger("onsale.ledger")
 
 GROUP = "ledger"
-HOLD_STATES = {"QUARANTINED", "CONFIRMED", "EXPIRED", "RELEASED"}
-CHARGE_STATES = {"CHARGING", "CAPTURED", "DECLINED", "FAILED", "REFUNDING", "REFUNDED"}
+HOLD_STATES = {"QUARANTINED", "CONFIRMED", "EXPIRED", "RELEASED", "EXCEPTION", "REVOKED"}
+CHARGE_STATES = {
+    "CHARGING",
+    "CAPTURED",
+    "DECLINED",
+    "FAILED",
+    "REFUNDING",
+    "REFUNDED",
+    "PROVIDER_REFUNDED",
+    "DISPUTED",
+    "CHARGED_BACK",
+}
+# Money that went back to the buyer, by who started it.
+REFUND_STATES = {"REFUNDED": "merchant", "PROVIDER_REFUNDED": "provider"}
 
 INSERT_DECISION = """
 insert into decisions (event_id, decision_id, stream_ms, stream_seq, kind, entity_id,
   from_state, to_state, terminal, hold_id, charge_id, seat_id, login, winner, amount,
-  attempt_id, intent_id, policy, reason, decided_at_ms)
-values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+  attempt_id, intent_id, policy, reason, decided_at_ms, captured)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+  $21)
 on conflict (event_id, decision_id) do nothing
 """
 UPSERT_HOLD = """
@@ -49,16 +62,18 @@ where (h.stream_ms, h.stream_seq) < (excluded.stream_ms, excluded.stream_seq)
 """
 UPSERT_CHARGE = """
 insert into charges as c (event_id, charge_id, hold_id, seat_id, state, amount, attempt_id,
-  intent_id, policy, decided_at_ms, stream_ms, stream_seq)
-values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+  intent_id, policy, decided_at_ms, stream_ms, stream_seq, captured)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 on conflict (event_id, charge_id) do update set
   state = excluded.state, attempt_id = excluded.attempt_id, intent_id = excluded.intent_id,
+  captured = excluded.captured,
   decided_at_ms = excluded.decided_at_ms, stream_ms = excluded.stream_ms,
   stream_seq = excluded.stream_seq
 where (c.stream_ms, c.stream_seq) < (excluded.stream_ms, excluded.stream_seq)
 """
 INSERT_REFUND = """
-insert into refunds (event_id, charge_id, amount, refunded_at_ms) values ($1, $2, $3, $4)
+insert into refunds (event_id, charge_id, amount, refunded_at_ms, initiated_by)
+values ($1, $2, $3, $4, $5)
 on conflict (event_id, charge_id) do nothing
 """
 INSERT_ALERT = """
@@ -155,6 +170,7 @@ def to_row(event_id: str, stream_id: str, r: dict[str, str]) -> tuple[Any, ...]:
         r["policy"],
         r["reason"],
         int(r["now_ms"]),
+        int(r.get("captured") or 0),
     )
 
 
@@ -220,8 +236,8 @@ class LedgerWriter:
                 )
                 await conn.execute(
                     "insert into event_configs (event_id, hold_ttl_ms, quarantine_ms, policy, "
-                    "price_minor, opens_at_ms, seats_total) values ($1, $2, $3, $4, $5, $6, $7) "
-                    "on conflict do nothing",
+                    "price_minor, opens_at_ms, seats_total, currency, reversal_policy) "
+                    "values ($1, $2, $3, $4, $5, $6, $7, $8, $9) on conflict do nothing",
                     event_id,
                     int(ev["hold_ttl_ms"]),
                     int(ev["quarantine_ms"]),
@@ -229,6 +245,8 @@ class LedgerWriter:
                     int(ev.get("price_minor", 0)),
                     int(ev["opens_at_ms"]),
                     len(seats),
+                    ev.get("currency", "EUR"),
+                    ev.get("reversal_policy", "manual"),
                 )
         return True
 
@@ -315,15 +333,30 @@ class LedgerWriter:
             policy,
             _r,
             at,
+            captured,
         ) in rows:
             if kind == "hold" and to in HOLD_STATES:
                 holds.append((event_id, ident, seat, login, to, winner, policy, at, ms, seq))
             elif kind == "charge" and to in CHARGE_STATES:
                 charges.append(
-                    (event_id, ident, hold, seat, to, amount, attempt, intent, policy, at, ms, seq)
+                    (
+                        event_id,
+                        ident,
+                        hold,
+                        seat,
+                        to,
+                        amount,
+                        attempt,
+                        intent,
+                        policy,
+                        at,
+                        ms,
+                        seq,
+                        captured,
+                    )
                 )
-                if to == "REFUNDED":
-                    refunds.append((event_id, ident, amount, at))
+                if to in REFUND_STATES:
+                    refunds.append((event_id, ident, captured or amount, at, REFUND_STATES[to]))
         if holds:
             await conn.executemany(UPSERT_HOLD, holds)
         if charges:

@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 
 from engine.holds import SeatSpec
 from engine.scripts import Scripts
-from engine.states import LatePolicy
+from engine.states import LatePolicy, ReversalPolicy
 from engine.store import Store
 
 REDIS_URL = os.environ.get("ONSALE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -48,6 +48,7 @@ async def open_sale(
     policy: LatePolicy = LatePolicy.QUARANTINE,
     event_id: str | None = None,
     now_ms: int | None = None,
+    reversal_policy: ReversalPolicy = ReversalPolicy.MANUAL,
 ) -> Sale:
     event_id = event_id or f"ev-{uuid.uuid4().hex[:8]}"
     await store.create_event(
@@ -56,6 +57,7 @@ async def open_sale(
         hold_ttl_ms=hold_ttl_ms,
         quarantine_ms=quarantine_ms,
         policy=policy,
+        reversal_policy=reversal_policy,
     )
     sale = Sale(store, event_id)
     if now_ms is not None:

@@ -1,10 +1,13 @@
 """Small helpers shared by the scenario, race and property tests."""
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import Callable
+from typing import Any
 
-from engine.holds import OutcomeResult, ProviderOutcome
+from engine.errors import ChargeNotFound
+from engine.holds import Charge, OutcomeResult, ProviderOutcome, ProviderReversal
 from tests.conftest import Sale
 
 _event_ids = itertools.count()
@@ -17,18 +20,48 @@ async def callback(
     *,
     attempt: str | None = None,
     event_id: str | None = None,
+    **claims: Any,
 ) -> OutcomeResult:
-    """Deliver one provider callback; by default a fresh provider event id, attempt = charge."""
-    return await sale.store.apply_outcome(
-        sale.event_id,
-        ProviderOutcome(
-            provider_event_id=event_id or f"pev-{next(_event_ids)}",
-            charge_id=charge_id,
-            attempt_id=attempt or f"att-{charge_id}",
-            intent_id=f"pi-{charge_id}",
-            outcome=outcome,
-        ),
-    )
+    """Deliver one provider callback that agrees with our charge record (amount, currency,
+    hold), unless `claims` override a field of ProviderOutcome; by default a fresh provider
+    event id and attempt = charge."""
+    known: Charge | None = None
+    with contextlib.suppress(ChargeNotFound):
+        known = await sale.store.charge(sale.event_id, charge_id)
+    fields: dict[str, Any] = {
+        "provider_event_id": event_id or f"pev-{next(_event_ids)}",
+        "charge_id": charge_id,
+        "attempt_id": attempt or f"att-{charge_id}",
+        "intent_id": f"pi-{charge_id}",
+        "outcome": outcome,
+        "amount": known.amount if known else 0,
+        "meta_hold": known.hold_id if known else "",
+    }
+    fields.update(claims)
+    return await sale.store.apply_outcome(sale.event_id, ProviderOutcome(**fields))
+
+
+async def reversal(
+    sale: Sale,
+    charge_id: str,
+    kind: str,
+    *,
+    event_id: str | None = None,
+    **claims: Any,
+) -> OutcomeResult:
+    """Deliver one provider money movement (REFUND, DISPUTE_*) for the charge's attempt."""
+    c = await sale.store.charge(sale.event_id, charge_id)
+    fields: dict[str, Any] = {
+        "provider_event_id": event_id or f"pev-{next(_event_ids)}",
+        "charge_id": c.key,
+        "attempt_id": c.attempt_id or f"att-{charge_id}",
+        "kind": kind,
+        "amount": c.captured or c.amount,
+        "currency": "EUR",
+        "meta_event": sale.event_id,
+    }
+    fields.update(claims)
+    return await sale.store.apply_reversal(sale.event_id, ProviderReversal(**fields))
 
 
 async def terminal_records(sale: Sale, kind: str, ident: str) -> list[dict[str, str]]:

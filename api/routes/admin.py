@@ -1,4 +1,7 @@
-"""Admin (create event, open sale) and ops (the exceptions view). Admin token required."""
+"""Admin (create event, open sale, revoke a seat whose money left) and ops (the exceptions
+view). Admin token required."""
+
+import re
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -8,9 +11,11 @@ from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.validate import ident, integer, obj
 from engine.holds import Charge, SeatSpec
-from engine.states import ChargeState, LatePolicy
+from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
 
 SEATS_MAX = 1_000_000
+CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
+ALERTS_SHOWN_MAX = 500
 
 
 @endpoint("admin_create_event")
@@ -23,6 +28,12 @@ async def create_event(request: Request) -> Response:
     policy_raw = body.get("policy", LatePolicy.QUARANTINE.value)
     if policy_raw not in {p.value for p in LatePolicy}:
         raise ApiError(400, "invalid_request", "policy must be quarantine or release_refund")
+    reversal_raw = body.get("reversal_policy", ReversalPolicy.MANUAL.value)
+    if reversal_raw not in {p.value for p in ReversalPolicy}:
+        raise ApiError(400, "invalid_request", "reversal_policy must be manual or revoke")
+    currency = body.get("currency", "EUR")
+    if not isinstance(currency, str) or not CURRENCY_RE.match(currency):
+        raise ApiError(400, "invalid_request", "currency must be an ISO 4217 code such as EUR")
     seats_raw = body.get("seats")
     if not isinstance(seats_raw, list) or not 1 <= len(seats_raw) <= SEATS_MAX:
         raise ApiError(400, "invalid_request", f"seats must be a list of 1..{SEATS_MAX} seats")
@@ -51,6 +62,8 @@ async def create_event(request: Request) -> Response:
         ),
         policy=LatePolicy(policy_raw),
         price_minor=integer(body, "price_minor", default=0, high=10**12),
+        currency=currency,
+        reversal_policy=ReversalPolicy(reversal_raw),
     )
     opens_at = body.get("opens_at_ms")
     if opens_at is not None:
@@ -66,6 +79,18 @@ async def open_sale(request: Request) -> Response:
     body = obj(await read_json(request, c.settings.body_max_bytes, allow_empty=True))
     opens_at = await c.store.open_sale(event_id, integer(body, "opens_at_ms", default=0))
     return json_response({"event_id": event_id, "opens_at_ms": opens_at})
+
+
+@endpoint("admin_revoke_hold")
+async def revoke_hold(request: Request) -> Response:
+    """Take back the seat of a hold in EXCEPTION (its money left at the provider): the seat goes
+    back on sale. Only for holds in EXCEPTION; anything else is 409 not_an_exception."""
+    c = ctx(request)
+    c.require_admin(request)
+    event_id, hold_id = path_id(request, "event_id"), path_id(request, "hold_id")
+    await c.store.revoke_hold(event_id, hold_id, "admin")
+    h = await c.store.hold(event_id, hold_id)
+    return json_response({"hold_id": hold_id, "state": h.state, "seat_id": h.seat_id})
 
 
 @endpoint("ops_exceptions")
@@ -92,7 +117,12 @@ async def exceptions(request: Request) -> Response:
             "reason": ch.reason or None,
             "refund_attempts": ch.refund_attempts,
             "attempt_id": ch.attempt_id or None,
+            "captured": ch.captured,
+            "parked": ch.parked,
         }
+
+    holds = await c.store.holds(event_id)
+    by_charge = {ch.charge_id: ch for ch in charges}
 
     return json_response(
         {
@@ -108,6 +138,52 @@ async def exceptions(request: Request) -> Response:
                 for ch in charges
                 if ch.charge_id in refunds_due and ch.refund_attempts == 0
             ],
+            "refunds_parked": [view(ch) for ch in charges if ch.parked],
+            # Sold seats whose money left at the provider (its own refund, a dispute): the seat
+            # is still assigned; revoke it, or wait for the dispute's outcome.
+            "seats_without_money": [
+                {
+                    "hold_id": h.hold_id,
+                    "seat_id": h.seat_id,
+                    "login": h.login,
+                    "reason": h.reason,
+                    "winner": view(by_charge[h.winner]) if h.winner in by_charge else None,
+                }
+                for h in holds.values()
+                if h.state == HoldState.EXCEPTION
+            ],
+            "revoked": [
+                {"hold_id": h.hold_id, "seat_id": h.seat_id, "reason": h.reason}
+                for h in holds.values()
+                if h.state == HoldState.REVOKED
+            ],
+            "disputes": [
+                view(ch)
+                for ch in charges
+                if ch.state in (ChargeState.DISPUTED, ChargeState.CHARGED_BACK)
+            ],
+            # Provider messages the engine refused to act on, or acted on only partly.
+            "alerts": [
+                {
+                    "alert_id": a.alert_id,
+                    "reason": a.reason,
+                    "at_ms": a.at_ms,
+                    "charge_id": a.charge_id or None,
+                    "hold_id": a.hold_id or None,
+                    "claimed": a.detail,
+                }
+                for a in await c.store.alerts(event_id, ALERTS_SHOWN_MAX)
+            ],
+            # The checkable money invariant: what the provider should hold for this event.
+            "money": {
+                "sold_seats_value": sum(
+                    by_charge[h.winner].holds_money
+                    for h in holds.values()
+                    if h.state == HoldState.CONFIRMED and h.winner in by_charge
+                ),
+                "to_refund": sum(ch.holds_money for ch in charges if ch.state == "REFUNDING"),
+                "provider_should_hold": sum(ch.holds_money for ch in charges),
+            },
             "refunds_retrying": [
                 view(ch) for ch in charges if ch.charge_id in refunds_due and ch.refund_attempts > 0
             ],

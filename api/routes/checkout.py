@@ -12,6 +12,7 @@ from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.validate import idempotency_key, ident, obj
+from engine import keys
 from engine.holds import Charge, Claimed, Hold
 from engine.provider import ProviderRefused, ProviderTimeout
 
@@ -149,8 +150,12 @@ async def start_charge(request: Request) -> Response:
     c = ctx(request)
     event_id, login_name, h = await owned_hold(request)
     await read_json(request, c.settings.body_max_bytes, allow_empty=True)
-    charge_id = idempotency_key(request.headers.get("idempotency-key"), uuid.uuid4().hex)
-    price = (await c.store.availability(event_id)).price_minor
+    # The client's Idempotency-Key deduplicates its own requests on this hold; the charge id,
+    # which is also the provider's idempotency key, is minted here from it (ADR 0014).
+    client_key = idempotency_key(request.headers.get("idempotency-key"), uuid.uuid4().hex)
+    charge_id = keys.charge_key(event_id, h.hold_id, login_name, client_key)
+    event = await c.store.availability(event_id)
+    price = event.price_minor
     started = await c.store.start_charge(event_id, h.hold_id, login_name, charge_id, price)
     provider_status = "processing"
     if not started.replay or started.state == "CHARGING":
@@ -158,6 +163,7 @@ async def start_charge(request: Request) -> Response:
             pc = await c.provider.create_charge(
                 charge_id,
                 price,
+                event.currency,
                 {
                     "event_id": event_id,
                     "hold_id": h.hold_id,
@@ -165,7 +171,12 @@ async def start_charge(request: Request) -> Response:
                     "charge_id": charge_id,
                 },
             )
-            provider_status = pc.status
+            if pc.idempotency_key != charge_id or pc.amount != price:
+                # The provider answered with an attempt that is not the one we asked for: we
+                # say nothing about it to the buyer; its callbacks are verified on arrival.
+                provider_status = "unverified"
+            else:
+                provider_status = pc.status
         except ProviderTimeout:
             provider_status = "timeout"  # outcome unknown: the callback or reconciliation decides
         except ProviderRefused as exc:
@@ -176,6 +187,7 @@ async def start_charge(request: Request) -> Response:
             "hold_id": h.hold_id,
             "state": started.state,
             "amount": price,
+            "currency": event.currency,
             "provider_status": provider_status,
             "expires_ms": h.expires_ms,
         },
@@ -187,6 +199,8 @@ async def start_charge(request: Request) -> Response:
 async def abandon_charge(request: Request) -> Response:
     c = ctx(request)
     event_id, login_name, h = await owned_hold(request)
-    charge_id = path_id(request, "charge_id")
+    charge_id = str(request.path_params["charge_id"])
+    if not keys.valid_charge_id(charge_id):
+        raise ApiError(400, "invalid_request", "charge_id is not a charge id of ours")
     abandoned = await c.store.abandon_charge(event_id, h.hold_id, login_name, charge_id)
     return json_response({"charge_id": charge_id, "abandoned": abandoned})

@@ -32,7 +32,7 @@ async def buyer(store: Store, i: int, told: dict[str, str]) -> None:
     await store.claim("ev", f"u{i}", hold)
     await store.start_charge("ev", hold, f"u{i}", charge, 100)
     result = await store.apply_outcome(
-        "ev", ProviderOutcome(f"pe{i}", charge, f"a{i}", f"pi{i}", "CAPTURED")
+        "ev", ProviderOutcome(f"pe{i}", charge, f"a{i}", f"pi{i}", "CAPTURED", amount=100)
     )
     told[hold] = result.decision  # what the client (and the provider) were told
 

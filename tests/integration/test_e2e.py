@@ -165,17 +165,29 @@ def _signed_post(
 
 
 def _capture_event(event_id: str, charge_id: str, evt: str) -> dict[str, Any]:
+    """A well-formed capture message for our charge, as the simulator would send it."""
+    digest = charge_id.rsplit("~", 1)[-1]
     return {
         "id": evt,
         "type": "charge.captured",
         "data": {
-            "attempt_id": f"att-{charge_id}",
-            "intent_id": f"pi-{charge_id}",
+            "attempt_id": f"att-{digest}",
+            "intent_id": f"pi-{digest}",
             "idempotency_key": charge_id,
             "amount": 4500,
-            "metadata": {"event_id": event_id},
+            "currency": "EUR",
+            "status": "captured",
+            "metadata": {"event_id": event_id, "charge_id": charge_id},
         },
     }
+
+
+def _sim_record(stack: Stack, charge_id: str) -> dict[str, Any]:
+    """The simulator's own record of the attempt it made for our charge."""
+    r = httpx.get(f"{stack.sim}/v1/charges", params={"idempotency_key": charge_id}, timeout=5)
+    assert r.status_code == 200, r.text
+    data: dict[str, Any] = r.json()
+    return data
 
 
 def test_duplicate_and_reordered_callbacks_process_once(stack: Stack) -> None:
@@ -186,13 +198,9 @@ def test_duplicate_and_reordered_callbacks_process_once(stack: Stack) -> None:
     charge = pay(stack, event_id, h["hold_id"], frank)
     eventually(lambda: hold_state(stack, event_id, h["hold_id"], frank)["state"] == "CONFIRMED")
     # Replays of our own: the same provider event, then a new event id for the same attempt.
-    ledger_attempt = next(
-        e["attempt_id"]
-        for e in stack.ledger()["entries"]
-        if e["idempotency_key"] == charge["charge_id"]
-    )
+    record = _sim_record(stack, charge["charge_id"])
     evt = _capture_event(event_id, charge["charge_id"], "evt-replay-1")
-    evt["data"]["attempt_id"] = ledger_attempt
+    evt["data"] = {k: record[k] for k in evt["data"]} | {"amount": record["amount"]}
     first, again = _signed_post(stack, evt), _signed_post(stack, evt)
     assert first.status_code == again.status_code == 200
     assert again.json()["duplicate"] is True

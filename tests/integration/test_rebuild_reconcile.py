@@ -16,6 +16,7 @@ import redis.asyncio as redis_asyncio
 
 from engine import errors
 from engine.holds import ProviderOutcome
+from engine.provider import ProviderClient
 from engine.states import ChargeState, HoldState
 from engine.store import Store
 from persistence.migrate import migrate
@@ -151,9 +152,13 @@ async def test_nightly_finds_each_planted_discrepancy_and_a_clean_run_finds_none
     await asyncio.to_thread(sales, stack, clean)
     await drain(writer, clean)
     entries = stack.ledger()["entries"]
+    provider = ProviderClient(stack.sim)
     async with pool.acquire() as conn:
-        found = await reconcile_event(store, conn, writer, entries, clean, grace_ms=0)
-    assert found == []
+        clean_report = await reconcile_event(
+            store, conn, writer, entries, clean, provider=provider, grace_ms=0
+        )
+    assert clean_report.discrepancies == []
+    assert clean_report.provider_net == clean_report.expected_net == 2 * 4500
 
     dirty = stack.new_event(4)
     await asyncio.to_thread(sales, stack, dirty)
@@ -173,19 +178,22 @@ async def test_nightly_finds_each_planted_discrepancy_and_a_clean_run_finds_none
             "'quarantine', 0, 0, 0)",
             dirty,
         )
-        found = await reconcile_event(
-            store, conn, writer, stack.ledger()["entries"], dirty, grace_ms=0
+        report = await reconcile_event(
+            store, conn, writer, stack.ledger()["entries"], dirty, provider=provider, grace_ms=0
         )
+    await provider.aclose()
     by_class: dict[str, list[Any]] = {}
-    for d in found:
+    for d in report.discrepancies:
         by_class.setdefault(d.cls, []).append(d)
     ghost = by_class["captured_without_seat_not_refunded"]
     assert [(d.entity, d.repaired) for d in ghost] == [("ghost-charge", True)]
-    assert (await store.charge(dirty, "ghost-charge")).state in (
-        ChargeState.REFUNDING,
-        ChargeState.REFUNDED,
+    ghost_attempt = next(
+        e["attempt_id"] for e in stack.ledger()["entries"] if e["idempotency_key"] == "ghost-charge"
     )
-    assert [d.entity for d in by_class["seat_sold_without_captured_winner"]] == ["phantom"]
+    orphan = await store.charge(dirty, f"orphan/{ghost_attempt}")
+    assert orphan.state in (ChargeState.REFUNDING, ChargeState.REFUNDED)
+    assert (orphan.key, orphan.captured) == ("ghost-charge", 4500)
+    assert [d.entity for d in by_class["seat_sold_without_money"]] == ["phantom"]
     assert [d.entity for d in by_class["ledger_row_unknown_to_redis"]] == ["phantom"]
     assert by_class["decision_missing_from_ledger"] and all(
         d.repaired for d in by_class["decision_missing_from_ledger"]
@@ -217,6 +225,6 @@ async def test_nightly_finds_each_planted_discrepancy_and_a_clean_run_finds_none
     )
     out, _ = await proc.communicate()
     assert proc.returncode == 1, out.decode()
-    assert b"seat_sold_without_captured_winner" in out
+    assert b"seat_sold_without_money" in out
     report = orjson.loads(await asyncio.to_thread(report_path.read_bytes))
     assert report["unrepaired"] >= 2

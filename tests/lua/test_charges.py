@@ -89,7 +89,7 @@ async def test_unknown_charge_capture_is_refunded(store: Store) -> None:
     sale = await held(store)
     res = await callback(sale, "ghost", "CAPTURED", attempt="att-ghost")
     assert (res.decision, res.charge_state, res.hold_id) == ("REFUND", ChargeState.REFUNDING, "")
-    assert await store.due_refunds(sale.event_id, T0) == ["ghost"]
+    assert await store.due_refunds(sale.event_id, T0) == ["orphan/att-ghost"]
     await sale.audit_ok()
 
 

@@ -2,10 +2,12 @@
 engine/states.py says (or stay put where the table has no entry). The tables are the
 documentation; this test keeps the scripts honest to them."""
 
+import contextlib
 import itertools
 
 import pytest
 
+from engine.errors import NotAnException, StoreUnavailable
 from engine.states import (
     CHARGE_TRANSITIONS,
     HOLD_TRANSITIONS,
@@ -14,28 +16,50 @@ from engine.states import (
     HoldEvent,
     HoldState,
     LatePolicy,
+    ReversalPolicy,
 )
 from engine.store import Store
 from tests.conftest import Sale, open_sale
-from tests.helpers import callback
+from tests.helpers import callback, reversal
 
 T0 = 1_900_000_000_000
 TTL, Q = 1_000, 5_000
 E = T0 + TTL
 
 
-async def hold_in(store: Store, state: HoldState, policy: LatePolicy) -> Sale:
+AFTER_SALE = (HoldState.CONFIRMED, HoldState.EXCEPTION, HoldState.REVOKED)
+
+
+async def hold_in(
+    store: Store,
+    state: HoldState,
+    policy: LatePolicy,
+    reversal_policy: ReversalPolicy = ReversalPolicy.MANUAL,
+) -> Sale:
     """A sale whose hold h1 (login alice) is in `state`; charge c1 exists where needed."""
-    sale = await open_sale(store, 2, hold_ttl_ms=TTL, quarantine_ms=Q, policy=policy, now_ms=T0)
+    sale = await open_sale(
+        store,
+        2,
+        hold_ttl_ms=TTL,
+        quarantine_ms=Q,
+        policy=policy,
+        now_ms=T0,
+        reversal_policy=reversal_policy,
+    )
     await store.claim(sale.event_id, "alice", "h1")
-    if state in (HoldState.QUARANTINED, HoldState.CONFIRMED):
+    if state in (HoldState.QUARANTINED, *AFTER_SALE):
         await store.start_charge(sale.event_id, "h1", "alice", "c1", 100)
     if state == HoldState.QUARANTINED:
         assert policy == LatePolicy.QUARANTINE
         await sale.at(E)
         await store.sweep(sale.event_id)
-    elif state == HoldState.CONFIRMED:
+    elif state in AFTER_SALE:
         await callback(sale, "c1", "CAPTURED")
+        if state == HoldState.EXCEPTION:  # a dispute opened: the money is withdrawn meanwhile
+            await reversal(sale, "c1", "DISPUTE_OPENED")
+        elif state == HoldState.REVOKED:  # refunded at the provider, revoke policy
+            assert reversal_policy == ReversalPolicy.REVOKE
+            await reversal(sale, "c1", "REFUND")
     elif state == HoldState.EXPIRED:
         await sale.at(E)
         await store.sweep(sale.event_id)
@@ -75,6 +99,23 @@ async def apply_hold_event(store: Store, sale: Sale, event: HoldEvent) -> None:
     elif event == HoldEvent.QUARANTINE_TIMEOUT:
         await sale.at(E + Q)
         await store.sweep_quarantine(sale.event_id)
+    elif event == HoldEvent.OPERATOR_REVOKE:
+        with contextlib.suppress(NotAnException):
+            await store.revoke_hold(sale.event_id, "h1", "ops")
+    else:  # money the provider moves on its own, on the hold's winner (or its latest charge)
+        charge_id = h.winner or await in_flight_charge(store, sale)
+        kind = {
+            HoldEvent.DISPUTE_OPENED: "DISPUTE_OPENED",
+            HoldEvent.DISPUTE_WON: "DISPUTE_WON",
+        }.get(event, "REFUND")
+        if event in (HoldEvent.MONEY_LEFT, HoldEvent.MONEY_LEFT_REVOKE) and h.winner:
+            winner = await store.charge(sale.event_id, h.winner)
+            if winner.state == ChargeState.DISPUTED:
+                kind = "DISPUTE_LOST"  # for a disputed winner, money leaves when it is lost
+        # A charge still CHARGING has no money to move yet: the provider is told to retry.
+        if charge_id != "never-started":  # no charge, no money the provider could move
+            with contextlib.suppress(StoreUnavailable):
+                await reversal(sale, charge_id, kind)
 
 
 def hold_policy(state: HoldState, event: HoldEvent) -> LatePolicy:
@@ -83,12 +124,18 @@ def hold_policy(state: HoldState, event: HoldEvent) -> LatePolicy:
     return LatePolicy.QUARANTINE
 
 
+def reversal_policy_for(state: HoldState, event: HoldEvent) -> ReversalPolicy:
+    if event == HoldEvent.MONEY_LEFT_REVOKE or state == HoldState.REVOKED:
+        return ReversalPolicy.REVOKE
+    return ReversalPolicy.MANUAL
+
+
 @pytest.mark.parametrize(("state", "event"), list(itertools.product(HoldState, HoldEvent)))
 async def test_hold_pair(store: Store, state: HoldState, event: HoldEvent) -> None:
     policy = hold_policy(state, event)
     if state == HoldState.QUARANTINED and policy != LatePolicy.QUARANTINE:
         policy = LatePolicy.QUARANTINE  # a quarantined hold only exists under that policy
-    sale = await hold_in(store, state, policy)
+    sale = await hold_in(store, state, policy, reversal_policy_for(state, event))
     await apply_hold_event(store, sale, event)
     want = HOLD_TRANSITIONS.get((state, event), state)
     assert (await store.hold(sale.event_id, "h1")).state == want
@@ -102,6 +149,14 @@ async def charge_in(store: Store, state: ChargeState) -> Sale:
     await store.start_charge(sale.event_id, "h1", "alice", "c1", 100)
     if state == ChargeState.CAPTURED:
         await callback(sale, "c1", "CAPTURED")
+    elif state in (ChargeState.PROVIDER_REFUNDED, ChargeState.DISPUTED, ChargeState.CHARGED_BACK):
+        await callback(sale, "c1", "CAPTURED")
+        if state == ChargeState.PROVIDER_REFUNDED:
+            await reversal(sale, "c1", "REFUND")
+        else:
+            await reversal(sale, "c1", "DISPUTE_OPENED")
+            if state == ChargeState.CHARGED_BACK:
+                await reversal(sale, "c1", "DISPUTE_LOST")
     elif state in (ChargeState.DECLINED, ChargeState.FAILED):
         await callback(sale, "c1", state.value)
     elif state in (ChargeState.REFUNDING, ChargeState.REFUNDED):
@@ -125,12 +180,32 @@ async def apply_charge_event(store: Store, sale: Sale, event: ChargeEvent) -> No
         await callback(sale, "c1", "FAILED")
     elif event == ChargeEvent.REFUND_CONFIRMED:
         await store.refund_result(sale.event_id, "c1", refunded=True)
-    elif event == ChargeEvent.CAPTURE_AFTER_REFUND:
+    elif event in (ChargeEvent.CAPTURE_AFTER_REFUND, ChargeEvent.CAPTURE_CONTRADICTS):
         await callback(sale, "c1", "CAPTURED")
+    else:
+        if event == ChargeEvent.DISPUTE_WON_NO_SEAT:  # the seat was taken back meanwhile
+            with contextlib.suppress(NotAnException):
+                await store.revoke_hold(sale.event_id, "h1", "ops")
+        kind = {
+            ChargeEvent.PROVIDER_REFUND: "REFUND",
+            ChargeEvent.DISPUTE_OPENED: "DISPUTE_OPENED",
+            ChargeEvent.DISPUTE_WON: "DISPUTE_WON",
+            ChargeEvent.DISPUTE_WON_NO_SEAT: "DISPUTE_WON",
+            ChargeEvent.DISPUTE_LOST: "DISPUTE_LOST",
+        }[event]
+        with contextlib.suppress(StoreUnavailable):  # CHARGING: nothing to move yet, retried
+            await reversal(sale, "c1", kind)
 
 
-# A capture after a refund only means something once the charge was captured before.
-NOT_APPLICABLE = {(ChargeState.CHARGING, ChargeEvent.CAPTURE_AFTER_REFUND)}
+# A capture after a refund only means something once the charge was captured before; a capture
+# of a declined or failed attempt is by definition the contradicting one, and a contradicting
+# capture needs an earlier decline or failure.
+_CAPTURES = (ChargeEvent.CAPTURE_WINS, ChargeEvent.CAPTURE_LOSES, ChargeEvent.CAPTURE_AFTER_REFUND)
+NOT_APPLICABLE = {
+    (ChargeState.CHARGING, ChargeEvent.CAPTURE_AFTER_REFUND),
+    (ChargeState.CHARGING, ChargeEvent.CAPTURE_CONTRADICTS),
+    *((s, e) for s in (ChargeState.DECLINED, ChargeState.FAILED) for e in _CAPTURES),
+}
 
 
 CHARGE_PAIRS = [p for p in itertools.product(ChargeState, ChargeEvent) if p not in NOT_APPLICABLE]

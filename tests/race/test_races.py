@@ -101,7 +101,8 @@ async def test_one_login_many_tabs_claiming_at_once_keeps_one_checkout(race_stor
 
 async def _callback(store: Store, sale: Sale, charge: str, outcome: str, ev: str) -> str:
     res = await store.apply_outcome(
-        sale.event_id, ProviderOutcome(ev, charge, f"att-{charge}", f"pi-{charge}", outcome)
+        sale.event_id,
+        ProviderOutcome(ev, charge, f"att-{charge}", f"pi-{charge}", outcome, amount=100),
     )
     return res.decision
 

@@ -1,0 +1,345 @@
+"""Money integrity at the provider boundary, over HTTP, against the simulator told to contradict
+itself (ADR 0014). Each test is one finding: a provider that captures after it declined, refunds
+or disputes a winner on its own, sends foreign metadata or wrong amounts, a buyer who reuses an
+Idempotency-Key across events, and a charge with two attempts. After every scenario the nightly
+reconciliation runs on the event and must be clean, with the money invariant holding:
+provider captured - provider returned == what our charges say the provider holds."""
+
+import asyncio
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+import redis.asyncio as redis_asyncio
+
+from engine.provider import ProviderClient
+from engine.store import Store
+from persistence.migrate import migrate
+from persistence.nightly import reconcile_event
+from persistence.writer import LedgerWriter, create_pool
+from tests.conftest import REDIS_URL
+from tests.integration.conftest import Stack
+from tests.integration.test_e2e import claim, eventually, hold_state, pay
+from tests.pg import PG_DSN, dsn_for
+
+pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
+
+PRICE = 4500
+
+
+@pytest.fixture(autouse=True)
+def honest_provider(stack: Stack) -> None:
+    stack.sim_config(
+        decline_rate=0.0,
+        fail_rate=0.0,
+        late_rate=0.0,
+        duplicate_rate=0.5,
+        loss_rate=0.0,
+        contradict_rate=0.0,
+    )
+
+
+@pytest.fixture(scope="module")
+def ledger_dsn() -> Iterator[str]:
+    """A private, migrated ledger database for this module (the tests here are synchronous)."""
+    name = f"onsale_test_{uuid.uuid4().hex[:10]}"
+
+    async def admin(sql: str) -> None:
+        conn = await asyncpg.connect(PG_DSN, timeout=5)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    async def migrated(dsn: str) -> None:
+        conn = await asyncpg.connect(dsn, timeout=5)
+        try:
+            await migrate(conn)
+        finally:
+            await conn.close()
+
+    asyncio.run(admin(f'create database "{name}"'))
+    try:
+        asyncio.run(migrated(dsn_for(name)))
+        yield dsn_for(name)
+    finally:
+        asyncio.run(admin(f'drop database if exists "{name}" with (force)'))
+
+
+@pytest.fixture
+def reconciled(stack: Stack, ledger_dsn: str) -> Iterator[list[str]]:
+    """Events a test touched; after it, the nightly run on each must be clean and exact."""
+    events: list[str] = []
+    yield events
+    for event_id in events:
+        asyncio.run(_assert_nightly_clean(stack, ledger_dsn, event_id))
+
+
+async def _assert_nightly_clean(stack: Stack, dsn: str, event_id: str) -> None:
+    client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
+    pool = await create_pool(dsn, size_max=2, timeout_s=5)
+    provider = ProviderClient(stack.sim)
+    try:
+        store = Store(client, prefix=stack.prefix)
+        writer = LedgerWriter(client, pool, prefix=stack.prefix, consumer="t", batch_max=500)
+        while await writer.step(event_id):
+            pass
+        async with pool.acquire() as conn:
+            report = await reconcile_event(
+                store, conn, writer, stack.ledger()["entries"], event_id,
+                provider=provider, grace_ms=0,
+            )  # fmt: skip
+        assert [d for d in report.discrepancies if not d.repaired] == [], report
+        assert report.provider_net == report.expected_net, report
+        audit = await store.audit(event_id)
+        assert audit.ok, audit.violations
+    finally:
+        await provider.aclose()
+        await pool.close()
+        await client.aclose()
+
+
+def sim_post(stack: Stack, path: str, **body: Any) -> httpx.Response:
+    r = httpx.post(f"{stack.sim}{path}", json=body, timeout=5)
+    assert r.status_code < 300, r.text
+    return r
+
+
+def attempt_of(stack: Stack, charge_id: str) -> str:
+    r = httpx.get(f"{stack.sim}/v1/charges", params={"idempotency_key": charge_id}, timeout=5)
+    assert r.status_code == 200, r.text
+    return str(r.json()["attempt_id"])
+
+
+def money_of(stack: Stack, attempt_id: str) -> list[str]:
+    """The money movements of one attempt at the provider, in order."""
+    return [e["kind"] for e in stack.ledger()["entries"] if e["attempt_id"] == attempt_id]
+
+
+def exceptions(stack: Stack, event_id: str) -> dict[str, Any]:
+    with stack.client() as c:
+        r = c.get(f"/v1/admin/events/{event_id}/exceptions", headers=stack.admin_headers())
+        assert r.status_code == 200, r.text
+        data: dict[str, Any] = r.json()
+        return data
+
+
+def state_is(
+    stack: Stack, event_id: str, hold_id: str, auth: dict[str, str], want: str
+) -> Callable[[], Any]:
+    return lambda: (s := hold_state(stack, event_id, hold_id, auth))["state"] == want and s
+
+
+def bought(stack: Stack, event_id: str, name: str) -> tuple[dict[str, str], dict[str, Any], str]:
+    """A buyer who claimed and paid: (auth, hold, charge id), the hold CONFIRMED."""
+    auth = stack.login(name)
+    h = claim(stack, event_id, auth)
+    charge = pay(stack, event_id, h["hold_id"], auth)
+    eventually(state_is(stack, event_id, h["hold_id"], auth, "CONFIRMED"))
+    return auth, h, charge["charge_id"]
+
+
+def test_a_capture_after_the_providers_decline_is_refunded(
+    stack: Stack, reconciled: list[str]
+) -> None:
+    event_id = stack.new_event(2)
+    reconciled.append(event_id)
+    auth = stack.login("dora")
+    h = claim(stack, event_id, auth)
+    stack.sim_config(decline_rate=1.0)
+    first = pay(stack, event_id, h["hold_id"], auth)["charge_id"]
+    eventually(
+        lambda: hold_state(stack, event_id, h["hold_id"], auth)["charges"][0]["state"] == "DECLINED"
+    )
+    stack.sim_config(decline_rate=0.0)
+    attempt = attempt_of(stack, first)
+    sim_post(stack, f"/v1/test/attempts/{attempt}/capture")  # the provider changes its mind
+    second = pay(stack, event_id, h["hold_id"], auth)["charge_id"]
+    final = eventually(state_is(stack, event_id, h["hold_id"], auth, "CONFIRMED"))
+    assert final["winner"] == second
+    # The contradicting capture is money to give back: refunded, exactly once.
+    eventually(lambda: money_of(stack, attempt) == ["capture", "refund"])
+    charges = {
+        c["charge_id"]: c["state"]
+        for c in hold_state(stack, event_id, h["hold_id"], auth)["charges"]
+    }
+    assert charges == {first: "REFUNDED", second: "CAPTURED"}
+    seen = exceptions(stack, event_id)
+    assert [c["charge_id"] for c in seen["captured_without_seat"]] == [first]
+    assert any(a["reason"] == "capture_after_declined" for a in seen["alerts"])
+
+
+@pytest.mark.parametrize("policy", ["manual", "revoke"])
+def test_a_refund_made_at_the_provider_leaves_a_visible_exception(
+    stack: Stack, reconciled: list[str], policy: str
+) -> None:
+    event_id = stack.new_event(2, reversal_policy=policy)
+    reconciled.append(event_id)
+    auth, h, charge_id = bought(stack, event_id, "ella")
+    attempt = attempt_of(stack, charge_id)
+    sim_post(stack, f"/v1/test/attempts/{attempt}/refund")  # from the provider's dashboard
+    want = "EXCEPTION" if policy == "manual" else "REVOKED"
+    final = eventually(state_is(stack, event_id, h["hold_id"], auth, want))
+    assert final["charges"][0]["state"] == "PROVIDER_REFUNDED"
+    seen = exceptions(stack, event_id)
+    with stack.client() as c:
+        avail = c.get(f"/v1/events/{event_id}").json()
+    if policy == "manual":
+        assert [s["hold_id"] for s in seen["seats_without_money"]] == [h["hold_id"]]
+        assert avail["sold"] == 1  # still assigned, for an operator to decide
+        with stack.client() as c:
+            path = f"/v1/admin/events/{event_id}/holds/{h['hold_id']}/revoke"
+            r = c.post(path, headers=stack.admin_headers())
+            assert (r.status_code, r.json()["state"]) == (200, "REVOKED"), r.text
+            again = c.post(path, headers=stack.admin_headers())
+            assert (again.status_code, again.json()["error"]["code"]) == (409, "not_an_exception")
+            avail = c.get(f"/v1/events/{event_id}").json()
+    assert (avail["sold"], avail["free"]) == (0, 2)  # the seat is on sale again
+    assert money_of(stack, attempt) == ["capture", "refund"]  # we never refunded it twice
+
+
+def test_a_dispute_opens_an_exception_and_its_outcome_settles_it(
+    stack: Stack, reconciled: list[str]
+) -> None:
+    event_id = stack.new_event(3, reversal_policy="revoke")
+    reconciled.append(event_id)
+    auth, won, won_charge = bought(stack, event_id, "fay")
+    auth2, lost, lost_charge = bought(stack, event_id, "gus")
+    for charge_id in (won_charge, lost_charge):
+        sim_post(stack, f"/v1/test/attempts/{attempt_of(stack, charge_id)}/dispute", status="open")
+    eventually(state_is(stack, event_id, won["hold_id"], auth, "EXCEPTION"))
+    eventually(state_is(stack, event_id, lost["hold_id"], auth2, "EXCEPTION"))
+    assert len(exceptions(stack, event_id)["disputes"]) == 2
+    sim_post(stack, f"/v1/test/attempts/{attempt_of(stack, won_charge)}/dispute", status="won")
+    sim_post(stack, f"/v1/test/attempts/{attempt_of(stack, lost_charge)}/dispute", status="lost")
+    back = eventually(state_is(stack, event_id, won["hold_id"], auth, "CONFIRMED"))
+    assert back["charges"][0]["state"] == "CAPTURED"
+    gone = eventually(state_is(stack, event_id, lost["hold_id"], auth2, "REVOKED"))
+    assert gone["charges"][0]["state"] == "CHARGED_BACK"
+
+
+def test_a_capture_naming_another_event_never_refunds_the_winner(
+    stack: Stack, reconciled: list[str]
+) -> None:
+    event_id, other = stack.new_event(2), stack.new_event(2)
+    reconciled += [event_id, other]
+    auth, h, charge_id = bought(stack, event_id, "hugo")
+    attempt = attempt_of(stack, charge_id)
+    sim_post(
+        stack,
+        f"/v1/test/attempts/{attempt}/callback",
+        type="charge.captured",
+        metadata={"event_id": other},
+    )
+    eventually(lambda: exceptions(stack, event_id)["alerts"])
+    alert = exceptions(stack, event_id)["alerts"][0]
+    assert alert["reason"] == "mismatch:event" and alert["charge_id"] == charge_id
+    assert exceptions(stack, other)["captured_without_seat"] == []
+    assert hold_state(stack, event_id, h["hold_id"], auth)["state"] == "CONFIRMED"
+    assert money_of(stack, attempt) == ["capture"]  # nobody asked to refund the winner
+
+
+def test_a_client_key_reused_across_events_buys_nothing_twice(
+    stack: Stack, reconciled: list[str]
+) -> None:
+    a, b, c = stack.new_event(1), stack.new_event(1), stack.new_event(1)
+    reconciled += [a, b, c]
+    auth = stack.login("ivy")
+    key = {"Idempotency-Key": "K-123"}
+    paid: dict[str, str] = {}
+    for event_id in (a, b, c):
+        h = claim(stack, event_id, auth)
+        with stack.client() as client:
+            r = client.post(
+                f"/v1/events/{event_id}/holds/{h['hold_id']}/charges", headers={**auth, **key}
+            )
+            assert r.status_code == 202, r.text
+        paid[event_id] = r.json()["charge_id"]
+        if event_id == c:
+            with stack.client() as client:
+                client.delete(f"/v1/events/{event_id}/holds/{h['hold_id']}", headers=auth)
+        else:
+            eventually(state_is(stack, event_id, h["hold_id"], auth, "CONFIRMED"))
+    # Three server-minted keys: three provider attempts, three captures, one refund (C's).
+    assert len(set(paid.values())) == 3 and "K-123" not in paid.values()
+    attempts = {e: attempt_of(stack, k) for e, k in paid.items()}
+    assert len(set(attempts.values())) == 3
+    eventually(lambda: money_of(stack, attempts[c]) == ["capture", "refund"])
+    assert money_of(stack, attempts[a]) == ["capture"]
+    assert money_of(stack, attempts[b]) == ["capture"]
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ({"amount": 0}, "amount"),
+        ({"amount": -5}, "amount"),
+        ({"amount": "4500"}, "amount"),
+        ({"amount": None}, "amount"),
+        ({"status": "declined"}, "status"),
+        ({"status": "processing"}, "status"),
+    ],
+)
+def test_an_incoherent_capture_message_confirms_nothing_and_moves_no_money(
+    stack: Stack, reconciled: list[str], data: dict[str, Any], problem: str
+) -> None:
+    event_id = stack.new_event(1)
+    reconciled.append(event_id)
+    auth = stack.login(f"jan-{uuid.uuid4().hex[:6]}")
+    h = claim(stack, event_id, auth)
+    stack.sim_config(late_rate=1.0, late_delay_ms=600_000)  # the real outcome will not come
+    charge_id = pay(stack, event_id, h["hold_id"], auth)["charge_id"]
+    stack.sim_config(late_rate=0.0)
+    attempt = attempt_of(stack, charge_id)
+    claimed = {"status": "captured", **data}  # a capture message, wrong in one field
+    sim_post(stack, f"/v1/test/attempts/{attempt}/callback", type="charge.captured", data=claimed)
+    eventually(lambda: exceptions(stack, event_id)["alerts"])
+    assert problem in exceptions(stack, event_id)["alerts"][0]["reason"]
+    state = hold_state(stack, event_id, h["hold_id"], auth)
+    assert (state["state"], state["charges"][0]["state"]) == ("RESERVED", "CHARGING")
+    # Nothing moved at the provider either: let it fail so the event ends clean.
+    with stack.client() as c:
+        c.delete(f"/v1/events/{event_id}/holds/{h['hold_id']}", headers=auth)
+
+
+@pytest.mark.parametrize("captured", [{"amount": 1}, {"amount": 9999}, {"currency": "USD"}])
+def test_a_capture_of_other_money_is_refunded_and_the_buyer_pays_again(
+    stack: Stack, reconciled: list[str], captured: dict[str, Any]
+) -> None:
+    event_id = stack.new_event(1)
+    reconciled.append(event_id)
+    auth = stack.login(f"kai-{uuid.uuid4().hex[:6]}")
+    h = claim(stack, event_id, auth)
+    stack.sim_config(late_rate=1.0, late_delay_ms=600_000)
+    first = pay(stack, event_id, h["hold_id"], auth)["charge_id"]
+    stack.sim_config(late_rate=0.0)
+    attempt = attempt_of(stack, first)
+    sim_post(stack, f"/v1/test/attempts/{attempt}/capture", **captured)
+    eventually(lambda: money_of(stack, attempt) == ["capture", "refund"])
+    assert hold_state(stack, event_id, h["hold_id"], auth)["state"] == "RESERVED"
+    second = pay(stack, event_id, h["hold_id"], auth)["charge_id"]
+    final = eventually(state_is(stack, event_id, h["hold_id"], auth, "CONFIRMED"))
+    assert final["winner"] == second
+
+
+def test_a_second_attempt_after_a_decline_confirms_and_reconciles_clean(
+    stack: Stack, reconciled: list[str]
+) -> None:
+    event_id = stack.new_event(1)
+    reconciled.append(event_id)
+    auth = stack.login("lia")
+    h = claim(stack, event_id, auth)
+    stack.sim_config(decline_rate=1.0)
+    charge_id = pay(stack, event_id, h["hold_id"], auth)["charge_id"]
+    eventually(
+        lambda: hold_state(stack, event_id, h["hold_id"], auth)["charges"][0]["state"] == "DECLINED"
+    )
+    stack.sim_config(decline_rate=0.0)
+    # A new authorization attempt on the same intent and key (the buyer retried the card).
+    retry = sim_post(stack, f"/v1/test/attempts/{attempt_of(stack, charge_id)}/retry").json()
+    final = eventually(state_is(stack, event_id, h["hold_id"], auth, "CONFIRMED"))
+    assert final["winner"] == f"{charge_id}/{retry['attempt_id']}"
+    # The fixture's nightly run asserts no discrepancy for this legitimate two-attempt charge.
