@@ -530,12 +530,16 @@ class Store:
         return int(seconds) * 1000 + int(micros) // 1000
 
     async def outbox_entries(
-        self, event_id: str, count: int = 1_000_000
+        self, event_id: str, count: int = 1_000_000, *, newest: bool = False
     ) -> list[tuple[str, dict[str, str]]]:
-        """(stream id, record) pairs, oldest first."""
-        entries: Any = await self._read(
-            self.client.xrange(self._key(event_id, "outbox"), count=count)
+        """(stream id, record) pairs, oldest first (or the `count` newest, newest first)."""
+        stream = self._key(event_id, "outbox")
+        read = (
+            self.client.xrevrange(stream, count=count)
+            if newest
+            else self.client.xrange(stream, count=count)
         )
+        entries: Any = await self._read(read)
         return [(str(sid), fields) for sid, fields in entries]
 
     async def holds(self, event_id: str) -> dict[str, Hold]:
@@ -703,7 +707,8 @@ def audit_snapshot(
         if h.state in WINNER_STATES:
             w = by_charge.get(h.winner)
             if w is None or w.state not in WINNER_STATES[h.state] or w.hold_id != h.hold_id:
-                bad.append(f"{h.state} hold {h.hold_id} with winner {h.winner!r} not in state")
+                what = "captured winner" if h.state == HoldState.CONFIRMED else "fitting winner"
+                bad.append(f"{h.state} hold {h.hold_id} without {what} ({h.winner!r})")
     # 2 and 4. captured money is a winner of a confirmed hold, or on its way back.
     for c in charges:
         if c.state == ChargeState.CAPTURED:

@@ -163,6 +163,14 @@ async def check_flow(
             f"provider {len(refunds)}, engine {c['refunded']}",
         )
     )
+    should_hold = sum(ch.holds_money for ch in await store.scan_charges(event_id))
+    v.checks.append(
+        (
+            "the provider holds what our charges say (money invariant)",
+            provider_ledger["net"] == should_hold,
+            f"provider net {provider_ledger['net']}, charges say {should_hold}",
+        )
+    )
     kept = provider_ledger["captured"] - provider_ledger["refunded"]
     v.checks.append(
         (

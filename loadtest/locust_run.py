@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from engine.demo import PRICE, seat_map
+from engine.demo import PRICE, bound_row, refund_delays_ms, seat_map, table
 from engine.stack import QUICK_SETTLE_ENV, LocalStack
 from engine.store import Store
 from loadtest.invariants import FlowSeen, check_burst, check_flow
@@ -72,6 +72,7 @@ def stack_for(args: argparse.Namespace, prefix: str, log_dir: Path) -> LocalStac
             *("--decline-rate", "0.1", "--fail-rate", "0.03"),
             *("--late-rate", "0.05", "--late-delay-ms", str(args.hold_ttl_ms // 2)),
             *("--duplicate-rate", "0.3", "--loss-rate", "0.03", "--seed", str(args.seed)),
+            *("--contradict-rate", "0.5"),  # half the declines capture later: given back
         ),
         extra_env=dict(QUICK_SETTLE_ENV),
     )
@@ -320,6 +321,17 @@ async def run(args: argparse.Namespace, console: Console) -> int:
                 settled=settled,
             )
             verdict = await check_flow(store, event_id, args.seats, PRICE, ledger, seen)
+            every, contradicted = refund_delays_ms(ledger["entries"])
+            console.print(
+                table(
+                    "Captures given back: capture at the provider -> our refund request",
+                    [
+                        bound_row("every capture refunded (n: p50 / p99 / max ms)", every),
+                        bound_row("captures after the provider's own decline", contradicted),
+                    ],
+                    ("", "value"),
+                )
+            )
         alive = stack.alive()
     finally:
         await asyncio.to_thread(stack.stop)

@@ -205,6 +205,7 @@ elseif outcome == CAPTURED and (c.state == DECLINED or c.state == FAILED) then
   local from = c.state
   local why = 'capture_after_' .. string.lower(from)
   c.state = REFUNDING
+  c.decided_ms = ctx.now
   c.captured = amount
   c.reason = why
   redis.call('ZADD', K_REFUNDS, ctx.now, c.id)

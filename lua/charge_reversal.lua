@@ -118,6 +118,7 @@ elseif kind == 'DISPUTE_WON' then
     else
       -- The seat was taken back meanwhile: the money that came back has no seat to pay for.
       c.state = REFUNDING
+      c.decided_ms = ctx.now
       c.reason = 'dispute_won_without_seat'
       redis.call('ZADD', K_REFUNDS, ctx.now, c.id)
       charge_record(ctx, c, DISPUTED, h, c.reason, pev)

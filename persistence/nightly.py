@@ -81,6 +81,11 @@ class EventReport:
     expected_net: int = 0
 
 
+def _stream_key(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
 def owner_event(entry: dict[str, Any]) -> str:
     """The event an attempt's money belongs to: the one our key names, else its metadata's."""
     return keys.event_of_charge_key(str(entry["idempotency_key"])) or str(entry.get("event_id", ""))
@@ -116,6 +121,8 @@ class _Event:
         self.store, self.conn, self.writer, self.provider = store, conn, writer, provider
         self.attempts, self.event_id, self.grace_ms = attempts, event_id, grace_ms
         self.report = EventReport(event_id)
+        self.repaired: set[str] = set()  # charges a repair of this run moved
+        self.outbox_seen = "0-0"  # the last outbox entry before this run's own repairs
         self.charges: dict[str, Charge] = {}
         self.holds: dict[str, Hold] = {}
         self.by_attempt: dict[str, str] = {}
@@ -164,6 +171,9 @@ class _Event:
                     outcome = provider_record_outcome(f"nightly:{att}:captured", record)
                     await self.store.apply_outcome(self.event_id, outcome)
             await self.reload()
+            after = self.charge_of(att)
+            if after is not None:
+                self.repaired.add(after.charge_id)
             self.found(
                 CLASSES[0],
                 pa.key,
@@ -260,7 +270,8 @@ class _Event:
             }
             for sid, f in missing:
                 did = f["decision_id"]
-                if did not in refused:
+                # Decisions this run's own repairs made are written, not reported.
+                if did not in refused and _stream_key(sid) <= _stream_key(self.outbox_seen):
                     self.found(CLASSES[2], did, sid, did in in_ledger)
         for did, problem in refused.items():
             if did not in in_ledger:
@@ -276,8 +287,8 @@ class _Event:
 
     async def refunds(self, now: int) -> None:
         for c in list(self.charges.values()):
-            if c.state != ChargeState.REFUNDING or c.parked:
-                continue
+            if c.state != ChargeState.REFUNDING or c.parked or c.charge_id in self.repaired:
+                continue  # (one this run just sent back is the refund queue's, not overdue)
             pa = self.attempts.get(c.attempt_id)
             if pa is not None and pa.refunded:
                 record = await self.record(c.attempt_id)
@@ -339,6 +350,8 @@ async def reconcile_event(
         grace_ms,
     )
     now = await store.server_time_ms()
+    last = await store.outbox_entries(event_id, count=1, newest=True)
+    run.outbox_seen = last[0][0] if last else "0-0"
     await run.reload()
     await run.captured_without_seat()
     await run.refunds(now)

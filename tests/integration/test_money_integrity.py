@@ -6,8 +6,12 @@ reconciliation runs on the event and must be clean, with the money invariant hol
 provider captured - provider returned == what our charges say the provider holds."""
 
 import asyncio
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -18,7 +22,7 @@ import redis.asyncio as redis_asyncio
 from engine.provider import ProviderClient
 from engine.store import Store
 from persistence.migrate import migrate
-from persistence.nightly import reconcile_event
+from persistence.nightly import EventReport, reconcile_event
 from persistence.writer import LedgerWriter, create_pool
 from tests.conftest import REDIS_URL
 from tests.integration.conftest import Stack
@@ -79,26 +83,14 @@ def reconciled(stack: Stack, ledger_dsn: str) -> Iterator[list[str]]:
 
 
 async def _assert_nightly_clean(stack: Stack, dsn: str, event_id: str) -> None:
+    report = await _nightly(stack, dsn, event_id)
+    assert [d for d in report.discrepancies if not d.repaired] == [], report
+    assert report.provider_net == report.expected_net, report
     client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
-    pool = await create_pool(dsn, size_max=2, timeout_s=5)
-    provider = ProviderClient(stack.sim)
     try:
-        store = Store(client, prefix=stack.prefix)
-        writer = LedgerWriter(client, pool, prefix=stack.prefix, consumer="t", batch_max=500)
-        while await writer.step(event_id):
-            pass
-        async with pool.acquire() as conn:
-            report = await reconcile_event(
-                store, conn, writer, stack.ledger()["entries"], event_id,
-                provider=provider, grace_ms=0,
-            )  # fmt: skip
-        assert [d for d in report.discrepancies if not d.repaired] == [], report
-        assert report.provider_net == report.expected_net, report
-        audit = await store.audit(event_id)
+        audit = await Store(client, prefix=stack.prefix).audit(event_id)
         assert audit.ok, audit.violations
     finally:
-        await provider.aclose()
-        await pool.close()
         await client.aclose()
 
 
@@ -343,3 +335,79 @@ def test_a_second_attempt_after_a_decline_confirms_and_reconciles_clean(
     final = eventually(state_is(stack, event_id, h["hold_id"], auth, "CONFIRMED"))
     assert final["winner"] == f"{charge_id}/{retry['attempt_id']}"
     # The fixture's nightly run asserts no discrepancy for this legitimate two-attempt charge.
+
+
+def test_nightly_finds_what_the_provider_did_without_telling_us(
+    stack: Stack, ledger_dsn: str, tmp_path: Path
+) -> None:
+    """Every webhook lost: a refund from the provider's dashboard, a dispute, a capture after its
+    own decline. The nightly run finds each, repairs it through the verifying scripts (the two
+    seats become visible exceptions, the contradicting capture goes back), and the next run is
+    clean and exits 0."""
+    event_id = stack.new_event(4)
+    _, refunded, refunded_charge = bought(stack, event_id, "mo")
+    _, disputed, disputed_charge = bought(stack, event_id, "ned")
+    auth = stack.login("ola")
+    h = claim(stack, event_id, auth)
+    stack.sim_config(decline_rate=1.0)
+    declined = pay(stack, event_id, h["hold_id"], auth)["charge_id"]
+    eventually(
+        lambda: hold_state(stack, event_id, h["hold_id"], auth)["charges"][0]["state"] == "DECLINED"
+    )
+    stack.sim_config(decline_rate=0.0, loss_rate=1.0)  # from now on no webhook arrives
+    sim_post(stack, f"/v1/test/attempts/{attempt_of(stack, refunded_charge)}/refund")
+    sim_post(stack, f"/v1/test/attempts/{attempt_of(stack, disputed_charge)}/dispute")
+    contradicting = attempt_of(stack, declined)
+    sim_post(stack, f"/v1/test/attempts/{contradicting}/capture")
+
+    first = asyncio.run(_nightly(stack, ledger_dsn, event_id))
+    by_class = {(d.cls, d.entity): d.repaired for d in first.discrepancies}
+    assert by_class == {
+        ("seat_sold_without_money", refunded["hold_id"]): True,
+        ("seat_sold_without_money", disputed["hold_id"]): True,
+        ("captured_without_seat_not_refunded", declined): True,
+    }, first
+    seen = exceptions(stack, event_id)
+    assert {s["hold_id"] for s in seen["seats_without_money"]} == {
+        refunded["hold_id"],
+        disputed["hold_id"],
+    }
+    stack.sim_config(loss_rate=0.0)
+    eventually(lambda: money_of(stack, contradicting) == ["capture", "refund"])
+
+    second = asyncio.run(_nightly(stack, ledger_dsn, event_id))
+    assert second.discrepancies == [], second
+    assert second.provider_net == second.expected_net == 0  # both sales lost their money
+    assert second.open_exceptions["seats_without_money"] == 2
+    env = {
+        **os.environ,
+        "ONSALE_REDIS_URL": REDIS_URL,
+        "ONSALE_KEY_PREFIX": stack.prefix,
+        "ONSALE_PG_DSN": ledger_dsn,
+        "ONSALE_PROVIDER_URL": stack.sim,
+    }
+    cmd = [sys.executable, "-m", "engine.cli", "reconcile", "--event", event_id]
+    cmd += ["--json", str(tmp_path / "r.json"), "--grace-ms", "0"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
+    assert b"clean: nothing left unrepaired" in proc.stdout
+
+
+async def _nightly(stack: Stack, dsn: str, event_id: str) -> EventReport:
+    client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
+    pool = await create_pool(dsn, size_max=2, timeout_s=5)
+    provider = ProviderClient(stack.sim)
+    try:
+        store = Store(client, prefix=stack.prefix)
+        writer = LedgerWriter(client, pool, prefix=stack.prefix, consumer="n", batch_max=500)
+        while await writer.step(event_id):
+            pass
+        async with pool.acquire() as conn:
+            return await reconcile_event(
+                store, conn, writer, stack.ledger()["entries"], event_id,
+                provider=provider, grace_ms=0,
+            )  # fmt: skip
+    finally:
+        await provider.aclose()
+        await pool.close()
+        await client.aclose()
