@@ -103,8 +103,8 @@ if target.hold ~= '' then h = get_hold(target.hold) end
 if #problems > 0 then
   -- Not bound, nothing moved: an alert for ops. The provider's own record (status query) is
   -- what reconciliation trusts to settle this attempt.
-  raise_alert(ctx, 'pev/' .. pev, h, c, 'mismatch:' .. table.concat(problems, ','), claimed)
-  return finish('MISMATCH', c, h, table.concat(problems, ','))
+  raise_alert(ctx, 'pev/' .. pev, h, target, 'mismatch:' .. table.concat(problems, ','), claimed)
+  return finish('MISMATCH', target, h, table.concat(problems, ','))
 end
 
 -- The message is about our charge: bind the attempt (a new attempt on a bound charge is a child

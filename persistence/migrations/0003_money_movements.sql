@@ -18,3 +18,9 @@ alter table event_configs add column currency text not null default 'EUR'
   check (currency ~ '^[A-Z]{3}$');
 alter table event_configs add column reversal_policy text not null default 'manual'
   check (reversal_policy in ('manual', 'revoke'));
+
+-- An attempt belongs to one charge forever; an orphan record (money a message claimed, that we
+-- could not tie to a charge) is not a claim of ownership: another event may own the attempt.
+drop index charges_attempt;
+create unique index charges_attempt on charges (attempt_id)
+  where attempt_id <> '' and charge_id not like 'orphan/%';

@@ -411,3 +411,27 @@ async def _nightly(stack: Stack, dsn: str, event_id: str) -> EventReport:
         await provider.aclose()
         await pool.close()
         await client.aclose()
+
+
+def test_a_capture_under_a_forged_key_never_refunds_the_money_it_names(
+    stack: Stack, reconciled: list[str]
+) -> None:
+    """A signed capture for the winner's attempt, but naming a key we never minted and another
+    event: that event records an orphan capture, and the refund worker, asking the provider whose
+    money the attempt is, parks the refund instead of returning the winner's money."""
+    event_id, other = stack.new_event(2), stack.new_event(2)
+    reconciled += [event_id, other]
+    auth, h, charge_id = bought(stack, event_id, "pia")
+    attempt = attempt_of(stack, charge_id)
+    sim_post(
+        stack,
+        f"/v1/test/attempts/{attempt}/callback",
+        type="charge.captured",
+        data={"idempotency_key": "forged-key"},
+        metadata={"event_id": other, "charge_id": "forged-key"},
+    )
+    parked = eventually(lambda: exceptions(stack, other)["refunds_parked"])
+    assert [(c["charge_id"], c["state"]) for c in parked] == [(f"orphan/{attempt}", "REFUNDING")]
+    assert any(a["reason"].startswith("refund_parked") for a in exceptions(stack, other)["alerts"])
+    assert hold_state(stack, event_id, h["hold_id"], auth)["state"] == "CONFIRMED"
+    assert money_of(stack, attempt) == ["capture"]  # the winner's money never went back
