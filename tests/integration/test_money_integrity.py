@@ -23,6 +23,7 @@ from engine.provider import ProviderClient
 from engine.store import Store
 from persistence.migrate import migrate
 from persistence.nightly import EventReport, reconcile_event
+from persistence.rebuild import rebuild
 from persistence.writer import LedgerWriter, create_pool
 from tests.conftest import REDIS_URL
 from tests.integration.conftest import Stack
@@ -435,3 +436,44 @@ def test_a_capture_under_a_forged_key_never_refunds_the_money_it_names(
     assert any(a["reason"].startswith("refund_parked") for a in exceptions(stack, other)["alerts"])
     assert hold_state(stack, event_id, h["hold_id"], auth)["state"] == "CONFIRMED"
     assert money_of(stack, attempt) == ["capture"]  # the winner's money never went back
+
+
+def test_rebuild_keeps_a_seat_whose_money_left_as_an_exception(
+    stack: Stack, ledger_dsn: str
+) -> None:
+    event_id = stack.new_event(3)
+    auth, h, charge_id = bought(stack, event_id, "quin")
+    _auth2, kept, _kept_charge = bought(stack, event_id, "rue")
+    sim_post(stack, f"/v1/test/attempts/{attempt_of(stack, charge_id)}/refund")
+    eventually(state_is(stack, event_id, h["hold_id"], auth, "EXCEPTION"))
+
+    async def lose_redis_and_rebuild() -> tuple[Any, Any, Any, Any]:
+        client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
+        pool = await create_pool(ledger_dsn, size_max=2, timeout_s=5)
+        try:
+            store = Store(client, prefix=stack.prefix)
+            writer = LedgerWriter(client, pool, prefix=stack.prefix, consumer="r", batch_max=500)
+            while await writer.step(event_id):
+                pass
+            await store.drop_event(event_id)
+            async with pool.acquire() as conn:
+                report = await rebuild(store, conn, event_id)
+            return (
+                report,
+                await store.hold(event_id, h["hold_id"]),
+                await store.charge(event_id, charge_id),
+                await store.audit(event_id),
+            )
+        finally:
+            await pool.close()
+            await client.aclose()
+
+    report, hold, charge, audit = asyncio.run(lose_redis_and_rebuild())
+    assert report.sold == 2
+    assert (hold.state, hold.seat_id, hold.winner) == ("EXCEPTION", h["seat_id"], charge_id)
+    assert charge.state == "PROVIDER_REFUNDED"
+    assert audit.ok, audit.violations
+    with stack.client() as c:
+        avail = c.get(f"/v1/events/{event_id}").json()
+    assert (avail["sold"], avail["free"]) == (2, 1)
+    assert kept["seat_id"] != h["seat_id"]
