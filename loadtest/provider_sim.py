@@ -337,7 +337,7 @@ class Simulator:
         status = body.get("status", "open")
         if a is None or a.status != "captured" or status not in ("open", "won", "lost"):
             return _json({"error": "not_disputable"}, 409)
-        if (status == "open") != (a.disputed == ""):
+        if a.disputed != ("" if status == "open" else "open"):  # open once, then close once
             return _json({"error": "dispute_state", "disputed": a.disputed}, 409)
         if status == "open":
             self._money("dispute_withdrawal", a, a.captured_amount)

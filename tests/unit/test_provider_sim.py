@@ -69,3 +69,37 @@ async def test_same_key_same_attempt_and_refund_is_idempotent(sim: httpx.AsyncCl
 async def test_missing_idempotency_key_is_refused(sim: httpx.AsyncClient) -> None:
     r = await sim.post("/v1/charges", json={"amount": 1})
     assert r.status_code == 400
+
+
+async def test_plants_move_money_as_a_provider_would(sim: httpx.AsyncClient) -> None:
+    """A capture after its own decline, a dashboard refund, a dispute opened then lost or won:
+    each is one money movement with its time, and `net` is what the provider holds."""
+    await sim.put("/v1/config", json={"decline_rate": 1.0})
+    body = {"amount": 4500, "currency": "EUR", "metadata": {"event_id": "e"}}
+    declined = (await sim.post("/v1/charges", json=body, headers={"Idempotency-Key": "k1"})).json()
+    await sim.put("/v1/config", json={"decline_rate": 0.0})
+    paid = (await sim.post("/v1/charges", json=body, headers={"Idempotency-Key": "k2"})).json()
+    other = (await sim.post("/v1/charges", json=body, headers={"Idempotency-Key": "k3"})).json()
+    for a in (declined, paid, other):
+        for _ in range(100):
+            if (await sim.get(f"/v1/charges/{a['attempt_id']}")).json()["status"] != "processing":
+                break
+            await asyncio.sleep(0.01)
+    d = declined["attempt_id"]
+    assert (await sim.get(f"/v1/charges/{d}")).json()["status"] == "declined"
+    captured = await sim.post(f"/v1/test/attempts/{d}/capture", json={"amount": 1})
+    assert (captured.json()["status"], captured.json()["amount"]) == ("captured", 1)
+    refund = await sim.post(f"/v1/test/attempts/{paid['attempt_id']}/refund")
+    assert refund.json()["requested_by"] == "provider"
+    o = other["attempt_id"]
+    assert (await sim.post(f"/v1/test/attempts/{o}/dispute", json={})).status_code == 201
+    lost = await sim.post(f"/v1/test/attempts/{o}/dispute", json={"status": "lost"})
+    assert lost.json()["status"] == "lost"
+    again = await sim.post(f"/v1/test/attempts/{o}/dispute", json={"status": "won"})
+    assert again.status_code == 409  # a closed dispute stays closed
+    ledger = (await sim.get("/v1/ledger")).json()
+    kinds = [(e["attempt_id"], e["kind"]) for e in ledger["entries"]]
+    assert (d, "capture") in kinds and (o, "dispute_withdrawal") in kinds
+    assert [e.get("contradicted") for e in ledger["entries"] if e["attempt_id"] == d] == [True]
+    assert ledger["net"] == 1  # only the contradicting capture is still held
+    assert all("at_s" in e for e in ledger["entries"])
