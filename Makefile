@@ -47,7 +47,7 @@ fmt: venv
 
 ## The main job: a scripted T0 burst against the engine, with a summary table.
 demo: venv up
-	$(SERVICES) && $(BIN)/onsale demo
+	$(SERVICES) && $(BIN)/python -m loadtest.demo
 
 ## Locust scenarios, headless (CSV and HTML in reports/locust/), then the invariant check;
 ## e.g. `make locust-flow LOCUST_ARGS="--users 100 --run-time 30s"`.

@@ -39,10 +39,10 @@ from rich.progress import Progress
 from rich.table import Table
 
 from api.context import Tokens
-from engine.stack import LocalStack
 from engine.store import Store
 from loadtest import pg_baseline
 from loadtest.invariants import Verdict, check_burst, check_burst_pg
+from loadtest.stack import LocalStack
 
 EVENT_ID = "burst"
 HOLD_TTL_MS = 600_000  # by default no hold ends during a run

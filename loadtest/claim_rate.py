@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from api.context import Tokens
-from engine.stack import LocalStack
+from loadtest.stack import LocalStack
 
 PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
 
@@ -83,7 +83,7 @@ def run_bare(redis_url: str, prefix: str, args: argparse.Namespace) -> dict[str,
     """The naive ceiling (loadtest/bare_app.py), same uvicorn configuration, same run."""
     import redis as redis_sync
 
-    from engine.stack import spare_port, wait_healthy
+    from loadtest.stack import spare_port, wait_healthy
 
     r = redis_sync.Redis.from_url(redis_url)
     free = f"{prefix}:{{bare}}:free"

@@ -30,10 +30,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from engine.demo import PRICE, bound_row, refund_delays_ms, seat_map, table
-from engine.stack import QUICK_SETTLE_ENV, LocalStack
 from engine.store import Store
+from loadtest.demo import PRICE, bound_row, refund_delays_ms, seat_map, table
 from loadtest.invariants import FlowSeen, check_burst, check_flow
+from loadtest.stack import QUICK_SETTLE_ENV, LocalStack
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 FINISH_GRACE_S = 60.0  # beyond --run-time: Locust's own shutdown, reports

@@ -28,8 +28,8 @@ import lua
 from engine import keys
 from engine.holds import SeatSpec
 from engine.scripts import chunk
-from engine.stack import spare_port
 from engine.store import Store
+from loadtest.stack import spare_port
 
 MODES = {
     "no persistence": ["--appendonly", "no"],

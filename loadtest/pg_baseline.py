@@ -72,8 +72,8 @@ from api.routes.checkout import claim_input, claimed_response
 from engine import errors, keys
 from engine.holds import Claimed
 from engine.settings import MissingSetting, _int
-from engine.stack import spare_port, wait_healthy
 from engine.states import HoldState
+from loadtest.stack import spare_port, wait_healthy
 
 log = logging.getLogger("onsale.pg_baseline")
 
@@ -617,7 +617,7 @@ class BaselineServer:
 def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
-    from engine.cli import serve_options
+    from onsale.cli import serve_options
 
     ap = argparse.ArgumentParser(
         prog="python -m loadtest.pg_baseline",

@@ -1,4 +1,4 @@
-"""A payment provider simulator, run as its own HTTP process (`onsale provider-sim`).
+"""A payment provider simulator, run as its own HTTP process (`python -m loadtest.provider_sim`).
 
 It behaves like a card processor that is honest about money and careless about messages:
 - POST /v1/charges (Idempotency-Key): one authorization attempt per key (same key, same attempt).
@@ -428,3 +428,55 @@ def create_app(config: SimConfig | None = None) -> Starlette:
     )
     app.state.sim = sim
     return app
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m loadtest.provider_sim`: the simulator as its own HTTP process."""
+    import argparse
+    import os
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(prog="python -m loadtest.provider_sim", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8100)
+    parser.add_argument("--webhook-url", default="http://127.0.0.1:8000/v1/provider/callbacks")
+    parser.add_argument("--decline-rate", type=float, default=0.05)
+    parser.add_argument("--fail-rate", type=float, default=0.02)
+    parser.add_argument("--late-rate", type=float, default=0.0)
+    parser.add_argument("--late-delay-ms", type=int, default=3_000)
+    parser.add_argument("--duplicate-rate", type=float, default=0.2)
+    parser.add_argument("--loss-rate", type=float, default=0.0)
+    parser.add_argument(
+        "--contradict-rate", type=float, default=0.0, help="share of declines captured later"
+    )
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    config = SimConfig(
+        webhook_url=args.webhook_url,
+        webhook_secret=os.environ.get("ONSALE_WEBHOOK_SECRET", SimConfig.webhook_secret),
+        decline_rate=args.decline_rate,
+        fail_rate=args.fail_rate,
+        late_rate=args.late_rate,
+        late_delay_ms=args.late_delay_ms,
+        duplicate_rate=args.duplicate_rate,
+        loss_rate=args.loss_rate,
+        contradict_rate=args.contradict_rate,
+        seed=args.seed,
+    )
+    uvicorn.run(
+        create_app(config),
+        host=args.host,
+        port=args.port,
+        loop="uvloop",
+        http="httptools",
+        log_level="warning",
+        access_log=False,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -71,8 +71,8 @@ from rich.table import Table
 from engine import keys
 from engine.holds import Claimed, SeatSpec
 from engine.scripts import Scripts
-from engine.stack import spare_port
 from engine.store import Store
+from loadtest.stack import spare_port
 
 HOLD_TTL_MS = 3_600_000  # no hold ends by the server clock during a run; the sweep moves time
 QUARANTINE_MS = 60_000

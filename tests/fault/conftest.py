@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.stack import spare_port
+from loadtest.stack import spare_port
 
 
 class PrivateRedis:

@@ -12,8 +12,8 @@ import pytest
 import redis.asyncio as redis_asyncio
 from itsdangerous import URLSafeTimedSerializer
 
-from engine.stack import LocalStack
 from engine.store import Store
+from loadtest.stack import LocalStack
 from tests.conftest import REDIS_URL
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]

@@ -10,7 +10,7 @@ import httpx
 import pytest
 import redis
 
-from engine.stack import LocalStack
+from loadtest.stack import LocalStack
 from tests.conftest import REDIS_URL
 
 ADMIN = "admin-test-token"

@@ -48,7 +48,7 @@ def test_demo_runs_clean_and_leaves_nothing_behind() -> None:
     ]
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "engine.cli", "demo", *args],
+            [sys.executable, "-m", "loadtest.demo", *args],
             env=env,
             capture_output=True,
             text=True,
@@ -70,7 +70,7 @@ def test_demo_runs_clean_and_leaves_nothing_behind() -> None:
 def test_missing_setting_is_a_clear_error() -> None:
     env = {k: v for k, v in os.environ.items() if k != "ONSALE_REDIS_URL"}
     proc = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "demo"],
+        [sys.executable, "-m", "loadtest.demo"],
         env=env,
         capture_output=True,
         text=True,

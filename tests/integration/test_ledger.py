@@ -12,8 +12,8 @@ import asyncpg
 import pytest
 
 from engine import keys
-from engine.stack import spare_port
 from engine.store import Store
+from loadtest.stack import spare_port
 from persistence import writer as w
 from persistence.migrate import MigrationError, available, migrate
 from persistence.writer import LedgerWriter, create_pool
@@ -199,7 +199,7 @@ async def test_kill_9_mid_batch_loses_nothing_and_duplicates_nothing(
         "ONSALE_LEDGER_METRICS_PORT": str(spare_port()),
     }
     rng = random.Random(9)
-    cmd = [sys.executable, "-m", "engine.cli", "ledger"]
+    cmd = [sys.executable, "-m", "onsale.cli", "ledger"]
 
     async def written() -> int:
         async with pool.acquire() as conn:

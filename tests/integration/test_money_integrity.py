@@ -387,7 +387,7 @@ def test_nightly_finds_what_the_provider_did_without_telling_us(
         "ONSALE_PG_DSN": ledger_dsn,
         "ONSALE_PROVIDER_URL": stack.sim,
     }
-    cmd = [sys.executable, "-m", "engine.cli", "reconcile", "--event", event_id]
+    cmd = [sys.executable, "-m", "onsale.cli", "reconcile", "--event", event_id]
     cmd += ["--json", str(tmp_path / "r.json"), "--grace-ms", "0"]
     proc = subprocess.run(cmd, env=env, capture_output=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()

@@ -211,7 +211,7 @@ async def test_nightly_finds_each_planted_discrepancy_and_a_clean_run_finds_none
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "engine.cli",
+        "onsale.cli",
         "reconcile",
         "--event",
         dirty,

@@ -10,8 +10,8 @@ import redis.asyncio as aioredis
 
 from engine import errors
 from engine.scripts import Scripts
-from engine.stack import spare_port
 from engine.store import Store
+from loadtest.stack import spare_port
 from tests.conftest import new_prefix, open_sale
 
 T0 = 1_900_000_000_000

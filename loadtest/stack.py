@@ -1,7 +1,8 @@
 """Start the whole stack locally as separate processes: provider simulator, API, worker.
 
-Used by `onsale demo` and by the end-to-end tests. Every process gets the same ONSALE_*
-environment; ports are spare ones unless given; stopping terminates them all."""
+Used by the demo (`python -m loadtest.demo`), the load tools and the end-to-end tests. Every
+process gets the same ONSALE_* environment; ports are spare ones unless given; stopping
+terminates them all."""
 
 import os
 import secrets
@@ -75,11 +76,13 @@ class LocalStack:
             **self.extra_env,
         }
 
-    def _start(self, name: str, *args: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    def _start(
+        self, name: str, *args: str, env: dict[str, str], module: str = "onsale.cli"
+    ) -> subprocess.Popen[bytes]:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         out = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed in stop()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.cli", *args],
+            [sys.executable, "-m", module, *args],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -91,19 +94,19 @@ class LocalStack:
         env = self.env()
         sim = self._start(
             "provider-sim",
-            "provider-sim",
             "--port",
             str(self.sim_port),
             "--webhook-url",
             f"{self.api_url}/v1/provider/callbacks",
             *self.sim_args,
             env=env,
+            module="loadtest.provider_sim",
         )
         api = self._start_api(env)
         self._start("worker", "worker", env=env)
         if self.ledger_dsn:
             subprocess.run(
-                [sys.executable, "-m", "engine.cli", "migrate"],
+                [sys.executable, "-m", "onsale.cli", "migrate"],
                 env=env,
                 check=True,
                 capture_output=True,

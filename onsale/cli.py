@@ -1,4 +1,6 @@
-"""The `onsale` command line."""
+"""The `onsale` command line: the composition root (ADR 0015). It wires the engine, the API and
+the ledger together; the demo and the provider simulator are tools (`python -m loadtest.demo`,
+`python -m loadtest.provider_sim`)."""
 
 import argparse
 import asyncio
@@ -19,13 +21,6 @@ if TYPE_CHECKING:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="onsale", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run a scripted T0 burst against the engine")
-    demo.add_argument("--clients", type=int, default=10_000)
-    demo.add_argument("--seats", type=int, default=80)
-    demo.add_argument("--hold-ttl-ms", type=int, default=10_000)
-    demo.add_argument("--quarantine-ms", type=int, default=4_000)
-    demo.add_argument("--seed", type=int, default=2026)
-    demo.add_argument("--api-workers", type=int, default=2)
     sub.add_parser("sweep", help="run the sweeper (expiry and quarantine timeout) until killed")
     sub.add_parser("worker", help="run the sweeper, the refund queue and reconciliation")
     sub.add_parser("migrate", help="apply pending PostgreSQL ledger migrations")
@@ -48,25 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--workers", type=int, default=1)
-    sim = sub.add_parser("provider-sim", help="run the payment provider simulator")
-    sim.add_argument("--host", default="127.0.0.1")
-    sim.add_argument("--port", type=int, default=8100)
-    sim.add_argument("--webhook-url", default="http://127.0.0.1:8000/v1/provider/callbacks")
-    sim.add_argument("--decline-rate", type=float, default=0.05)
-    sim.add_argument("--fail-rate", type=float, default=0.02)
-    sim.add_argument("--late-rate", type=float, default=0.0)
-    sim.add_argument("--late-delay-ms", type=int, default=3_000)
-    sim.add_argument("--duplicate-rate", type=float, default=0.2)
-    sim.add_argument("--loss-rate", type=float, default=0.0)
-    sim.add_argument(
-        "--contradict-rate", type=float, default=0.0, help="share of declines captured later"
-    )
-    sim.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
-    if args.command == "provider-sim":
-        return _provider_sim(args)
     if args.command == "serve":
         return _serve(args)
     if args.command in ("migrate", "ledger", "rebuild", "reconcile"):
@@ -77,20 +56,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"onsale: {exc}", file=sys.stderr)
         return 2
     try:
-        if args.command == "demo":
-            from engine.demo import DemoConfig, run_demo
-
-            cfg = DemoConfig(
-                clients=args.clients,
-                seats=args.seats,
-                hold_ttl_ms=args.hold_ttl_ms,
-                quarantine_ms=args.quarantine_ms,
-                seed=args.seed,
-                api_workers=args.api_workers,
-            )
-            pg_dsn = os.environ.get("ONSALE_PG_DSN", "")
-            database = os.environ.get("ONSALE_DEMO_DATABASE", "onsale_demo")
-            return asyncio.run(run_demo(settings, cfg, Console(), pg_dsn, database))
         if args.command == "worker":
             return asyncio.run(_worker(settings))
         return asyncio.run(_sweep(settings))
@@ -133,35 +98,6 @@ def serve_options() -> dict[str, Any]:
         "timeout_keep_alive": int(os.environ.get("ONSALE_HTTP_KEEPALIVE_S", "75")),
         "backlog": 4096,
     }
-
-
-def _provider_sim(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from loadtest.provider_sim import SimConfig, create_app
-
-    config = SimConfig(
-        webhook_url=args.webhook_url,
-        webhook_secret=os.environ.get("ONSALE_WEBHOOK_SECRET", SimConfig.webhook_secret),
-        decline_rate=args.decline_rate,
-        fail_rate=args.fail_rate,
-        late_rate=args.late_rate,
-        late_delay_ms=args.late_delay_ms,
-        duplicate_rate=args.duplicate_rate,
-        loss_rate=args.loss_rate,
-        contradict_rate=args.contradict_rate,
-        seed=args.seed,
-    )
-    uvicorn.run(
-        create_app(config),
-        host=args.host,
-        port=args.port,
-        loop="uvloop",
-        http="httptools",
-        log_level="warning",
-        access_log=False,
-    )
-    return 0
 
 
 def _ledger_command(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""`onsale demo`: the whole stack on this machine and a T0 burst through it, over HTTP.
+"""`python -m loadtest.demo` (`make demo`): the whole stack on this machine and a T0 burst
+through it, over HTTP.
 
 It starts the provider simulator, the API (two uvicorn workers) and the worker as separate
 processes, creates an event of 80 seats and opens it at T0 (by the Redis clock). 10,000
@@ -32,8 +33,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from engine.settings import Settings
-from engine.stack import QUICK_SETTLE_ENV, LocalStack
 from engine.store import Store
+from loadtest.stack import QUICK_SETTLE_ENV, LocalStack
 
 PRICE = 4500
 
@@ -335,7 +336,7 @@ async def run_demo(
         extra_env=dict(QUICK_SETTLE_ENV),
     )
     console.print(
-        f"[bold]onsale demo[/]: starting provider simulator, API "
+        f"[bold]demo[/]: starting provider simulator, API "
         f"({cfg.api_workers} workers), worker"
         f"{' and ledger writer' if ledger_dsn else ' (no ONSALE_PG_DSN: no ledger)'}; "
         f"logs in {stack.log_dir}/"
@@ -477,7 +478,7 @@ async def _nightly(stack: LocalStack, event_id: str) -> dict[str, Any]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "engine.cli",
+        "onsale.cli",
         "reconcile",
         "--event",
         event_id,
@@ -729,3 +730,42 @@ def _report(
         f"{sum(1 for line in metrics.splitlines() if line.startswith('onsale_'))} series"
     )
     return 0 if all(ok for _l, ok in checks) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m loadtest.demo` (`make demo`)."""
+    import argparse
+
+    from engine.settings import MissingSetting
+
+    parser = argparse.ArgumentParser(prog="python -m loadtest.demo", description=__doc__)
+    parser.add_argument("--clients", type=int, default=DemoConfig.clients)
+    parser.add_argument("--seats", type=int, default=DemoConfig.seats)
+    parser.add_argument("--hold-ttl-ms", type=int, default=DemoConfig.hold_ttl_ms)
+    parser.add_argument("--quarantine-ms", type=int, default=DemoConfig.quarantine_ms)
+    parser.add_argument("--seed", type=int, default=DemoConfig.seed)
+    parser.add_argument("--api-workers", type=int, default=DemoConfig.api_workers)
+    args = parser.parse_args(argv)
+    try:
+        settings = Settings.from_env(os.environ)
+    except MissingSetting as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
+    cfg = DemoConfig(
+        clients=args.clients,
+        seats=args.seats,
+        hold_ttl_ms=args.hold_ttl_ms,
+        quarantine_ms=args.quarantine_ms,
+        seed=args.seed,
+        api_workers=args.api_workers,
+    )
+    pg_dsn = os.environ.get("ONSALE_PG_DSN", "")
+    database = os.environ.get("ONSALE_DEMO_DATABASE", "onsale_demo")
+    try:
+        return asyncio.run(run_demo(settings, cfg, Console(), pg_dsn, database))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
