@@ -130,6 +130,7 @@ CHARGE_TRANSITIONS: Mapping[tuple[ChargeState, ChargeEvent], ChargeState] = Mapp
         (C.DISPUTED, CE.DISPUTE_WON): C.CAPTURED,
         (C.DISPUTED, CE.DISPUTE_WON_NO_SEAT): C.REFUNDING,
         (C.DISPUTED, CE.DISPUTE_LOST): C.CHARGED_BACK,
+        (C.REFUNDING, CE.DISPUTE_OPENED): C.DISPUTED,  # the money we were giving back is withdrawn
     }
 )
 # As for holds: a charge's first terminal state is its one terminal record; what the provider

@@ -12,8 +12,11 @@ local c = get_charge(ARGV[3])
 if (not h) or (not c) or c.hold ~= h.id then return { 'NOT_FOUND' } end
 if h.login ~= ARGV[2] then return { 'NOT_OWNER' } end
 settle(ctx, h)
-if c.reason == 'abandoned_by_client' then return { 'ABANDONED' } end  -- a replay
+-- A replay (the flag survives whatever reason later moves of the charge record).
+if (c.abandoned or 0) == 1 or c.reason == 'abandoned_by_client' then return { 'ABANDONED' } end
 if h.state ~= RESERVED or h.charge ~= c.id then return { 'NOT_IN_FLIGHT', c.state } end
+c.abandoned = 1
+put_charge(c)
 mark_refund_only(ctx, c.id, 'abandoned_by_client')
 h.charge = ''
 put_hold(h)

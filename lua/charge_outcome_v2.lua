@@ -142,15 +142,18 @@ local code
 if #money > 0 then
   local why = 'mismatch:' .. table.concat(money, ',')
   raise_alert(ctx, 'pev/' .. pev, h, c, why, claimed)
-  if outcome == CAPTURED and c.state == CHARGING and amount > 0 then
-    -- Captured, but not what we sold: it can never win; give it back, the hold stops waiting.
+  local open = c.state == CHARGING or c.state == DECLINED or c.state == FAILED
+  if outcome == CAPTURED and open and amount > 0 then
+    -- Captured, but not what we sold (before or after the provider's own decline): it can never
+    -- win; give it back, and the hold stops waiting for it.
+    local from = c.state
     c.state = REFUNDING
-    c.captured = amount or 0
+    c.captured = amount
     c.decided_ms = ctx.now
     c.reason = why
     redis.call('ZADD', K_REFUNDS, ctx.now, c.id)
-    charge_record(ctx, c, CHARGING, h, why)
-    if h then charge_resolved(ctx, h, c, 'charge_refunded') end
+    charge_record(ctx, c, from, h, why)
+    if h and from == CHARGING then charge_resolved(ctx, h, c, 'charge_refunded') end
     code = 'REFUND'
   else
     code = 'MISMATCH'

@@ -9,8 +9,9 @@ Returns {code, ...}: code charge_id charge_state hold_id hold_state first_seen(1
 Invariants: a refund we asked for (REFUNDING) becomes REFUNDED; a refund or dispute of a winning
 charge is never silent: the charge moves to PROVIDER_REFUNDED or DISPUTED and its hold to
 EXCEPTION (seat still assigned, for ops) or REVOKED (seat back on sale), by the event's reversal
-policy; a won dispute gives the seat its money back, or, if the seat was revoked meanwhile, sends
-the money back to the buyer; a message that does not match the charge's binding (key, event,
+policy; a dispute of money we were giving back stops that refund; a won dispute gives the seat
+its money back, or, if the seat was revoked (or never had it) meanwhile, sends the money back to
+the buyer; a message that does not match the charge's binding (key, event,
 currency) changes nothing but an alert; the first terminal record of a charge or hold is never
 repeated; a movement reported before the capture it reverses is retried later. ]]
 local pev, key, attempt, kind = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -64,7 +65,8 @@ end
 -- A movement reported before the capture it reverses: let the capture land first.
 if c.state == CHARGING then return { 'RETRY_LATER', c.id, c.state, c.hold, h and h.state or '', 1 } end
 local amount = tonumber(amount_raw)
-local held = c.captured or c.amount
+local held = c.amount
+if (c.captured or 0) > 0 then held = c.captured end
 if amount ~= held then
   -- Partial movements are not modelled: the whole charge is treated as moved, and ops see it.
   raise_alert(ctx, 'pev/' .. pev, h, c, 'partial_or_wrong_amount:' .. string.lower(kind), claimed)
@@ -101,6 +103,13 @@ elseif kind == 'DISPUTE_OPENED' then
     if wins and h.state == CONFIRMED then
       hold_after_sale(ctx, h, EXCEPTION, 'money_disputed', pev)
     end
+    code = 'DISPUTED'
+  elseif c.state == REFUNDING then
+    -- The buyer disputed money we were about to give back: the provider withdrew it, so our
+    -- refund must not go out as well; the dispute's outcome decides what happens next.
+    c.state = DISPUTED
+    redis.call('ZREM', K_REFUNDS, c.id)
+    charge_record(ctx, c, REFUNDING, h, reason, pev)
     code = 'DISPUTED'
   elseif c.state == DISPUTED then
     code = 'DUPLICATE'

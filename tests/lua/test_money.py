@@ -191,3 +191,44 @@ async def test_a_reversal_before_its_capture_is_retried_and_a_foreign_one_is_an_
     assert foreign.decision == "MISMATCH"
     assert (await store.charge(sale.event_id, "c1")).state == ChargeState.PROVIDER_REFUNDED
     await sale.audit_ok()
+
+
+async def test_a_dispute_of_money_being_given_back_stops_the_refund(store: Store) -> None:
+    """Found by the property test's money invariant: a capture that can no longer win goes
+    REFUNDING; the buyer disputes it before our refund lands and the provider withdraws it. Our
+    refund must not go out as well; a won dispute queues it again, a lost one ends it."""
+    sale = await charging(store)
+    await store.release(sale.event_id, "h1", "alice")  # its capture can no longer win
+    assert (await callback(sale, "c1", "CAPTURED")).decision == "REFUND"
+    res = await reversal(sale, "c1", "DISPUTE_OPENED")
+    assert (res.decision, res.charge_state) == ("DISPUTED", ChargeState.DISPUTED)
+    assert (await store.charge(sale.event_id, "c1")).holds_money == 0
+    assert await store.due_refunds(sale.event_id, T0 + 10**9) == []
+    won = await reversal(sale, "c1", "DISPUTE_WON")
+    assert (won.decision, won.charge_state) == ("REFUND", ChargeState.REFUNDING)
+    assert await store.due_refunds(sale.event_id, T0 + 10**9) == ["c1"]
+    await sale.audit_ok()
+
+
+async def test_a_capture_of_other_money_after_a_failure_is_refunded(store: Store) -> None:
+    """Found by the property test's money invariant: the amount was checked before the state,
+    so another amount captured after the provider's own failure was lost, not refunded."""
+    sale = await charging(store)
+    assert (await callback(sale, "c1", "FAILED")).decision == "FAILED"
+    res = await callback(sale, "c1", "CAPTURED", amount=1)
+    assert (res.decision, res.charge_state) == ("REFUND", ChargeState.REFUNDING)
+    c = await store.charge(sale.event_id, "c1")
+    assert (c.holds_money, c.final) == (1, True)
+    assert len(await terminal_records(sale, "charge", "c1")) == 1  # the failure's
+    await sale.audit_ok()
+
+
+async def test_a_repeated_abandon_answers_abandoned_after_the_charge_moved_on(
+    store: Store,
+) -> None:
+    sale = await charging(store)
+    assert await store.abandon_charge(sale.event_id, "h1", "alice", "c1") is True
+    await callback(sale, "c1", "FAILED")
+    await callback(sale, "c1", "CAPTURED")  # contradicts the failure: REFUNDING, a new reason
+    assert await store.abandon_charge(sale.event_id, "h1", "alice", "c1") is True
+    await sale.audit_ok()
