@@ -34,7 +34,7 @@ def _json_body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
 BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
 OBJ: dict[str, Any] = {"type": "object"}
 
-SPEC: dict[str, Any] = {
+OPENAPI: dict[str, Any] = {
     "openapi": "3.0.3",
     "info": {"title": "onsale checkout API", "version": "1"},
     "components": {

@@ -101,7 +101,7 @@ class Charge:
 
     @property
     def holds_money(self) -> int:
-        """Minor units the provider holds for us on this charge (SPEC money invariant)."""
+        """Minor units the provider holds for us on this charge (docs/invariants.md)."""
         if self.state == ChargeState.CAPTURED:
             return self.captured or self.amount
         if self.state == ChargeState.REFUNDING:

@@ -136,7 +136,7 @@ CHARGE_TRANSITIONS: Mapping[tuple[ChargeState, ChargeEvent], ChargeState] = Mapp
 # As for holds: a charge's first terminal state is its one terminal record; what the provider
 # does afterwards (a contradicting capture, its own refund, a dispute) adds non-terminal records.
 CHARGE_TERMINAL: frozenset[ChargeState] = frozenset({C.CAPTURED, C.DECLINED, C.FAILED, C.REFUNDED})
-# Money the provider holds for us, by charge state: the checkable money invariant (SPEC 2, 3, 9)
+# Money the provider holds for us, by charge state: the money invariant (docs/invariants.md)
 # is provider captured - provider returned == sum over charges in these states.
 CHARGE_HOLDS_MONEY: frozenset[ChargeState] = frozenset({C.CAPTURED, C.REFUNDING})
 

@@ -60,7 +60,7 @@ SEATS_CHUNK_MAX = 2000  # seats per event_seats_add call: keeps one script call 
 
 @dataclass(frozen=True, slots=True)
 class AuditReport:
-    """The invariants of SPEC checked over one consistent snapshot of an event."""
+    """The invariants of docs/invariants.md checked over one consistent snapshot of an event."""
 
     event_id: str
     counts: dict[str, int]
@@ -554,7 +554,7 @@ class Store:
     # -- audit ----------------------------------------------------------------------------
 
     async def audit(self, event_id: str) -> AuditReport:
-        """Check SPEC invariants 1-6 over one atomic snapshot (MULTI/EXEC on the event slot)."""
+        """Check docs/invariants.md over one atomic snapshot (MULTI/EXEC on the event slot)."""
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.hgetall(self._key(event_id, "event"))
             pipe.zrange(self._key(event_id, "seats"), 0, -1)

@@ -9,7 +9,7 @@ callbacks (reconciliation finds them) and delivers the rest once, twice or three
 buyers walk away, pay from two tabs, release, or drop their seat and grab another while the
 first charge still captures. Fans told "sold out" retry while seats may come back.
 
-At the end it checks the engine's state (audit of SPEC's invariants), the money against the
+At the end it checks the engine's state (audit of docs/invariants.md), the money against the
 simulator's ledger, and prints tables. Any violation makes the command exit non-zero."""
 
 import asyncio
@@ -676,7 +676,7 @@ def _report(
             "one terminal outbox record per hold and charge",
             not any("terminal record" in v for v in report.violations),
         ),
-        ("full audit (SPEC invariants 1-6)", report.ok),
+        ("full audit (docs/invariants.md)", report.ok),
         (
             "every client answered, no 5xx, no transport error",
             server_errors == 0 and sum(result.statuses.values()) == cfg.clients,

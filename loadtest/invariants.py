@@ -124,7 +124,7 @@ async def check_flow(
     provider_ledger: dict[str, Any],
     seen: FlowSeen,
 ) -> Verdict:
-    """The engine's state against SPEC's invariants, the money against the provider's own
+    """The engine's state against docs/invariants.md, the money against the provider's own
     ledger (GET /v1/ledger of the simulator), and what the buyers saw against both."""
     v = Verdict()
     avail = await store.availability(event_id)
@@ -143,7 +143,7 @@ async def check_flow(
         )
     )
     v.checks.append(
-        ("full audit (SPEC invariants)", report.ok, "; ".join(report.violations[:3]) or "clean")
+        ("full audit (docs/invariants.md)", report.ok, "; ".join(report.violations[:3]) or "clean")
     )
     captures = [e for e in provider_ledger["entries"] if e["kind"] == "capture"]
     refunds = [e for e in provider_ledger["entries"] if e["kind"] == "refund"]

@@ -27,7 +27,7 @@ prefix is unlinked afterwards), or of a private redis-server on a spare port wit
 4. sweep: the test clock (Scripts(test_clock=True) reads test_now_ms from the event hash) is
    set past every deadline, then Store.sweep(batch_max=200) runs until nothing is due. Per
    expired hold: the median sweep call's EVALSHA usec, and the wall time of all sweep calls.
-5. the event's audit (SPEC invariants over one snapshot) must be clean.
+5. the event's audit (docs/invariants.md, over one snapshot) must be clean.
 
 The claim cost must stay flat: the table shows each size's claim usec over the smallest size's.
 

@@ -5,7 +5,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.context import ctx, endpoint
-from api.openapi import SPEC
+from api.openapi import OPENAPI
 from api.responses import json_response
 
 
@@ -28,4 +28,4 @@ async def metrics(request: Request) -> Response:
 
 @endpoint("openapi")
 async def openapi(request: Request) -> Response:
-    return json_response(SPEC)
+    return json_response(OPENAPI)

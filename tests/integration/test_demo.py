@@ -57,7 +57,7 @@ def test_demo_runs_clean_and_leaves_nothing_behind() -> None:
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "VIOLATED" not in proc.stdout
-        assert "full audit (SPEC invariants 1-6)" in proc.stdout
+        assert "full audit (docs/invariants.md)" in proc.stdout
         assert "ledger holds every decision of the outbox" in proc.stdout
     finally:
         asyncio.run(drop_database(database))

@@ -11,23 +11,23 @@ from schemathesis.checks import (
 )
 
 from api.app import ROUTES
-from api.openapi import SPEC
+from api.openapi import OPENAPI
 from tests.integration.conftest import Stack
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-schema = schemathesis.openapi.from_dict(SPEC)
+schema = schemathesis.openapi.from_dict(OPENAPI)
 
 
 def test_spec_names_exactly_the_served_routes() -> None:
     served = {(r.path, m.lower()) for r in ROUTES for m in (r.methods or ()) if m != "HEAD"}
-    documented = {(p, m) for p, ops in SPEC["paths"].items() for m in ops}
+    documented = {(p, m) for p, ops in OPENAPI["paths"].items() for m in ops}
     assert served == documented
 
 
 def test_spec_is_served(stack: Stack) -> None:
     with stack.client() as c:
-        assert c.get("/openapi.json").json() == SPEC
+        assert c.get("/openapi.json").json() == OPENAPI
 
 
 @schema.parametrize()

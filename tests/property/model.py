@@ -1,7 +1,7 @@
 """A plain-Python model of one event: the reference the Lua scripts are checked against.
 
 It is written from the transition tables in engine/states.py (every hold and charge state change
-goes through hold_transition / charge_transition, so an illegal move raises) and from SPEC's
+goes through hold_transition / charge_transition, so an illegal move raises) and from docs/spec.md's
 rules, not from the Lua source. Time is an explicit integer clock. `Provider` is the other side:
 the money the payment provider holds per attempt, which the engine's charges must account for."""
 
@@ -118,7 +118,7 @@ class Model:
             self.charges[charge_id].refund_only = True
 
     def settle(self, h: MHold) -> None:
-        """SPEC's deadline rule: live while now < expires."""
+        """The deadline rule (docs/spec.md): live while now < expires."""
         if h.state == HoldState.RESERVED and self.now >= h.expires:
             if h.charge and self.policy == LatePolicy.QUARANTINE:
                 self._hold_to(h, HoldEvent.DEADLINE_CHARGING)

@@ -1,12 +1,12 @@
 """Hypothesis stateful test: random interleavings of claim / release / start charge / abandon /
 provider outcome (duplicated, reordered, late, unknown, contradicting, wrong amount, incoherent)
 / provider refunds and disputes / operator revokes / refund result / sweeps / clock advances,
-checked after every step against the plain-Python model (tests/property/model.py), SPEC
-invariants 1-6 (Store.audit) and the money invariant (what the provider holds per attempt is what
-the charges say it holds). The fakeredis run and the real Redis run must agree. The money
-invariant found two engine bugs when it was written (a dispute of a charge being refunded was
-ignored; a capture of another amount after a decline was lost); both are fixed and pinned in
-tests/lua/test_money.py."""
+checked after every step against the plain-Python model (tests/property/model.py), the
+invariants of docs/invariants.md (Store.audit) and the money invariant (what the provider holds
+per attempt is what the charges say it holds). The fakeredis run and the real Redis run must
+agree. When it was written, the money invariant found two engine bugs (a dispute of a charge
+being refunded was ignored; a capture of another amount after a decline was lost); both are
+fixed and pinned in tests/lua/test_money.py."""
 
 import asyncio
 import uuid
