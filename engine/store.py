@@ -3,9 +3,7 @@ come back as typed outcomes, refusals as EngineError subclasses (engine/errors.p
 
 import asyncio
 import time
-from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -14,6 +12,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from engine import errors, keys
+from engine.audit import AuditReport, Snapshot, audit
 from engine.holds import (
     Alert,
     Availability,
@@ -46,8 +45,6 @@ from engine.scripts import (
 )
 from engine.soldout import SoldOutMemory
 from engine.states import (
-    CHARGE_TERMINAL,
-    HOLD_DECIDED,
     ChargeState,
     HoldState,
     LatePolicy,
@@ -56,19 +53,6 @@ from engine.states import (
 
 KEYS_CACHE_MAX = 10_000  # events whose key names are kept built
 SEATS_CHUNK_MAX = 2000  # seats per event_seats_add call: keeps one script call short
-
-
-@dataclass(frozen=True, slots=True)
-class AuditReport:
-    """The invariants of docs/invariants.md checked over one consistent snapshot of an event."""
-
-    event_id: str
-    counts: dict[str, int]
-    violations: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
 
 
 class Store:
@@ -578,28 +562,19 @@ class Store:
                 quarantines,
                 refunds,
             ) = await self._read(pipe.execute())
-        return audit_snapshot(
-            event_id,
-            ev,
-            seats,
-            free,
-            owners,
-            [Hold.from_json(r) for r in hold_rows],
-            [Charge.from_json(r) for r in charge_rows],
-            [f for _i, f in outbox],
-            timers=(set(deadlines), set(quarantines), set(refunds)),
+        return audit(
+            Snapshot(
+                event_id,
+                ev,
+                seats,
+                free,
+                owners,
+                [Hold.from_json(r) for r in hold_rows],
+                [Charge.from_json(r) for r in charge_rows],
+                [f for _i, f in outbox],
+                timers=(set(deadlines), set(quarantines), set(refunds)),
+            )
         )
-
-
-_MONEY_LEFT = frozenset(
-    {ChargeState.PROVIDER_REFUNDED, ChargeState.DISPUTED, ChargeState.CHARGED_BACK}
-)
-# The states a hold's winner may be in, by hold state.
-WINNER_STATES: dict[HoldState, frozenset[ChargeState]] = {
-    HoldState.CONFIRMED: frozenset({ChargeState.CAPTURED}),
-    HoldState.EXCEPTION: _MONEY_LEFT,
-    HoldState.REVOKED: _MONEY_LEFT | {ChargeState.REFUNDING, ChargeState.REFUNDED},
-}
 
 
 def _outcome_result(code: str, reply: list[Any]) -> OutcomeResult:
@@ -612,126 +587,3 @@ def _outcome_result(code: str, reply: list[Any]) -> OutcomeResult:
         first_seen=bool(int(reply[5])),
         problems=str(reply[6]) if len(reply) > 6 else "",
     )
-
-
-def audit_snapshot(
-    event_id: str,
-    ev: dict[str, str],
-    seats: list[str],
-    free: list[str],
-    owners: dict[str, str],
-    holds: list[Hold],
-    charges: list[Charge],
-    outbox: list[dict[str, str]],
-    timers: tuple[set[str], set[str], set[str]] | None = None,
-) -> AuditReport:
-    bad: list[str] = []
-    if timers is not None:
-        # Every timed state is indexed, or nothing would ever end it.
-        deadlines, quarantines, refunds = timers
-        want_deadlines = {h.hold_id for h in holds if h.state == HoldState.RESERVED}
-        want_quarantines = {
-            h.hold_id
-            for h in holds
-            if h.state == HoldState.QUARANTINED
-            or (h.state == HoldState.RELEASED and h.blocking_charge)
-        }
-        if deadlines != want_deadlines:
-            bad.append(f"deadline index differs: {sorted(deadlines ^ want_deadlines)[:5]}")
-        if quarantines != want_quarantines:
-            bad.append(f"quarantine index differs: {sorted(quarantines ^ want_quarantines)[:5]}")
-        refunding = {
-            c.charge_id for c in charges if c.state == ChargeState.REFUNDING and not c.parked
-        }
-        refundable = refunding | {c.charge_id for c in charges if c.state == ChargeState.REFUNDED}
-        if not refunding <= refunds <= refundable:
-            bad.append(
-                f"refund queue differs: missing {sorted(refunding - refunds)[:5]}, "
-                f"stray {sorted(refunds - refundable)[:5]}"
-            )
-    by_hold = {h.hold_id: h for h in holds}
-    by_charge = {c.charge_id: c for c in charges}
-    kinds = Counter(v[0] for v in owners.values())
-    counts = {
-        "seats": len(seats),
-        "free": len(free),
-        "held": kinds["H"],
-        "blocked": kinds["B"],
-        "sold": kinds["S"],
-        "holds": len(holds),
-        "charges": len(charges),
-        "captured_winners": sum(c.state == ChargeState.CAPTURED for c in charges),
-        "refunding": sum(c.state == ChargeState.REFUNDING for c in charges),
-        "refunded": sum(c.state == ChargeState.REFUNDED for c in charges),
-    }
-    # Counters kept by the scripts agree with the structures.
-    for name in ("free", "held", "blocked", "sold"):
-        if int(ev.get(name, -1)) != counts[name]:
-            bad.append(f"counter {name}={ev.get(name)} but structures say {counts[name]}")
-    if int(ev.get("seats_total", -1)) != len(seats):
-        bad.append("seats_total counter differs from the seat set")
-    if set(free) & set(owners):
-        bad.append(f"seats both free and owned: {sorted(set(free) & set(owners))[:5]}")
-    if set(free) | set(owners) != set(seats):
-        bad.append("some seat is neither free nor owned")
-    # 1. never oversell: one owner per seat by construction; the hold must agree.
-    confirmed_seats = Counter(h.seat_id for h in holds if h.state == HoldState.CONFIRMED)
-    for seat, n in confirmed_seats.items():
-        if n > 1:
-            bad.append(f"seat {seat} sold to {n} holds")
-    expected_kind = {
-        HoldState.RESERVED: "H",
-        HoldState.QUARANTINED: "B",
-        HoldState.CONFIRMED: "S",
-        HoldState.EXCEPTION: "S",  # money left after the sale; the seat stays assigned for ops
-    }
-    for seat, owner in owners.items():
-        kind, hold_id = owner[0], owner[2:]
-        h = by_hold.get(hold_id)
-        if h is None or h.seat_id != seat:
-            bad.append(f"seat {seat} owned by unknown hold {hold_id}")
-            continue
-        want = expected_kind.get(h.state, "B" if h.blocking_charge else None)
-        if kind != want:
-            bad.append(f"seat {seat} is {kind} but hold {hold_id} is {h.state}")
-    for h in holds:
-        owner = owners.get(h.seat_id, "")
-        holds_seat = owner[2:] == h.hold_id
-        if h.state in expected_kind or h.blocking_charge:
-            if not holds_seat:
-                bad.append(f"hold {h.hold_id} ({h.state}) does not own seat {h.seat_id}")
-        elif holds_seat:
-            bad.append(f"{h.state} hold {h.hold_id} still owns seat {h.seat_id}")
-        # 3. a confirmed hold has a captured winner of its own; a hold whose money left after
-        # the sale (9) says so with a winner whose money left.
-        if h.state in WINNER_STATES:
-            w = by_charge.get(h.winner)
-            if w is None or w.state not in WINNER_STATES[h.state] or w.hold_id != h.hold_id:
-                what = "captured winner" if h.state == HoldState.CONFIRMED else "fitting winner"
-                bad.append(f"{h.state} hold {h.hold_id} without {what} ({h.winner!r})")
-    # 2 and 4. captured money is a winner of a confirmed hold, or on its way back.
-    for c in charges:
-        if c.state == ChargeState.CAPTURED:
-            h = by_hold.get(c.hold_id)
-            if h is None or h.state != HoldState.CONFIRMED or h.winner != c.charge_id:
-                bad.append(f"captured charge {c.charge_id} is not the winner of its hold")
-    # 6. exactly one terminal record per terminal hold and charge, none for live ones; entities
-    # restored from the ledger after a Redis loss have theirs in the ledger, not here.
-    restored_at = int(ev.get("restored_at_ms", 0))
-    terminal_records = Counter((r["kind"], r["id"]) for r in outbox if r.get("terminal") == "1")
-    for (kind, ident), n in terminal_records.items():
-        if n != 1:
-            bad.append(f"{kind} {ident} has {n} terminal records")
-    for h in holds:
-        n = terminal_records.get(("hold", h.hold_id), 0)
-        if h.reason == "restored" and h.decided_ms <= restored_at:
-            continue
-        if (h.state in HOLD_DECIDED) != (n == 1):
-            bad.append(f"hold {h.hold_id} is {h.state} with {n} terminal records")
-    for c in charges:
-        n = terminal_records.get(("charge", c.charge_id), 0)
-        if c.reason == "restored" and c.decided_ms <= restored_at and n == 0:
-            continue
-        if c.final != (n == 1) or (c.state in CHARGE_TERMINAL and not c.final):
-            bad.append(f"charge {c.charge_id} is {c.state} with {n} terminal records")
-    return AuditReport(event_id, counts, bad)

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
+from engine.audit import Invariant
 from engine.states import HoldState
 from engine.store import Store
 
@@ -55,7 +56,7 @@ async def check_burst(
         (
             "no seat twice, counters agree (audit)",
             report.ok,
-            "; ".join(report.violations[:3]) or "clean",
+            "; ".join(map(str, report.violations[:3])) or "clean",
         )
     )
     _check_answers(v, answers, clients)
@@ -132,18 +133,24 @@ async def check_flow(
     c = report.counts
     taken = avail.held + avail.sold + avail.blocked
     v.checks.append(("seats taken <= seats", taken <= seats_total, f"{taken} of {seats_total}"))
-    sold_twice = [x for x in report.violations if "sold to" in x]
-    v.checks.append(("no seat sold twice", not sold_twice, "; ".join(sold_twice[:3]) or "none"))
-    unpaid = [x for x in report.violations if "without captured winner" in x]
+    sold_twice = report.of(Invariant.NEVER_OVERSELL)
+    v.checks.append(
+        ("no seat sold twice", not sold_twice, "; ".join(map(str, sold_twice[:3])) or "none")
+    )
+    unpaid = report.of(Invariant.SEAT_HAS_MONEY)
     v.checks.append(
         (
             "no CONFIRMED hold without a captured charge",
             not unpaid,
-            "; ".join(unpaid[:3]) or f"{c['captured_winners']} captured winners",
+            "; ".join(map(str, unpaid[:3])) or f"{c['captured_winners']} captured winners",
         )
     )
     v.checks.append(
-        ("full audit (docs/invariants.md)", report.ok, "; ".join(report.violations[:3]) or "clean")
+        (
+            "full audit (docs/invariants.md)",
+            report.ok,
+            "; ".join(map(str, report.violations[:3])) or "clean",
+        )
     )
     captures = [e for e in provider_ledger["entries"] if e["kind"] == "capture"]
     refunds = [e for e in provider_ledger["entries"] if e["kind"] == "refund"]

@@ -397,7 +397,7 @@ async def measure_size(
         sweep_usec_per_hold_mean=sweep.usec_per_unit_mean(),
         sweep_wall_usec_per_hold=sweep.wall_s * 1e6 / sweep.units,
         audit_ok=report.ok,
-        audit_violations=report.violations[:5],
+        audit_violations=[str(v) for v in report.violations[:5]],
         foreign_evalsha_calls=first.foreign_calls + steps.foreign_calls + sweep.foreign_calls,
         claim_batches=len(steps.samples),
         claim_batches_clean=steps.clean_steps,

@@ -1,0 +1,235 @@
+"""The invariants of docs/invariants.md, checked over one consistent snapshot of an event: one
+small function per invariant, each returning typed violations (so tools count them by kind
+instead of matching message strings). `Store.audit` takes the snapshot (one MULTI/EXEC)."""
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from engine.holds import Charge, Hold
+from engine.states import CHARGE_TERMINAL, HOLD_DECIDED, ChargeState, HoldState
+
+
+class Invariant(StrEnum):
+    TIMERS_INDEXED = "timers_indexed"  # every timed state is in its index, or nothing ends it
+    COUNTERS_AGREE = "counters_agree"  # the scripts' counters match the structures
+    SEAT_MAP = "seat_map"  # every seat is free or owned, never both
+    NEVER_OVERSELL = "never_oversell"  # 1: a seat is sold to at most one hold
+    OWNERS_AGREE = "owners_agree"  # a seat's owner and its hold agree on the seat's state
+    SEAT_HAS_MONEY = "seat_has_money"  # 3, 9: a sold seat's hold names a winner in the right state
+    MONEY_HAS_SEAT = "money_has_seat"  # 2, 4: captured money wins a confirmed hold
+    ONE_TERMINAL_RECORD = "one_terminal_record"  # 6
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    invariant: Invariant
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.invariant}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    event_id: str
+    event: dict[str, str]
+    seats: list[str]
+    free: list[str]
+    owners: dict[str, str]  # seat -> "H|B|S:<hold id>"
+    holds: list[Hold]
+    charges: list[Charge]
+    outbox: list[dict[str, str]]
+    timers: tuple[set[str], set[str], set[str]] | None = None  # deadlines, quarantines, refunds
+
+    @property
+    def by_hold(self) -> dict[str, Hold]:
+        return {h.hold_id: h for h in self.holds}
+
+    @property
+    def by_charge(self) -> dict[str, Charge]:
+        return {c.charge_id: c for c in self.charges}
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    event_id: str
+    counts: dict[str, int]
+    violations: list[Violation] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def of(self, *kinds: Invariant) -> list[Violation]:
+        return [v for v in self.violations if v.invariant in kinds]
+
+
+# Owner kind a seat must have, by the state of the hold that owns it.
+SEAT_KIND = {
+    HoldState.RESERVED: "H",
+    HoldState.QUARANTINED: "B",
+    HoldState.CONFIRMED: "S",
+    HoldState.EXCEPTION: "S",  # money left after the sale; the seat stays assigned for ops
+}
+_MONEY_LEFT = frozenset(
+    {ChargeState.PROVIDER_REFUNDED, ChargeState.DISPUTED, ChargeState.CHARGED_BACK}
+)
+# The states a hold's winner may be in, by hold state.
+WINNER_STATES: dict[HoldState, frozenset[ChargeState]] = {
+    HoldState.CONFIRMED: frozenset({ChargeState.CAPTURED}),
+    HoldState.EXCEPTION: _MONEY_LEFT,
+    HoldState.REVOKED: _MONEY_LEFT | {ChargeState.REFUNDING, ChargeState.REFUNDED},
+}
+
+Check = Callable[[Snapshot], Iterator[Violation]]
+
+
+def timers_indexed(s: Snapshot) -> Iterator[Violation]:
+    if s.timers is None:
+        return
+    deadlines, quarantines, refunds = s.timers
+    want_deadlines = {h.hold_id for h in s.holds if h.state == HoldState.RESERVED}
+    want_quarantines = {
+        h.hold_id
+        for h in s.holds
+        if h.state == HoldState.QUARANTINED or (h.state == HoldState.RELEASED and h.blocking_charge)
+    }
+    v = Invariant.TIMERS_INDEXED
+    if deadlines != want_deadlines:
+        yield Violation(v, f"deadline index differs: {sorted(deadlines ^ want_deadlines)[:5]}")
+    if quarantines != want_quarantines:
+        diff = sorted(quarantines ^ want_quarantines)[:5]
+        yield Violation(v, f"quarantine index differs: {diff}")
+    refunding = {
+        c.charge_id for c in s.charges if c.state == ChargeState.REFUNDING and not c.parked
+    }
+    refundable = refunding | {c.charge_id for c in s.charges if c.state == ChargeState.REFUNDED}
+    if not refunding <= refunds <= refundable:
+        yield Violation(
+            v,
+            f"refund queue differs: missing {sorted(refunding - refunds)[:5]}, "
+            f"stray {sorted(refunds - refundable)[:5]}",
+        )
+
+
+def counts_of(s: Snapshot) -> dict[str, int]:
+    kinds = Counter(v[0] for v in s.owners.values())
+    return {
+        "seats": len(s.seats),
+        "free": len(s.free),
+        "held": kinds["H"],
+        "blocked": kinds["B"],
+        "sold": kinds["S"],
+        "holds": len(s.holds),
+        "charges": len(s.charges),
+        "captured_winners": sum(c.state == ChargeState.CAPTURED for c in s.charges),
+        "refunding": sum(c.state == ChargeState.REFUNDING for c in s.charges),
+        "refunded": sum(c.state == ChargeState.REFUNDED for c in s.charges),
+    }
+
+
+def counters_agree(s: Snapshot) -> Iterator[Violation]:
+    counts = counts_of(s)
+    for name in ("free", "held", "blocked", "sold"):
+        if int(s.event.get(name, -1)) != counts[name]:
+            detail = f"counter {name}={s.event.get(name)} but structures say {counts[name]}"
+            yield Violation(Invariant.COUNTERS_AGREE, detail)
+    if int(s.event.get("seats_total", -1)) != len(s.seats):
+        yield Violation(Invariant.COUNTERS_AGREE, "seats_total differs from the seat set")
+
+
+def seat_map(s: Snapshot) -> Iterator[Violation]:
+    both = set(s.free) & set(s.owners)
+    if both:
+        yield Violation(Invariant.SEAT_MAP, f"seats both free and owned: {sorted(both)[:5]}")
+    if set(s.free) | set(s.owners) != set(s.seats):
+        yield Violation(Invariant.SEAT_MAP, "some seat is neither free nor owned")
+
+
+def never_oversell(s: Snapshot) -> Iterator[Violation]:
+    sold = Counter(h.seat_id for h in s.holds if SEAT_KIND.get(h.state) == "S")
+    for seat, n in sold.items():
+        if n > 1:
+            yield Violation(Invariant.NEVER_OVERSELL, f"seat {seat} sold to {n} holds")
+
+
+def owners_agree(s: Snapshot) -> Iterator[Violation]:
+    by_hold = s.by_hold
+    v = Invariant.OWNERS_AGREE
+    for seat, owner in s.owners.items():
+        kind, hold_id = owner[0], owner[2:]
+        h = by_hold.get(hold_id)
+        if h is None or h.seat_id != seat:
+            yield Violation(v, f"seat {seat} owned by unknown hold {hold_id}")
+        elif kind != SEAT_KIND.get(h.state, "B" if h.blocking_charge else None):
+            yield Violation(v, f"seat {seat} is {kind} but hold {hold_id} is {h.state}")
+    for h in s.holds:
+        holds_seat = s.owners.get(h.seat_id, "")[2:] == h.hold_id
+        should = h.state in SEAT_KIND or bool(h.blocking_charge)
+        if should and not holds_seat:
+            yield Violation(v, f"hold {h.hold_id} ({h.state}) does not own seat {h.seat_id}")
+        elif holds_seat and not should:
+            yield Violation(v, f"{h.state} hold {h.hold_id} still owns seat {h.seat_id}")
+
+
+def seat_has_money(s: Snapshot) -> Iterator[Violation]:
+    by_charge = s.by_charge
+    for h in s.holds:
+        if h.state not in WINNER_STATES:
+            continue
+        w = by_charge.get(h.winner)
+        if w is None or w.state not in WINNER_STATES[h.state] or w.hold_id != h.hold_id:
+            what = "captured winner" if h.state == HoldState.CONFIRMED else "fitting winner"
+            detail = f"{h.state} hold {h.hold_id} without {what} ({h.winner!r})"
+            yield Violation(Invariant.SEAT_HAS_MONEY, detail)
+
+
+def money_has_seat(s: Snapshot) -> Iterator[Violation]:
+    by_hold = s.by_hold
+    for c in s.charges:
+        if c.state != ChargeState.CAPTURED:
+            continue
+        h = by_hold.get(c.hold_id)
+        if h is None or h.state != HoldState.CONFIRMED or h.winner != c.charge_id:
+            detail = f"captured charge {c.charge_id} is not the winner of its hold"
+            yield Violation(Invariant.MONEY_HAS_SEAT, detail)
+
+
+def one_terminal_record(s: Snapshot) -> Iterator[Violation]:
+    """Exactly one terminal record per decided hold and charge, none for live ones; entities
+    restored from the ledger after a Redis loss have theirs in the ledger, not here."""
+    v = Invariant.ONE_TERMINAL_RECORD
+    restored_at = int(s.event.get("restored_at_ms", 0))
+    records = Counter((r["kind"], r["id"]) for r in s.outbox if r.get("terminal") == "1")
+    for (kind, ident), n in records.items():
+        if n != 1:
+            yield Violation(v, f"{kind} {ident} has {n} terminal records")
+    for h in s.holds:
+        n = records.get(("hold", h.hold_id), 0)
+        restored = h.reason == "restored" and h.decided_ms <= restored_at
+        if not restored and (h.state in HOLD_DECIDED) != (n == 1):
+            yield Violation(v, f"hold {h.hold_id} is {h.state} with {n} terminal records")
+    for c in s.charges:
+        n = records.get(("charge", c.charge_id), 0)
+        if c.reason == "restored" and c.decided_ms <= restored_at and n == 0:
+            continue
+        if c.final != (n == 1) or (c.state in CHARGE_TERMINAL and not c.final):
+            yield Violation(v, f"charge {c.charge_id} is {c.state} with {n} terminal records")
+
+
+CHECKS: tuple[Check, ...] = (
+    timers_indexed,
+    counters_agree,
+    seat_map,
+    never_oversell,
+    owners_agree,
+    seat_has_money,
+    money_has_seat,
+    one_terminal_record,
+)
+
+
+def audit(s: Snapshot) -> AuditReport:
+    return AuditReport(s.event_id, counts_of(s), [v for check in CHECKS for v in check(s)])
