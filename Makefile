@@ -5,8 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 SERVICES := . .services/env
 
-.PHONY: venv up down test test-unit test-all lint type fmt check demo migrate clean \
-	locust-burst locust-flow bench
+.PHONY: venv up down test test-fast test-unit test-all lint type fmt check hooks demo migrate \
+	clean locust-burst locust-flow bench
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,13 +22,18 @@ up:
 down:
 	bash .ci/services.sh down
 
-## The whole test suite against real Redis (started privately when none answers).
+## The whole test suite against real Redis and PostgreSQL (started privately when none answers),
+## with the coverage of the product code run in the test process (the stack's own processes,
+## served over HTTP in the end-to-end tests, are not counted: the figure is a lower bound).
 test: venv up
-	$(SERVICES) && $(BIN)/pytest
+	$(SERVICES) && $(BIN)/pytest --cov --cov-report=term
 
-## Fast loop: unit tests only (fakeredis, no network).
-test-unit: venv
-	$(BIN)/pytest tests/unit
+## Fast loop: every test that needs no server (unit tests and every script test on fakeredis).
+FAST := -m "not redis and not postgres and not slow"
+test-fast: venv
+	$(BIN)/pytest $(FAST) -q
+
+test-unit: test-fast
 
 test-all: check test
 
@@ -40,6 +45,10 @@ type: venv
 	$(BIN)/mypy
 
 check: lint type
+
+## Install the git pre-commit hooks (ruff format, ruff, mypy; .pre-commit-config.yaml).
+hooks: venv
+	$(BIN)/pre-commit install
 
 fmt: venv
 	$(BIN)/ruff format .

@@ -120,21 +120,12 @@ class AutoPipeline:
         try:
             replies = await self._execute(batch)
         except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
-            for c in batch:
-                if not c.future.done():
-                    c.future.set_exception(errors.StoreUnavailable(f"{c.name}: {exc!r}"))
+            _answer(batch, [errors.StoreUnavailable(f"{c.name}: {exc!r}") for c in batch])
         except BaseException as exc:  # a bug or cancellation: no caller may wait forever
-            for c in batch:
-                if not c.future.done():
-                    c.future.set_exception(exc)
+            _answer(batch, [exc] * len(batch))
             raise
         else:
-            for c, reply in zip(batch, replies, strict=True):
-                if not c.future.done():
-                    if isinstance(reply, Exception):
-                        c.future.set_exception(reply)
-                    else:
-                        c.future.set_result(reply)
+            _answer(batch, replies)
         finally:
             self._inflight -= 1
             if self._queue and not self._scheduled:
@@ -197,3 +188,14 @@ class AutoPipeline:
 
 def _bulk(b: bytes) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(b), b)
+
+
+def _answer(batch: list[_Call], replies: list[Any]) -> None:
+    """Each caller gets its own reply (an error reply is raised to that caller only)."""
+    for c, reply in zip(batch, replies, strict=True):
+        if c.future.done():
+            continue
+        if isinstance(reply, BaseException):
+            c.future.set_exception(reply)
+        else:
+            c.future.set_result(reply)

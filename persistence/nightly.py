@@ -183,48 +183,48 @@ class _Event:
 
     # -- 2. seats sold whose money is not at the provider -----------------------------------
 
+    def paid(self, winner_id: str) -> bool:
+        """The winner's attempt holds money at the provider."""
+        w = self.charges.get(winner_id)
+        pa = self.attempts.get(w.attempt_id) if w else None
+        return pa is not None and pa.net > 0
+
     async def seats_without_money(self, ledger_holds: dict[str, asyncpg.Record]) -> None:
         for h in list(self.holds.values()):
-            if h.state != HoldState.CONFIRMED:
-                continue
-            w = self.charges.get(h.winner)
-            pa = self.attempts.get(w.attempt_id) if w else None
-            if pa is not None and pa.net > 0:
-                continue
-            if w is not None and pa is not None:
-                record = await self.record(w.attempt_id)
-                if record is not None:
-                    if record.refunded:
-                        await self.reverse(w, record, "REFUND")
-                    elif record.disputed in ("open", "lost"):
-                        await self.reverse(w, record, "DISPUTE_OPENED")
-                        if record.disputed == "lost":
-                            await self.reverse(w, record, "DISPUTE_LOST")
-                await self.reload()
-            after = self.holds[h.hold_id].state
-            self.found(
-                CLASSES[1],
-                h.hold_id,
-                f"redis says sold to {h.winner or '-'}; the provider holds nothing; now {after}",
-                after in (HoldState.EXCEPTION, HoldState.REVOKED),
-            )
+            if h.state == HoldState.CONFIRMED and not self.paid(h.winner):
+                await self.follow_money_that_left(h.winner)
+                after = self.holds[h.hold_id].state
+                self.found(
+                    CLASSES[1],
+                    h.hold_id,
+                    f"redis says sold to {h.winner or '-'}, the provider holds nothing: {after}",
+                    after in (HoldState.EXCEPTION, HoldState.REVOKED),
+                )
         for hold_id, r in ledger_holds.items():
-            if r["state"] != "CONFIRMED":
-                continue
             ours = self.holds.get(hold_id)
-            if ours is not None and ours.state == HoldState.CONFIRMED:
-                continue  # checked above against Redis, which is at least as new
-            if ours is not None and ours.state in (HoldState.EXCEPTION, HoldState.REVOKED):
-                continue  # its reversing decision is on its way to the ledger
-            w = self.charges.get(r["winner"])
-            pa = self.attempts.get(w.attempt_id) if w else None
-            if pa is None or pa.net <= 0:
+            # Redis is at least as new as the ledger: a hold Redis still has was checked above
+            # (or its reversing decision is on its way to the ledger).
+            if r["state"] == "CONFIRMED" and ours is None and not self.paid(r["winner"]):
                 self.found(
                     CLASSES[1],
                     hold_id,
                     f"ledger says sold to charge {r['winner'] or '-'}; the provider holds nothing",
                     False,
                 )
+
+    async def follow_money_that_left(self, winner_id: str) -> None:
+        """Apply what the provider's record says happened to the winner's money."""
+        w = self.charges.get(winner_id)
+        if w is None or w.attempt_id not in self.attempts:
+            return  # never captured at the provider: nothing to apply, a person must look
+        record = await self.record(w.attempt_id)
+        if record is not None and record.refunded:
+            await self.reverse(w, record, "REFUND")
+        elif record is not None and record.disputed in ("open", "lost"):
+            await self.reverse(w, record, "DISPUTE_OPENED")
+            if record.disputed == "lost":
+                await self.reverse(w, record, "DISPUTE_LOST")
+        await self.reload()
 
     async def reverse(self, c: Charge, record: ProviderCharge, kind: str) -> None:
         await self.store.apply_reversal(
@@ -307,9 +307,17 @@ class _Event:
 
     # -- 6. the money invariant -------------------------------------------------------------
 
-    def money(self) -> None:
-        provider_net = sum(pa.net for pa in self.attempts.values())
-        expected = sum(c.holds_money for c in self.charges.values() if not c.parked)
+    def money(self, fresh: dict[str, ProviderAttempt]) -> None:
+        """Our charges as they are now against the provider's ledger read after them (money
+        moves at the provider first): a refund the provider made that we have not recorded yet
+        is on its way, not a discrepancy."""
+        provider_net = sum(pa.net for pa in fresh.values())
+
+        def holds(c: Charge) -> int:
+            landed = c.state == ChargeState.REFUNDING and fresh.get(c.attempt_id)
+            return 0 if landed and landed.refunded else c.holds_money
+
+        expected = sum(holds(c) for c in self.charges.values() if not c.parked)
         parked = sum(c.holds_money for c in self.charges.values() if c.parked)
         self.report.provider_net, self.report.expected_net = provider_net, expected
         # A parked refund is money the provider's own records say is not this charge's: it is
@@ -335,7 +343,7 @@ async def reconcile_event(
     store: Store,
     conn: asyncpg.Connection,
     writer: LedgerWriter,
-    provider_entries: list[dict[str, Any]],
+    entries: list[dict[str, Any]],
     event_id: str,
     *,
     provider: ProviderClient,
@@ -347,7 +355,7 @@ async def reconcile_event(
         conn,
         writer,
         provider,
-        provider_attempts(provider_entries, event_id),
+        provider_attempts(entries, event_id),
         event_id,
         grace_ms,
     )
@@ -375,7 +383,7 @@ async def reconcile_event(
     for charge_id in ledger_charges - run.charges.keys():
         run.found(CLASSES[4], charge_id, "charge", False)
     await run.reload()
-    run.money()
+    run.money(provider_attempts(await provider_entries(provider), event_id))
     run.exceptions()
     if progress:
         progress(len(run.charges))

@@ -61,9 +61,7 @@ def _restored(code: RestoreCode, what: str) -> None:
         raise RebuildRefused(f"could not restore {what}: {code}")
 
 
-async def rebuild(
-    store: Store, conn: asyncpg.Connection, event_id: str, *, force: bool = False
-) -> RebuildReport:
+async def _make_room(store: Store, conn: asyncpg.Connection, event_id: str, *, force: bool) -> None:
     if await store.event_exists(event_id):
         if not force:
             raise RebuildRefused(
@@ -71,6 +69,12 @@ async def rebuild(
             )
         await _check_outbox_in_ledger(store, conn, event_id)
         await store.drop_event(event_id)
+
+
+async def rebuild(
+    store: Store, conn: asyncpg.Connection, event_id: str, *, force: bool = False
+) -> RebuildReport:
+    await _make_room(store, conn, event_id, force=force)
     config = await conn.fetchrow("select * from event_configs where event_id = $1", event_id)
     if config is None:
         raise RebuildRefused(f"the ledger has no configuration for event {event_id}")

@@ -375,6 +375,9 @@ def test_nightly_finds_what_the_provider_did_without_telling_us(
     }
     stack.sim_config(loss_rate=0.0)
     eventually(lambda: money_of(stack, contradicting) == ["capture", "refund"])
+    eventually(  # and the engine recorded it (else the next run records it: a repair)
+        lambda: hold_state(stack, event_id, h["hold_id"], auth)["charges"][0]["state"] == "REFUNDED"
+    )
 
     second = asyncio.run(_nightly(stack, ledger_dsn, event_id))
     assert second.discrepancies == [], second

@@ -528,7 +528,7 @@ FAST = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-TestEngineOnFakeredis = FakeOnly.TestCase
+TestEngineOnFakeredis = pytest.mark.slow(FakeOnly.TestCase)  # ~25 s: not in make test-fast
 TestEngineOnFakeredis.settings = FAST
 
 TestFakeredisAndRealRedisAgree = pytest.mark.redis(FakeAndReal.TestCase)
