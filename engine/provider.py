@@ -9,6 +9,118 @@ from typing import Any
 
 import httpx
 
+from engine import keys
+from engine.holds import ProviderOutcome, ProviderReversal
+
+# The provider's wire protocol, mapped once: an attempt's status, a callback's type, a closed
+# dispute's status, and the kinds of money movement in its ledger.
+OUTCOME_OF_STATUS = {"captured": "CAPTURED", "declined": "DECLINED", "failed": "FAILED"}
+CALLBACK_OUTCOMES = {
+    "charge.captured": "CAPTURED",
+    "charge.declined": "DECLINED",
+    "charge.failed": "FAILED",
+}
+CALLBACK_REVERSALS = {"refund.succeeded": "REFUND", "charge.dispute.created": "DISPUTE_OPENED"}
+DISPUTE_CLOSED = "charge.dispute.closed"
+DISPUTE_OUTCOMES = {"won": "DISPUTE_WON", "lost": "DISPUTE_LOST"}
+DISPUTE_STILL_OUT = ("open", "lost")  # ProviderCharge.disputed values with the money withdrawn
+LEDGER_MONEY_SIGN = {
+    "capture": 1,
+    "refund": -1,
+    "dispute_withdrawal": -1,
+    "dispute_reinstatement": 1,
+}
+
+
+class BadCallback(ValueError):
+    """A callback that is not a message we can read (a 400 for the provider)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Callback:
+    """A parsed (not yet believed) provider callback, and the event it is routed to: the one
+    the charge key we minted names, else the one its metadata names."""
+
+    event_id: str
+    message: ProviderOutcome | ProviderReversal
+
+
+def parse_callback(event: Any) -> Callback:
+    """Read a callback's fields as the provider sent them, never coercing a wrong type into a
+    right one: the deciding script checks each against the charge we created (ADR 0014)."""
+    if not isinstance(event, dict) or not isinstance(event.get("data"), dict):
+        raise BadCallback("callback must be an object with data")
+    data: dict[str, Any] = event["data"]
+    metadata = data.get("metadata")
+    if not isinstance(metadata, dict):
+        raise BadCallback("callback data.metadata must be an object")
+    kind = event.get("type")
+    if kind not in CALLBACK_OUTCOMES and kind not in CALLBACK_REVERSALS and kind != DISPUTE_CLOSED:
+        raise BadCallback(f"unknown callback type {kind!r}")
+    provider_event_id = _field(event, "id")
+    key = data.get("idempotency_key")
+    if not isinstance(key, str) or not keys.valid_charge_id(key):
+        raise BadCallback("callback idempotency_key missing or malformed")
+    meta_event = _meta(metadata, "event_id")
+    event_id = keys.event_of_charge_key(key) or meta_event
+    if not event_id:
+        raise BadCallback("callback names no event (key or metadata)")
+    attempt_id = _field(data, "attempt_id")
+    meta_event = meta_event or "-"  # "-": the metadata named no event at all
+    if kind in CALLBACK_OUTCOMES:
+        outcome = ProviderOutcome(
+            provider_event_id,
+            key,
+            attempt_id,
+            _field(data, "intent_id"),
+            CALLBACK_OUTCOMES[kind],
+            status=_text(data, "status"),
+            amount=_amount(data),
+            currency=_text(data, "currency"),
+            meta_event=meta_event,
+            meta_hold=_meta(metadata, "hold_id"),
+            meta_charge=_meta(metadata, "charge_id"),
+        )
+        return Callback(event_id, outcome)
+    reversal_kind = CALLBACK_REVERSALS.get(kind) or DISPUTE_OUTCOMES.get(_text(data, "status"))
+    if reversal_kind is None:
+        raise BadCallback("a closed dispute's status is won or lost")
+    reversal = ProviderReversal(
+        provider_event_id,
+        key,
+        attempt_id,
+        reversal_kind,
+        _amount(data),
+        _text(data, "currency"),
+        meta_event,
+    )
+    return Callback(event_id, reversal)
+
+
+def _field(data: dict[str, Any], name: str) -> str:
+    value = data.get(name)
+    if not isinstance(value, str) or not keys.valid_id(value):
+        raise BadCallback(f"callback field {name} missing or malformed")
+    return value
+
+
+def _text(data: dict[str, Any], name: str) -> str:
+    """An optional short string as the provider sent it ("" when absent or not a string)."""
+    value = data.get(name)
+    return value[:64] if isinstance(value, str) else ""
+
+
+def _amount(data: dict[str, Any]) -> int | None:
+    value = data.get("amount")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
+        return None  # "1000", 1000.0, -5, missing: never coerced; the script calls it a mismatch
+    return value
+
+
+def _meta(metadata: dict[str, Any], name: str) -> str:
+    value = metadata.get(name)
+    return value if isinstance(value, str) and keys.valid_charge_id(value) else ""
+
 
 class ProviderTimeout(Exception):
     """The provider did not answer in time, or answered 5xx: the outcome is unknown."""

@@ -13,13 +13,11 @@ import logging
 from dataclasses import dataclass
 
 from engine.holds import ProviderOutcome
-from engine.provider import ProviderCharge, ProviderClient, ProviderTimeout
+from engine.provider import OUTCOME_OF_STATUS, ProviderCharge, ProviderClient, ProviderTimeout
 from engine.states import ChargeState
 from engine.store import Store
 
 log = logging.getLogger("onsale.reconcile")
-
-STATUS = {"captured": "CAPTURED", "declined": "DECLINED", "failed": "FAILED"}
 
 
 @dataclass
@@ -40,7 +38,7 @@ def provider_record_outcome(provider_event_id: str, found: ProviderCharge) -> Pr
         found.idempotency_key,
         found.attempt_id,
         found.intent_id,
-        STATUS[found.status],
+        OUTCOME_OF_STATUS[found.status],
         status=found.status,
         amount=found.amount,
         currency=found.currency,
@@ -82,7 +80,7 @@ class ProviderReconciler:
                         meta_hold=charge.hold_id,
                     )
                     self.stats.never_reached_provider += 1
-                elif found.status in STATUS:
+                elif found.status in OUTCOME_OF_STATUS:
                     outcome = provider_record_outcome(
                         f"recon:{found.attempt_id}:{found.status}", found
                     )

@@ -32,7 +32,12 @@ import asyncpg
 
 from engine import keys
 from engine.holds import Charge, Hold, ProviderReversal
-from engine.provider import ProviderCharge, ProviderClient
+from engine.provider import (
+    DISPUTE_STILL_OUT,
+    LEDGER_MONEY_SIGN,
+    ProviderCharge,
+    ProviderClient,
+)
 from engine.reconcile import provider_record_outcome
 from engine.states import ChargeState, HoldState
 from engine.store import Store
@@ -47,8 +52,6 @@ CLASSES = (
     "refund_never_confirmed",
     "money_invariant",
 )
-# Provider ledger entry kind -> sign of the money it moves to us.
-MONEY_SIGN = {"capture": 1, "refund": -1, "dispute_withdrawal": -1, "dispute_reinstatement": 1}
 
 
 @dataclass(frozen=True)
@@ -94,10 +97,10 @@ def owner_event(entry: dict[str, Any]) -> str:
 def provider_attempts(entries: list[dict[str, Any]], event_id: str) -> dict[str, ProviderAttempt]:
     out: dict[str, ProviderAttempt] = {}
     for e in entries:
-        if e["kind"] not in MONEY_SIGN or owner_event(e) != event_id:
+        if e["kind"] not in LEDGER_MONEY_SIGN or owner_event(e) != event_id:
             continue
         a = out.setdefault(e["attempt_id"], ProviderAttempt(e["attempt_id"], e["idempotency_key"]))
-        a.net += MONEY_SIGN[e["kind"]] * int(e["amount"])
+        a.net += LEDGER_MONEY_SIGN[e["kind"]] * int(e["amount"])
         if e["kind"] == "capture":
             a.captured += int(e["amount"])
         a.refunded |= e["kind"] == "refund"
@@ -220,7 +223,7 @@ class _Event:
         record = await self.record(w.attempt_id)
         if record is not None and record.refunded:
             await self.reverse(w, record, "REFUND")
-        elif record is not None and record.disputed in ("open", "lost"):
+        elif record is not None and record.disputed in DISPUTE_STILL_OUT:
             await self.reverse(w, record, "DISPUTE_OPENED")
             if record.disputed == "lost":
                 await self.reverse(w, record, "DISPUTE_LOST")
