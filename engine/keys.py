@@ -13,7 +13,7 @@ Login = NewType("Login", str)
 
 PREFIX = "onsale:v1"
 
-# The order is the contract with lua/_lib.lua (KEYS[1] .. KEYS[15]).
+# The order is the contract with lua/_lib.lua (KEYS[1] .. KEYS[16]).
 EVENT_KEYS: tuple[str, ...] = (
     "event",
     "seats",
@@ -30,6 +30,7 @@ EVENT_KEYS: tuple[str, ...] = (
     "outbox",
     "sections",
     "alerts",
+    "event:restocked",  # a pub/sub channel, not a key: passed like one so scripts never build it
 )
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -77,6 +78,15 @@ def event_key(event_id: str, name: str, prefix: str = PREFIX) -> str:
 
 # Keys of an event that no script touches (Python only), still under the event's hash tag.
 EXTRA_KEYS: tuple[str, ...] = ("raw_callbacks",)
+
+
+def restock_pattern(prefix: str = PREFIX) -> str:
+    """The pattern of every event's restock channel (engine/soldout.py listens on it)."""
+    return f"{prefix}:{{*}}:event:restocked"
+
+
+def event_of_channel(channel: str) -> str:
+    return channel.partition("{")[2].partition("}")[0]
 
 
 def events_index(prefix: str = PREFIX) -> str:

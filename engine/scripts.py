@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 
 import lua
+from engine import errors
 
 
 class ClaimCode(StrEnum):
@@ -120,6 +121,28 @@ class RestoreCode(StrEnum):
     SEAT_NOT_FREE = "SEAT_NOT_FREE"
     NOT_FOUND = "NOT_FOUND"
 
+
+# One refusal table per script: the error each refusing reply code raises, used by the store
+# and by the PostgreSQL baseline (which answers the same claims).
+CLAIM_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType(
+    {
+        ClaimCode.SOLD_OUT: errors.SoldOut,
+        ClaimCode.SEAT_TAKEN: errors.SeatTaken,
+        ClaimCode.UNKNOWN_SEAT: errors.UnknownSeat,
+        ClaimCode.NOT_OPEN: errors.SaleNotOpen,
+        ClaimCode.NOT_FOUND: errors.EventNotFound,
+        ClaimCode.CHARGE_IN_FLIGHT: errors.ChargeInFlight,
+        ClaimCode.IDEMPOTENCY_KEY_REUSED: errors.IdempotencyKeyReused,
+    }
+)
+CHARGE_START_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType(
+    {
+        ChargeStartCode.CHARGE_IN_FLIGHT: errors.ChargeInFlight,
+        ChargeStartCode.NOT_OWNER: errors.NotOwner,
+        ChargeStartCode.NOT_FOUND: errors.HoldNotFound,
+        ChargeStartCode.IDEMPOTENCY_KEY_REUSED: errors.IdempotencyKeyReused,
+    }
+)
 
 REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
     {

@@ -192,7 +192,7 @@ class SoldOutMemory:
         self.forget()
 
     async def _listen(self) -> bool:
-        pattern = f"{self.prefix}:{{*}}:event:restocked"  # lua/_lib.lua restocked()
+        pattern = keys.restock_pattern(self.prefix)  # lua/_lib.lua restocked()
         pubsub = self.client.pubsub()
         try:
             await pubsub.psubscribe(pattern)
@@ -205,7 +205,7 @@ class SoldOutMemory:
                     self._since = time.monotonic()
                     self.listening = True
                 elif msg["type"] == "pmessage":
-                    event_id = str(msg["channel"]).partition("{")[2].partition("}")[0]
+                    event_id = keys.event_of_channel(str(msg["channel"]))
                     self.restocked(event_id, int(msg["data"]))
             return False
         finally:

@@ -28,6 +28,8 @@ from engine.holds import (
 )
 from engine.pipeline import AutoPipeline
 from engine.scripts import (
+    CHARGE_START_REFUSALS,
+    CLAIM_REFUSALS,
     AbandonCode,
     ChargeStartCode,
     ClaimCode,
@@ -268,15 +270,7 @@ class Store:
             return Claimed(reply[1], reply[2], int(reply[3]), False, HoldState.RESERVED)
         if code == ClaimCode.REPLAY:
             return Claimed(reply[1], reply[2], int(reply[3]), True, HoldState(reply[4]))
-        raise {
-            ClaimCode.SOLD_OUT: errors.SoldOut,
-            ClaimCode.SEAT_TAKEN: errors.SeatTaken,
-            ClaimCode.UNKNOWN_SEAT: errors.UnknownSeat,
-            ClaimCode.NOT_OPEN: errors.SaleNotOpen,
-            ClaimCode.NOT_FOUND: errors.EventNotFound,
-            ClaimCode.CHARGE_IN_FLIGHT: errors.ChargeInFlight,
-            ClaimCode.IDEMPOTENCY_KEY_REUSED: errors.IdempotencyKeyReused,
-        }[code](f"claim {hold_id}: {code}", reply=reply[1:])
+        raise CLAIM_REFUSALS[code](f"claim {hold_id}: {code}", reply=reply[1:])
 
     async def release(self, event_id: str, hold_id: str, login: str) -> HoldState:
         """Give a hold up. Returns the hold's state afterwards (idempotent)."""
@@ -362,12 +356,7 @@ class Store:
             if state == HoldState.CONFIRMED:
                 raise errors.AlreadyConfirmed(f"hold {hold_id} is confirmed")
             raise errors.HoldExpired(f"hold {hold_id} is {state}", state=state)
-        raise {
-            ChargeStartCode.CHARGE_IN_FLIGHT: errors.ChargeInFlight,
-            ChargeStartCode.NOT_OWNER: errors.NotOwner,
-            ChargeStartCode.NOT_FOUND: errors.HoldNotFound,
-            ChargeStartCode.IDEMPOTENCY_KEY_REUSED: errors.IdempotencyKeyReused,
-        }[code](f"start charge {charge_id}: {code}", reply=reply[1:])
+        raise CHARGE_START_REFUSALS[code](f"start charge {charge_id}: {code}", reply=reply[1:])
 
     async def abandon_charge(self, event_id: str, hold_id: str, login: str, charge_id: str) -> bool:
         """The client stopped waiting for `charge_id`: True if it was in flight and now is

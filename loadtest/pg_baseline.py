@@ -71,6 +71,7 @@ from api.responses import json_response
 from api.routes.checkout import claim_input, claimed_response
 from engine import errors, keys
 from engine.holds import Claimed
+from engine.scripts import CLAIM_REFUSALS
 from engine.settings import MissingSetting, _int
 from engine.states import HoldState
 from loadtest.stack import spare_port, wait_healthy
@@ -265,13 +266,8 @@ class Code(StrEnum):
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
 
 
-REFUSALS: dict[Code, type[errors.EngineError]] = {
-    Code.SOLD_OUT: errors.SoldOut,
-    Code.SEAT_TAKEN: errors.SeatTaken,
-    Code.UNKNOWN_SEAT: errors.UnknownSeat,
-    Code.NOT_FOUND: errors.EventNotFound,
-    Code.IDEMPOTENCY_KEY_REUSED: errors.IdempotencyKeyReused,
-}
+# The engine's own refusal table for the claim script: the same codes raise the same errors.
+REFUSALS = CLAIM_REFUSALS
 
 
 # -- setup and audit ---------------------------------------------------------------------------

@@ -8,13 +8,14 @@ KEYS[9] quarantines zset (hold -> until_ms)    KEYS[10] refunds zset (charge -> 
 KEYS[11] attempts hash (attempt id -> charge)  KEYS[12] callbacks hash (provider event id -> reply)
 KEYS[13] outbox stream                         KEYS[14] sections hash (seat -> section)
 KEYS[15] alerts hash (alert id -> json): provider messages we refused to act on, for ops
+KEYS[16] restock channel (pub/sub; passed with the keys so no script builds a name)
 Invariants kept here: free + held + blocked + sold = seats_total; a seat is in the free zset
 iff it has no owner entry; every terminal transition XADDs exactly one outbox record. ]]
 
 local K_EVENT, K_SEATS, K_FREE, K_OWNERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_HOLDS, K_CHARGES, K_LOGINS, K_DEADLINES = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_QUARANTINES, K_REFUNDS, K_ATTEMPTS, K_CALLBACKS = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local K_OUTBOX, K_SECTIONS, K_ALERTS = KEYS[13], KEYS[14], KEYS[15]
+local K_OUTBOX, K_SECTIONS, K_ALERTS, K_RESTOCKED = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
 local ALERTS_MAX = 100000  -- the alerts hash stops growing here; the outbox still records all
 
 -- Hold states (engine/states.py HoldState) and charge states (ChargeState).
@@ -126,7 +127,7 @@ end
 -- SOLD_OUT reply tells a process whether its memory of the sold-out event is still current.
 local function restocked()
   local n = redis.call('HINCRBY', K_EVENT, 'restocks', 1)
-  redis.call('PUBLISH', K_EVENT .. ':restocked', n)
+  redis.call('PUBLISH', K_RESTOCKED, n)
 end
 
 local OWNER_COUNTER = { H = 'held', B = 'blocked', S = 'sold' }

@@ -1,5 +1,5 @@
 --[[ event_create: create an event's config in DRAFT, ready for seats; idempotent by event id.
-KEYS[1..15] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..16] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] event_id   ARGV[2] hold_ttl_ms   ARGV[3] quarantine_ms   ARGV[4] policy (quarantine|release_refund)
 ARGV[5] currency (ISO 4217, default EUR)   ARGV[6] reversal policy (manual|revoke, default manual)
 Returns {code, ...}: CREATED | EXISTS
@@ -28,5 +28,5 @@ redis.call('HSET', K_EVENT, 'status', 'draft', 'hold_ttl_ms', ttl, 'quarantine_m
   'policy', ARGV[4], 'opens_at_ms', 0, 'seats_total', 0, 'free', 0, 'held', 0, 'blocked', 0,
   'sold', 0, 'created_ms', now, 'restocks', now, 'currency', currency,
   'reversal_policy', reversal)
-redis.call('PUBLISH', K_EVENT .. ':restocked', now) -- drops any memory of an earlier life
+redis.call('PUBLISH', K_RESTOCKED, now) -- drops any memory of an earlier life
 return { 'CREATED' }

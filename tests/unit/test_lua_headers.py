@@ -41,15 +41,28 @@ def test_every_script_has_reply_codes() -> None:
     assert set(lua.names()) == set(REPLY_CODES)
 
 
+def names_not_from_keys(src: str) -> list[str]:
+    """The first arguments of redis.call that are not a K_* local or KEYS[...] as passed, or
+    that build a name by concatenation (`K_EVENT .. ':x'`)."""
+    bad = []
+    for command, first in re.findall(r"redis\.call\('([A-Z]+)',\s*([^,)]+)", src):
+        if command == "TIME":
+            continue
+        if not first.strip().startswith(("K_", "KEYS[")) or ".." in first:
+            bad.append(f"{command} on {first.strip()}")
+    return bad
+
+
 @pytest.mark.parametrize("name", lua.names())
 def test_keys_only_via_KEYS(name: str) -> None:
-    """Cluster safety: no script builds a key name; it uses the K_* locals bound to KEYS."""
-    src = lua.source(name)
-    for call in re.findall(r"redis\.call\('([A-Z]+)',\s*([^,)]+)", src):
-        command, first = call
-        if command in ("TIME",):
-            continue
-        assert first.strip().startswith(("K_", "KEYS[")), f"{name}: {command} on {first}"
+    """Cluster safety: no script builds a key or channel name; it uses the K_* locals bound to
+    KEYS, exactly as passed."""
+    assert names_not_from_keys(lua.source(name)) == []
+
+
+def test_the_key_check_sees_a_name_built_in_lua() -> None:
+    src = "redis.call('PUBLISH', K_EVENT .. ':restocked', n)\nredis.call('GET', 'x')"
+    assert names_not_from_keys(src) == ["PUBLISH on K_EVENT .. ':restocked'", "GET on 'x'"]
 
 
 def test_test_clock_is_a_different_script() -> None:
