@@ -24,22 +24,11 @@ from redis.exceptions import RedisError, ResponseError
 
 from engine import keys
 from engine.loops import repeat
+from engine.records import OutboxRecord
 
 log = logging.getLogger("onsale.ledger")
 
 GROUP = "ledger"
-HOLD_STATES = {"QUARANTINED", "CONFIRMED", "EXPIRED", "RELEASED", "EXCEPTION", "REVOKED"}
-CHARGE_STATES = {
-    "CHARGING",
-    "CAPTURED",
-    "DECLINED",
-    "FAILED",
-    "REFUNDING",
-    "REFUNDED",
-    "PROVIDER_REFUNDED",
-    "DISPUTED",
-    "CHARGED_BACK",
-}
 # Money that went back to the buyer, by who started it.
 REFUND_STATES = {"REFUNDED": "merchant", "PROVIDER_REFUNDED": "provider"}
 
@@ -144,33 +133,33 @@ def _split_id(stream_id: str) -> tuple[int, int]:
     return int(ms), int(seq)
 
 
-def to_row(event_id: str, stream_id: str, r: dict[str, str]) -> tuple[Any, ...]:
+def to_row(event_id: str, stream_id: str, r: OutboxRecord) -> tuple[Any, ...]:
+    """The `decisions` row of one outbox record (INSERT_DECISION's parameter order)."""
     # Pair the assertion made when the script XADDed the record with one at the ledger.
-    assert r["event"] == event_id, f"record of {r['event']} in the outbox of {event_id}"
-    assert r["kind"] in ("hold", "charge", "alert") and r["terminal"] in ("0", "1"), r
+    assert r.event_id == event_id, f"record of {r.event_id} in the outbox of {event_id}"
     ms, seq = _split_id(stream_id)
     return (
         event_id,
-        r["decision_id"],
+        r.decision_id,
         ms,
         seq,
-        r["kind"],
-        r["id"],
-        r["from"],
-        r["to"],
-        r["terminal"] == "1",
-        r["hold"],
-        r["charge"],
-        r["seat"],
-        r["login"],
-        r["winner"],
-        int(r["amount"]),
-        r["attempt"],
-        r["intent"],
-        r["policy"],
-        r["reason"],
-        int(r["now_ms"]),
-        int(r.get("captured") or 0),
+        str(r.kind),
+        r.entity_id,
+        r.from_state,
+        r.to_state,
+        r.terminal,
+        r.hold_id,
+        r.charge_id,
+        r.seat_id,
+        r.login,
+        r.winner,
+        r.amount,
+        r.attempt_id,
+        r.intent_id,
+        r.policy,
+        r.reason,
+        r.decided_ms,
+        r.captured,
     )
 
 
@@ -282,7 +271,7 @@ class LedgerWriter:
         return len(entries)
 
     async def write(self, event_id: str, entries: list[tuple[str, dict[str, str]]]) -> None:
-        rows = [(sid, fields, to_row(event_id, sid, fields)) for sid, fields in entries]
+        rows = [(sid, fields, (sid, OutboxRecord.from_fields(fields))) for sid, fields in entries]
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute(
                 "insert into events (event_id) values ($1) on conflict do nothing", event_id
@@ -309,54 +298,44 @@ class LedgerWriter:
                         fields,
                     )
 
-    async def _apply(self, conn: asyncpg.Connection, rows: list[tuple[Any, ...]]) -> None:
-        await conn.executemany(INSERT_DECISION, rows)
+    async def _apply(
+        self, conn: asyncpg.Connection, records: list[tuple[str, OutboxRecord]]
+    ) -> None:
+        """Decisions appended; holds and charges moved forward in stream order; refunds kept."""
+        await conn.executemany(INSERT_DECISION, [to_row(r.event_id, s, r) for s, r in records])
         holds, charges, refunds = [], [], []
-        for (
-            event_id,
-            _did,
-            ms,
-            seq,
-            kind,
-            ident,
-            _f,
-            to,
-            _t,
-            hold,
-            _c,
-            seat,
-            login,
-            winner,
-            amount,
-            attempt,
-            intent,
-            policy,
-            _r,
-            at,
-            captured,
-        ) in rows:
-            if kind == "hold" and to in HOLD_STATES:
-                holds.append((event_id, ident, seat, login, to, winner, policy, at, ms, seq))
-            elif kind == "charge" and to in CHARGE_STATES:
+        for sid, r in records:
+            ms, seq = _split_id(sid)
+            common = (r.policy, r.decided_ms, ms, seq)
+            if r.moves_hold:
+                holds.append(
+                    (r.event_id, r.entity_id, r.seat_id, r.login, r.to_state, r.winner, *common)
+                )
+            elif r.moves_charge:
                 charges.append(
                     (
-                        event_id,
-                        ident,
-                        hold,
-                        seat,
-                        to,
-                        amount,
-                        attempt,
-                        intent,
-                        policy,
-                        at,
-                        ms,
-                        seq,
-                        captured,
+                        r.event_id,
+                        r.entity_id,
+                        r.hold_id,
+                        r.seat_id,
+                        r.to_state,
+                        r.amount,
+                        r.attempt_id,
+                        r.intent_id,
+                        *common,
+                        r.captured,
                     )
                 )
-                if to in REFUND_STATES:
-                    refunds.append((event_id, ident, captured or amount, at, REFUND_STATES[to]))
+                if r.to_state in REFUND_STATES:
+                    refunds.append(
+                        (
+                            r.event_id,
+                            r.entity_id,
+                            r.captured or r.amount,
+                            r.decided_ms,
+                            REFUND_STATES[r.to_state],
+                        )
+                    )
         if holds:
             await conn.executemany(UPSERT_HOLD, holds)
         if charges:

@@ -1,0 +1,106 @@
+"""The outbox record, typed once. `lua/_lib.lua` `emit` writes these fields (a unit test checks
+the field list against it); the ledger writer, reconciliation and the tools read them through
+`OutboxRecord`, and migration 0001 stores them in `decisions`."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from engine.states import ChargeState, HoldState
+
+
+class RecordKind(StrEnum):
+    HOLD = "hold"
+    CHARGE = "charge"
+    ALERT = "alert"
+
+
+class Marker(StrEnum):
+    """`to` values of records that are not an automaton's state."""
+
+    SEAT_FREED = "SEAT_FREED"  # a released hold's blocked seat is back on sale
+    REFUND_ONLY = "REFUND_ONLY"  # a charge marked resolve-by-refund: if it captures, refunded
+    REREFUND = "REREFUND"  # a capture after REFUNDED re-requests the idempotent refund
+    ALERT = "ALERT"  # a provider message refused or only partly applied (kind alert)
+
+
+# The fields `emit` XADDs, in its order.
+OUTBOX_FIELDS: tuple[str, ...] = (
+    "decision_id",
+    "event",
+    "kind",
+    "id",
+    "from",
+    "to",
+    "terminal",
+    "hold",
+    "charge",
+    "seat",
+    "login",
+    "winner",
+    "amount",
+    "attempt",
+    "intent",
+    "policy",
+    "reason",
+    "now_ms",
+    "captured",
+)
+HOLD_RECORDED: frozenset[str] = frozenset(s.value for s in HoldState) - {HoldState.RESERVED}
+CHARGE_RECORDED: frozenset[str] = frozenset(s.value for s in ChargeState)
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRecord:
+    decision_id: str
+    event_id: str
+    kind: RecordKind
+    entity_id: str
+    from_state: str
+    to_state: str  # a HoldState or ChargeState value, or a Marker
+    terminal: bool  # the entity's one terminal decision
+    hold_id: str
+    charge_id: str
+    seat_id: str
+    login: str
+    winner: str
+    amount: int  # minor units asked
+    attempt_id: str
+    intent_id: str
+    policy: str
+    reason: str
+    decided_ms: int  # the deciding script's server clock
+    captured: int  # minor units the provider reported captured
+
+    @classmethod
+    def from_fields(cls, f: Mapping[str, str]) -> "OutboxRecord":
+        assert f["terminal"] in ("0", "1"), f
+        return cls(
+            decision_id=f["decision_id"],
+            event_id=f["event"],
+            kind=RecordKind(f["kind"]),
+            entity_id=f["id"],
+            from_state=f["from"],
+            to_state=f["to"],
+            terminal=f["terminal"] == "1",
+            hold_id=f["hold"],
+            charge_id=f["charge"],
+            seat_id=f["seat"],
+            login=f["login"],
+            winner=f["winner"],
+            amount=int(f["amount"]),
+            attempt_id=f["attempt"],
+            intent_id=f["intent"],
+            policy=f["policy"],
+            reason=f["reason"],
+            decided_ms=int(f["now_ms"]),
+            captured=int(f.get("captured") or 0),
+        )
+
+    @property
+    def moves_hold(self) -> bool:
+        return self.kind == RecordKind.HOLD and self.to_state in HOLD_RECORDED
+
+    @property
+    def moves_charge(self) -> bool:
+        return self.kind == RecordKind.CHARGE and self.to_state in CHARGE_RECORDED
