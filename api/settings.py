@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from engine.settings import MissingSetting, Settings, _int
+from engine.settings import MissingSetting, Settings, int_setting
 
 
 def _required(env: Mapping[str, str], name: str) -> str:
@@ -34,9 +34,15 @@ class ApiSettings:
             admin_token=_required(env, "ONSALE_ADMIN_TOKEN"),
             webhook_secret=_required(env, "ONSALE_WEBHOOK_SECRET"),
             provider_url=_required(env, "ONSALE_PROVIDER_URL"),
-            token_ttl_s=_int(env, "ONSALE_TOKEN_TTL_S", cls.token_ttl_s),
-            body_max_bytes=_int(env, "ONSALE_BODY_MAX_BYTES", cls.body_max_bytes),
-            admin_body_max_bytes=_int(env, "ONSALE_ADMIN_BODY_MAX_BYTES", cls.admin_body_max_bytes),
-            webhook_tolerance_s=_int(env, "ONSALE_WEBHOOK_TOLERANCE_S", cls.webhook_tolerance_s),
-            provider_timeout_ms=_int(env, "ONSALE_PROVIDER_TIMEOUT_MS", cls.provider_timeout_ms),
+            token_ttl_s=int_setting(env, "ONSALE_TOKEN_TTL_S", cls.token_ttl_s),
+            body_max_bytes=int_setting(env, "ONSALE_BODY_MAX_BYTES", cls.body_max_bytes),
+            admin_body_max_bytes=int_setting(
+                env, "ONSALE_ADMIN_BODY_MAX_BYTES", cls.admin_body_max_bytes
+            ),
+            webhook_tolerance_s=int_setting(
+                env, "ONSALE_WEBHOOK_TOLERANCE_S", cls.webhook_tolerance_s
+            ),
+            provider_timeout_ms=int_setting(
+                env, "ONSALE_PROVIDER_TIMEOUT_MS", cls.provider_timeout_ms
+            ),
         )

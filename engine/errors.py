@@ -73,14 +73,6 @@ class IdempotencyKeyReused(EngineError):
     code = "idempotency_key_reused"
 
 
-class LimitExceeded(EngineError):
-    code = "limit_exceeded"
-
-
-class RateLimited(EngineError):
-    code = "rate_limited"
-
-
 class StoreUnavailable(EngineError):
     """Redis did not answer in time or refused the connection: safe to retry (idempotent)."""
 

@@ -30,6 +30,7 @@ class Hold:
     decided_ms: int
     reason: str
     charge_ids: tuple[str, ...]
+    given_up: bool = False  # QUARANTINED and released by its owner: no capture may confirm it
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> "Hold":
@@ -48,6 +49,7 @@ class Hold:
             decided_ms=int(d["decided_ms"]),
             reason=d["reason"],
             charge_ids=tuple(c for c in d["charges"].split(",") if c),
+            given_up=bool(d.get("given_up")),
         )
 
 

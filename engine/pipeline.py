@@ -50,10 +50,6 @@ class PipelineStats:
     largest: int = 0
     expired: int = 0
 
-    @property
-    def mean_batch(self) -> float:
-        return self.calls / self.batches if self.batches else 0.0
-
 
 class AutoPipeline:
     def __init__(

@@ -11,7 +11,7 @@ class MissingSetting(RuntimeError):
     pass
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
+def int_setting(env: Mapping[str, str], name: str, default: int) -> int:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -62,24 +62,32 @@ class Settings:
         return cls(
             redis_url=url,
             key_prefix=env.get("ONSALE_KEY_PREFIX") or cls.key_prefix,
-            redis_timeout_ms=_int(env, "ONSALE_REDIS_TIMEOUT_MS", cls.redis_timeout_ms),
-            redis_connect_timeout_ms=_int(
+            redis_timeout_ms=int_setting(env, "ONSALE_REDIS_TIMEOUT_MS", cls.redis_timeout_ms),
+            redis_connect_timeout_ms=int_setting(
                 env, "ONSALE_REDIS_CONNECT_TIMEOUT_MS", cls.redis_connect_timeout_ms
             ),
-            redis_pool_max=_int(env, "ONSALE_REDIS_POOL_MAX", cls.redis_pool_max),
+            redis_pool_max=int_setting(env, "ONSALE_REDIS_POOL_MAX", cls.redis_pool_max),
             redis_autopipeline=_bool(env, "ONSALE_REDIS_AUTOPIPELINE", cls.redis_autopipeline),
             sold_out_memory=_bool(env, "ONSALE_SOLD_OUT_MEMORY", cls.sold_out_memory),
-            sold_out_memory_ms=_int(env, "ONSALE_SOLD_OUT_MEMORY_MS", cls.sold_out_memory_ms),
-            sweep_interval_ms=_int(env, "ONSALE_SWEEP_INTERVAL_MS", cls.sweep_interval_ms),
-            sweep_batch_max=_int(env, "ONSALE_SWEEP_BATCH_MAX", cls.sweep_batch_max),
-            sweep_rounds_max=_int(env, "ONSALE_SWEEP_ROUNDS_MAX", cls.sweep_rounds_max),
+            sold_out_memory_ms=int_setting(
+                env, "ONSALE_SOLD_OUT_MEMORY_MS", cls.sold_out_memory_ms
+            ),
+            sweep_interval_ms=int_setting(env, "ONSALE_SWEEP_INTERVAL_MS", cls.sweep_interval_ms),
+            sweep_batch_max=int_setting(env, "ONSALE_SWEEP_BATCH_MAX", cls.sweep_batch_max),
+            sweep_rounds_max=int_setting(env, "ONSALE_SWEEP_ROUNDS_MAX", cls.sweep_rounds_max),
             provider_url=env.get("ONSALE_PROVIDER_URL", ""),
-            provider_timeout_ms=_int(env, "ONSALE_PROVIDER_TIMEOUT_MS", cls.provider_timeout_ms),
-            refund_interval_ms=_int(env, "ONSALE_REFUND_INTERVAL_MS", cls.refund_interval_ms),
-            reconcile_interval_ms=_int(
+            provider_timeout_ms=int_setting(
+                env, "ONSALE_PROVIDER_TIMEOUT_MS", cls.provider_timeout_ms
+            ),
+            refund_interval_ms=int_setting(
+                env, "ONSALE_REFUND_INTERVAL_MS", cls.refund_interval_ms
+            ),
+            reconcile_interval_ms=int_setting(
                 env, "ONSALE_RECONCILE_INTERVAL_MS", cls.reconcile_interval_ms
             ),
-            reconcile_stale_ms=_int(env, "ONSALE_RECONCILE_STALE_MS", cls.reconcile_stale_ms),
+            reconcile_stale_ms=int_setting(
+                env, "ONSALE_RECONCILE_STALE_MS", cls.reconcile_stale_ms
+            ),
         )
 
     def redis_client(self) -> "aioredis.Redis":

@@ -314,14 +314,19 @@ class Store:
         rows = await self._read(self.client.hmget(self._key(event_id, "charges"), charge_ids))
         return [Charge.from_json(r) for r in rows if r is not None]
 
-    async def scan_charges(self, event_id: str, count: int = 500) -> list[Charge]:
-        """Every charge of the event (HSCAN in batches): for operators and reconciliation,
-        never for the request path."""
+    async def scan_charges(
+        self, event_id: str, count: int = 500, limit: int = 1_000_000
+    ) -> list[Charge]:
+        """The event's charges, at most `limit` (HSCAN pages of `count`, each page under the
+        store's timeout): for operators and reconciliation, never for the request path."""
         out: list[Charge] = []
         key = self._key(event_id, "charges")
-        async for _cid, raw in self.client.hscan_iter(key, count=count):
-            out.append(Charge.from_json(raw))
-        return out
+        cursor: int = 0
+        while True:
+            cursor, page = await self._read(self.client.hscan(key, cursor, count=count))
+            out += [Charge.from_json(raw) for raw in page.values()]
+            if cursor == 0 or len(out) >= limit:
+                return out[:limit]
 
     async def quarantined(self, event_id: str) -> list[Hold]:
         """Holds whose seat is BLOCKED (quarantined, or released with money in flight)."""

@@ -20,7 +20,6 @@ CLEAR_CODES = {
     "seat_taken",
     "sale_not_open",
     "charge_in_flight",
-    "rate_limited",
     "store_unavailable",
 }
 
@@ -104,7 +103,7 @@ def _check_answers(v: Verdict, answers: Counter[str], clients: int) -> None:
 
 
 # Answers a buyer may get in the purchase flow: success, or a refusal it can act on.
-FLOW_CLEAR_CODES = CLEAR_CODES | {"202", "hold_expired", "already_confirmed", "limit_exceeded"}
+FLOW_CLEAR_CODES = CLEAR_CODES | {"202", "hold_expired", "already_confirmed"}
 
 
 @dataclass(frozen=True)

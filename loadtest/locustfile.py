@@ -53,7 +53,6 @@ CLEAR_REFUSALS = frozenset(
         "hold_expired",
         "already_confirmed",
         "charge_in_flight",
-        "limit_exceeded",
     }
 )
 HOLD_ENDED = frozenset({"CONFIRMED", "EXPIRED", "RELEASED"})

@@ -72,7 +72,7 @@ from api.routes.checkout import claim_input, claimed_response
 from engine import errors, keys
 from engine.holds import Claimed
 from engine.scripts import CLAIM_REFUSALS
-from engine.settings import MissingSetting, _int
+from engine.settings import MissingSetting, int_setting
 from engine.states import HoldState
 from loadtest.stack import spare_port, wait_healthy
 
@@ -118,11 +118,11 @@ class BaselineSettings:
             pg_dsn=dsn,
             token_secret=secret,
             schema=env.get("ONSALE_BASELINE_SCHEMA") or cls.schema,
-            token_ttl_s=_int(env, "ONSALE_TOKEN_TTL_S", cls.token_ttl_s),
-            pg_pool_max=_int(env, "ONSALE_PG_POOL_MAX", cls.pg_pool_max),
-            pg_timeout_ms=_int(env, "ONSALE_PG_TIMEOUT_MS", cls.pg_timeout_ms),
-            sold_out_ttl_ms=_int(env, "ONSALE_SOLD_OUT_TTL_MS", cls.sold_out_ttl_ms),
-            body_max_bytes=_int(env, "ONSALE_BODY_MAX_BYTES", cls.body_max_bytes),
+            token_ttl_s=int_setting(env, "ONSALE_TOKEN_TTL_S", cls.token_ttl_s),
+            pg_pool_max=int_setting(env, "ONSALE_PG_POOL_MAX", cls.pg_pool_max),
+            pg_timeout_ms=int_setting(env, "ONSALE_PG_TIMEOUT_MS", cls.pg_timeout_ms),
+            sold_out_ttl_ms=int_setting(env, "ONSALE_SOLD_OUT_TTL_MS", cls.sold_out_ttl_ms),
+            body_max_bytes=int_setting(env, "ONSALE_BODY_MAX_BYTES", cls.body_max_bytes),
         )
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from rich.console import Console
 
-from engine.settings import MissingSetting, Settings
+from engine.settings import MissingSetting, Settings, int_setting
 
 if TYPE_CHECKING:
     from persistence.settings import LedgerSettings
@@ -95,7 +95,7 @@ def serve_options() -> dict[str, Any]:
         "log_level": "warning",
         "access_log": False,
         # Clients connect before T0 and wait: uvicorn's 5 s default would drop them.
-        "timeout_keep_alive": int(os.environ.get("ONSALE_HTTP_KEEPALIVE_S", "75")),
+        "timeout_keep_alive": int_setting(os.environ, "ONSALE_HTTP_KEEPALIVE_S", 75),
         "backlog": 4096,
     }
 
@@ -126,7 +126,11 @@ async def _rebuild(settings: "LedgerSettings", event_id: str, force: bool) -> in
     pool = await create_pool(settings.pg_dsn, size_max=1, timeout_s=settings.pg_timeout_ms / 1000)
     client = settings.engine.redis_client()
     try:
-        store = Store(client, prefix=settings.engine.key_prefix)
+        store = Store(
+            client,
+            prefix=settings.engine.key_prefix,
+            timeout_s=settings.engine.redis_timeout_ms / 1000,
+        )
         await store.scripts.load_all()
         async with pool.acquire() as conn:
             with console.status(f"rebuilding {event_id} from the ledger"):
@@ -175,7 +179,11 @@ async def _reconcile(
     )
     reports = []
     try:
-        store = Store(client, prefix=settings.engine.key_prefix)
+        store = Store(
+            client,
+            prefix=settings.engine.key_prefix,
+            timeout_s=settings.engine.redis_timeout_ms / 1000,
+        )
         await store.scripts.load_all()
         writer = LedgerWriter(
             client,

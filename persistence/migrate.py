@@ -53,6 +53,13 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
             "applied_at timestamptz not null default now())"
         )
         applied = {r["version"]: r for r in await conn.fetch("select * from schema_migrations")}
+        known = {m.version for m in available()}
+        unknown = sorted(set(applied) - known)
+        if unknown:
+            raise MigrationError(
+                f"the database has migrations this code does not know ({unknown}): it is newer "
+                "than the code; run the newer code, never an older one against it"
+            )
         done = []
         for m in available():
             row = applied.get(m.version)

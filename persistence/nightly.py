@@ -24,7 +24,6 @@ Classes:
 - money_invariant: what the provider holds for the event differs from what our charges say it
   should hold (captured winners plus captures on their way back)."""
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -351,7 +350,6 @@ async def reconcile_event(
     *,
     provider: ProviderClient,
     grace_ms: int,
-    progress: Callable[[int], None] | None = None,
 ) -> EventReport:
     run = _Event(
         store,
@@ -388,8 +386,6 @@ async def reconcile_event(
     await run.reload()
     run.money(provider_attempts(await provider_entries(provider), event_id))
     run.exceptions()
-    if progress:
-        progress(len(run.charges))
     return run.report
 
 

@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from engine.settings import MissingSetting, Settings, _int
+from engine.settings import MissingSetting, Settings, int_setting
 
 
 @dataclass(frozen=True)
@@ -26,11 +26,11 @@ class LedgerSettings:
         return cls(
             engine=Settings.from_env(env),
             pg_dsn=dsn,
-            pg_pool_max=_int(env, "ONSALE_PG_POOL_MAX", cls.pg_pool_max),
-            pg_timeout_ms=_int(env, "ONSALE_PG_TIMEOUT_MS", cls.pg_timeout_ms),
-            batch_max=_int(env, "ONSALE_LEDGER_BATCH_MAX", cls.batch_max),
-            idle_ms=_int(env, "ONSALE_LEDGER_IDLE_MS", cls.idle_ms),
-            claim_idle_ms=_int(env, "ONSALE_LEDGER_CLAIM_IDLE_MS", cls.claim_idle_ms),
-            retention_ms=_int(env, "ONSALE_OUTBOX_RETENTION_MS", cls.retention_ms),
-            metrics_port=_int(env, "ONSALE_LEDGER_METRICS_PORT", cls.metrics_port),
+            pg_pool_max=int_setting(env, "ONSALE_PG_POOL_MAX", cls.pg_pool_max),
+            pg_timeout_ms=int_setting(env, "ONSALE_PG_TIMEOUT_MS", cls.pg_timeout_ms),
+            batch_max=int_setting(env, "ONSALE_LEDGER_BATCH_MAX", cls.batch_max),
+            idle_ms=int_setting(env, "ONSALE_LEDGER_IDLE_MS", cls.idle_ms),
+            claim_idle_ms=int_setting(env, "ONSALE_LEDGER_CLAIM_IDLE_MS", cls.claim_idle_ms),
+            retention_ms=int_setting(env, "ONSALE_OUTBOX_RETENTION_MS", cls.retention_ms),
+            metrics_port=int_setting(env, "ONSALE_LEDGER_METRICS_PORT", cls.metrics_port),
         )

@@ -105,6 +105,7 @@ def hold_view(h: Hold, charges: list[Charge]) -> dict[str, object]:
         "quarantine_until_ms": h.until_ms or None,
         "decided_ms": h.decided_ms or None,
         "reason": h.reason or None,
+        "given_up": h.given_up,
         "charges": [
             {
                 "charge_id": ch.charge_id,

@@ -44,6 +44,9 @@ async def test_migrations_apply_once_and_refuse_edited_files(ledger_dsn: str) ->
     conn = await asyncpg.connect(ledger_dsn)
     try:
         assert await migrate(conn) == []  # second run: nothing to do
+        sums = {
+            r[0]: r[1] for r in await conn.fetch("select version, checksum from schema_migrations")
+        }
         for sql in (
             w.INSERT_DECISION,
             w.UPSERT_HOLD,
@@ -55,6 +58,12 @@ async def test_migrations_apply_once_and_refuse_edited_files(ledger_dsn: str) ->
         await conn.execute("update schema_migrations set checksum = 'edited' where version = 1")
         with pytest.raises(MigrationError, match="edited"):
             await migrate(conn)
+        await conn.execute("update schema_migrations set checksum = $1 where version = 1", sums[1])
+        await conn.execute(
+            "insert into schema_migrations (version, name, checksum) values (999, 'future', 'x')"
+        )
+        with pytest.raises(MigrationError, match="newer than the code"):
+            await migrate(conn)  # a database migrated by newer code is never run by older code
     finally:
         await conn.close()
 

@@ -226,6 +226,7 @@ async def test_a_given_up_quarantined_hold_is_never_confirmed(store: Store) -> N
     await sale.at(T0 + 1000)
     await store.sweep(sale.event_id)
     assert await store.release(sale.event_id, "h1", "alice") == HoldState.QUARANTINED
+    assert (await store.hold(sale.event_id, "h1")).given_up  # the read view says so too
     res = await callback(sale, "d1", "CAPTURED", attempt="a2")  # new attempt on d1
     assert res.decision == "REFUND"
     assert (await store.hold(sale.event_id, "h1")).state == HoldState.QUARANTINED
