@@ -515,6 +515,18 @@ def refund_delays_ms(entries: list[dict[str, Any]]) -> tuple[list[float], list[f
     return every, contradicted
 
 
+def refund_bound_table(entries: list[dict[str, Any]]) -> Table:
+    every, contradicted = refund_delays_ms(entries)
+    return table(
+        "Captures given back: capture at the provider -> our refund request",
+        [
+            bound_row("every capture refunded (n: p50 / p99 / max ms)", every),
+            bound_row("captures after the provider's own decline", contradicted),
+        ],
+        ("", "value"),
+    )
+
+
 def bound_row(label: str, delays: list[float]) -> tuple[str, str]:
     if not delays:
         return (label, "none this run")
@@ -642,17 +654,7 @@ def _report(
                 ("", "count"),
             )
         )
-    every, contradicted = refund_delays_ms(ledger["entries"])
-    console.print(
-        table(
-            "Captures given back: capture at the provider -> our refund request",
-            [
-                bound_row("every capture refunded (n: p50 / p99 / max ms)", every),
-                bound_row("captures after the provider's own decline", contradicted),
-            ],
-            ("", "value"),
-        )
-    )
+    console.print(refund_bound_table(ledger["entries"]))
     checks = [
         (
             "no seat sold twice; counters agree with the seat map",

@@ -31,7 +31,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from engine.store import Store
-from loadtest.demo import PRICE, bound_row, refund_delays_ms, seat_map, table
+from loadtest.demo import PRICE, refund_bound_table, seat_map
 from loadtest.invariants import FlowSeen, check_burst, check_flow
 from loadtest.stack import QUICK_SETTLE_ENV, LocalStack
 
@@ -321,17 +321,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
                 settled=settled,
             )
             verdict = await check_flow(store, event_id, args.seats, PRICE, ledger, seen)
-            every, contradicted = refund_delays_ms(ledger["entries"])
-            console.print(
-                table(
-                    "Captures given back: capture at the provider -> our refund request",
-                    [
-                        bound_row("every capture refunded (n: p50 / p99 / max ms)", every),
-                        bound_row("captures after the provider's own decline", contradicted),
-                    ],
-                    ("", "value"),
-                )
-            )
+            console.print(refund_bound_table(ledger["entries"]))
         alive = stack.alive()
     finally:
         await asyncio.to_thread(stack.stop)

@@ -115,6 +115,15 @@ local function raise_alert(ctx, alert_id, h, c, reason, detail)
   emit(ctx, 'alert', alert_id, c and c.state or '', 'ALERT', 0, h, c, reason)
 end
 
+-- Process-once per provider event: the reply recorded the first time, marked not first-seen.
+local function recorded_reply(provider_event_id)
+  local raw = redis.call('HGET', K_CALLBACKS, provider_event_id)
+  if not raw then return nil end
+  local r = cjson.decode(raw)
+  r[6] = 0
+  return r
+end
+
 -- Seat inventory. A hold holds one seat; these are the only functions that know how a seat is
 -- stored, so quantity stock can supply its own versions without touching the transitions.
 local function counters(from, to)

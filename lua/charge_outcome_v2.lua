@@ -29,12 +29,8 @@ if not ctx then return { 'NOT_FOUND', key, '', '', '', 1, '' } end
 -- retries (the API answers 503).
 if ctx.cfg.status ~= 'open' then return { 'RETRY_LATER', key, '', '', '', 1, '' } end
 
-local recorded = redis.call('HGET', K_CALLBACKS, pev)
-if recorded then
-  local r = cjson.decode(recorded)
-  r[6] = 0
-  return r
-end
+local recorded = recorded_reply(pev)
+if recorded then return recorded end
 
 local amount = tonumber(amount_raw)
 if amount and (amount < 0 or amount ~= math.floor(amount)) then amount = nil end

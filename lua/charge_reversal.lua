@@ -24,12 +24,8 @@ end
 local ctx = context()
 if not ctx then return { 'NOT_FOUND', key, '', '', '', 1 } end
 if ctx.cfg.status ~= 'open' then return { 'RETRY_LATER', key, '', '', '', 1 } end
-local recorded = redis.call('HGET', K_CALLBACKS, pev)
-if recorded then
-  local r = cjson.decode(recorded)
-  r[6] = 0
-  return r
-end
+local recorded = recorded_reply(pev)
+if recorded then return recorded end
 local claimed = { provider_event = pev, key = key, attempt = attempt, kind = kind,
   amount = amount_raw, currency = currency, meta_event = m_event }
 

@@ -15,6 +15,7 @@ from rich.console import Console
 from engine.settings import MissingSetting, Settings, int_setting
 
 if TYPE_CHECKING:
+    from engine.store import Store
     from persistence.settings import LedgerSettings
 
 
@@ -118,7 +119,6 @@ def _ledger_command(args: argparse.Namespace) -> int:
 async def _rebuild(settings: "LedgerSettings", event_id: str, force: bool) -> int:
     from rich.table import Table
 
-    from engine.store import Store
     from persistence.rebuild import RebuildRefused, rebuild
     from persistence.writer import create_pool
 
@@ -126,11 +126,7 @@ async def _rebuild(settings: "LedgerSettings", event_id: str, force: bool) -> in
     pool = await create_pool(settings.pg_dsn, size_max=1, timeout_s=settings.pg_timeout_ms / 1000)
     client = settings.engine.redis_client()
     try:
-        store = Store(
-            client,
-            prefix=settings.engine.key_prefix,
-            timeout_s=settings.engine.redis_timeout_ms / 1000,
-        )
+        store = _store(settings, client)
         await store.scripts.load_all()
         async with pool.acquire() as conn:
             with console.status(f"rebuilding {event_id} from the ledger"):
@@ -153,6 +149,14 @@ async def _rebuild(settings: "LedgerSettings", event_id: str, force: bool) -> in
     return 0
 
 
+def _store(settings: "LedgerSettings", client: Any) -> "Store":
+    from engine.store import Store
+
+    return Store(
+        client, prefix=settings.engine.key_prefix, timeout_s=settings.engine.redis_timeout_ms / 1000
+    )
+
+
 async def _reconcile(
     settings: "LedgerSettings", only: list[str], json_path: str, grace_ms: int
 ) -> int:
@@ -164,7 +168,6 @@ async def _reconcile(
     from rich.table import Table
 
     from engine.provider import ProviderClient
-    from engine.store import Store
     from persistence.nightly import CLASSES, as_json, provider_entries, reconcile_event
     from persistence.writer import LedgerWriter, create_pool
 
@@ -179,11 +182,7 @@ async def _reconcile(
     )
     reports = []
     try:
-        store = Store(
-            client,
-            prefix=settings.engine.key_prefix,
-            timeout_s=settings.engine.redis_timeout_ms / 1000,
-        )
+        store = _store(settings, client)
         await store.scripts.load_all()
         writer = LedgerWriter(
             client,

@@ -244,15 +244,16 @@ class _Event:
 
     # -- 3. the outbox against the ledger ---------------------------------------------------
 
+    async def refused(self) -> dict[str, str]:
+        """Decisions the ledger refused (ledger_alerts), with the reason."""
+        rows = await self.conn.fetch(
+            "select decision_id, problem from ledger_alerts where event_id = $1", self.event_id
+        )
+        return {r["decision_id"]: r["problem"] for r in rows}
+
     async def outbox_in_ledger(self, now: int) -> None:
         in_ledger = await self.decision_ids()
-        refused = {
-            r["decision_id"]: r["problem"]
-            for r in await self.conn.fetch(
-                "select decision_id, problem from ledger_alerts where event_id = $1",
-                self.event_id,
-            )
-        }
+        refused = await self.refused()
         missing = [
             (sid, f)
             for sid, f in await self.store.outbox_entries(self.event_id)
@@ -263,13 +264,7 @@ class _Event:
         if missing:
             await self.writer.write(self.event_id, missing)
             in_ledger = await self.decision_ids()
-            refused = {
-                r["decision_id"]: r["problem"]
-                for r in await self.conn.fetch(
-                    "select decision_id, problem from ledger_alerts where event_id = $1",
-                    self.event_id,
-                )
-            }
+            refused = await self.refused()
             for sid, f in missing:
                 did = f["decision_id"]
                 # Decisions this run's own repairs made are written, not reported.
