@@ -16,6 +16,7 @@ from engine.settings import MissingSetting, Settings, int_setting
 
 if TYPE_CHECKING:
     from engine.store import Store
+    from persistence.nightly import EventReport
     from persistence.settings import LedgerSettings
 
 
@@ -165,10 +166,9 @@ async def _reconcile(
 
     import orjson
     from rich.progress import Progress
-    from rich.table import Table
 
     from engine.provider import ProviderClient
-    from persistence.nightly import CLASSES, as_json, provider_entries, reconcile_event
+    from persistence.nightly import as_json, provider_entries, reconcile_event
     from persistence.writer import LedgerWriter, create_pool
 
     if not settings.engine.provider_url:
@@ -216,6 +216,15 @@ async def _reconcile(
     await asyncio.to_thread(
         Path(json_path).write_bytes, orjson.dumps(report, option=orjson.OPT_INDENT_2)
     )
+    _print_reconcile(console, reports, report["unrepaired"])
+    return 1 if report["unrepaired"] else 0
+
+
+def _print_reconcile(console: Console, reports: list["EventReport"], left: int) -> None:
+    from rich.table import Table
+
+    from persistence.nightly import CLASSES
+
     found = [d for r in reports for d in r.discrepancies]
     t = Table(title="reconciliation: Redis vs ledger vs provider")
     for col in ("discrepancy", "found", "repaired", "left"):
@@ -239,9 +248,7 @@ async def _reconcile(
             str(ex.get("refunds_pending", 0)),
         )
     console.print(m)
-    left = report["unrepaired"]
     console.print(f"{left} unrepaired" if left else "clean: nothing left unrepaired")
-    return 1 if left else 0
 
 
 async def _ledger(command: str, settings: "LedgerSettings") -> int:

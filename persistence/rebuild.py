@@ -71,6 +71,9 @@ async def _make_room(store: Store, conn: asyncpg.Connection, event_id: str, *, f
         await store.drop_event(event_id)
 
 
+Winners = dict[str, tuple[str, str, HoldState]]  # charge id -> (hold, seat, hold state)
+
+
 async def rebuild(
     store: Store, conn: asyncpg.Connection, event_id: str, *, force: bool = False
 ) -> RebuildReport:
@@ -78,11 +81,23 @@ async def rebuild(
     config = await conn.fetchrow("select * from event_configs where event_id = $1", event_id)
     if config is None:
         raise RebuildRefused(f"the ledger has no configuration for event {event_id}")
+    report = RebuildReport(event_id)
+    report.seats = await _create(store, conn, event_id, config)
+    winners = await _restore_holds(store, conn, event_id, report)
+    await _restore_charges(store, conn, event_id, config, winners, report)
+    await store.mark_restored(event_id, await store.server_time_ms())
+    await store.open_sale(event_id, config["opens_at_ms"])
+    return report
+
+
+async def _create(
+    store: Store, conn: asyncpg.Connection, event_id: str, config: asyncpg.Record
+) -> int:
+    """The event as a DRAFT with every seat free: claims refused, callbacks told to retry."""
     seat_rows = await conn.fetch(
         "select seat_id, rank, section from seats where event_id = $1 order by rank", event_id
     )
-    report = RebuildReport(event_id)
-    report.seats = await store.create_event(
+    return await store.create_event(
         event_id,
         [SeatSpec(r["seat_id"], r["rank"], r["section"]) for r in seat_rows],
         hold_ttl_ms=config["hold_ttl_ms"],
@@ -92,6 +107,38 @@ async def rebuild(
         currency=config["currency"],
         reversal_policy=ReversalPolicy(config["reversal_policy"]),
     )
+
+
+async def _restore_holds(
+    store: Store, conn: asyncpg.Connection, event_id: str, report: RebuildReport
+) -> Winners:
+    """Every hold the ledger has: sold ones with their seat, ended ones as records."""
+    winners: Winners = {}
+    for h in await conn.fetch("select * from holds where event_id = $1", event_id):
+        state = HoldState(h["state"])
+        if state == HoldState.QUARANTINED:
+            state = HoldState.EXPIRED  # its seat is free again; its charge is resolve-by-refund
+        code = await store.restore_hold(
+            event_id, h["hold_id"], h["login"], h["seat_id"], h["winner"], h["decided_at_ms"], state
+        )
+        _restored(code, f"hold {h['hold_id']}")
+        if state in WINNER_KEPT:
+            winners[h["winner"]] = (h["hold_id"], h["seat_id"], state)
+        if state in (HoldState.CONFIRMED, HoldState.EXCEPTION):
+            report.sold += 1
+        else:
+            report.ended_holds += 1
+    return winners
+
+
+async def _restore_charges(
+    store: Store,
+    conn: asyncpg.Connection,
+    event_id: str,
+    config: asyncpg.Record,
+    winners: Winners,
+    report: RebuildReport,
+) -> None:
     # Charges whose one terminal record the ledger holds (later records are not terminal).
     final = {
         r[0]
@@ -100,96 +147,68 @@ async def rebuild(
             event_id,
         )
     }
-    charges = {
+    rows = {
         r["charge_id"]: r
         for r in await conn.fetch("select * from charges where event_id = $1", event_id)
     }
-    # charge id -> (hold id, seat id, hold state) of holds that keep their winner
-    winners: dict[str, tuple[str, str, HoldState]] = {}
-    for h in await conn.fetch("select * from holds where event_id = $1", event_id):
-        state = HoldState(h["state"])
-        if state == HoldState.QUARANTINED:
-            state = HoldState.EXPIRED  # its seat is free again; its charge is resolve-by-refund
-        _restored(
-            await store.restore_hold(
-                event_id,
-                h["hold_id"],
-                h["login"],
-                h["seat_id"],
-                h["winner"],
-                h["decided_at_ms"],
-                state,
-            ),
-            f"hold {h['hold_id']}",
-        )
-        if state in WINNER_KEPT:
-            winners[h["winner"]] = (h["hold_id"], h["seat_id"], state)
-        if state in (HoldState.CONFIRMED, HoldState.EXCEPTION):
-            report.sold += 1
-        else:
-            report.ended_holds += 1
-    for charge_id, (hold_id, seat_id, hold_state) in winners.items():
-        r = charges.pop(charge_id, None)
-        # A confirmed hold implies its winner captured, even if the ledger's charge row lags;
-        # after the sale the winner is in whatever state the provider's movement left it.
-        cstate = (
-            ChargeState(r["state"])
-            if r is not None and hold_state != HoldState.CONFIRMED
-            else ChargeState.CAPTURED
-        )
-        _restored(
-            await store.restore_charge(
-                event_id,
-                Charge(
-                    charge_id=charge_id,
-                    hold_id=hold_id,
-                    seat_id=seat_id,
-                    login="",
-                    state=cstate,
-                    attempt_id=r["attempt_id"] if r else "",
-                    intent_id=r["intent_id"] if r else "",
-                    refund_only=False,
-                    amount=r["amount"] if r else config["price_minor"],
-                    created_ms=r["decided_at_ms"] if r else 0,
-                    decided_ms=r["decided_at_ms"] if r else 0,
-                    refund_attempts=0,
-                    reason="restored",
-                    captured=(r["captured"] or r["amount"]) if r else config["price_minor"],
-                    final=True,
-                ),
-            ),
-            f"charge {charge_id}",
-        )
-        report.charges[cstate] = report.charges.get(cstate, 0) + 1
-    for charge_id, r in charges.items():
-        cstate = ChargeState(r["state"])
-        if cstate == ChargeState.CAPTURED:
-            cstate = ChargeState.REFUNDING  # captured without winning a hold we still have
-        _restored(
-            await store.restore_charge(
-                event_id,
-                Charge(
-                    charge_id=charge_id,
-                    hold_id="",
-                    seat_id=r["seat_id"],
-                    login="",
-                    state=cstate,
-                    attempt_id=r["attempt_id"],
-                    intent_id=r["intent_id"],
-                    refund_only=True,
-                    amount=r["amount"],
-                    created_ms=r["decided_at_ms"],
-                    decided_ms=r["decided_at_ms"],
-                    refund_attempts=0,
-                    reason="restored",
-                    captured=r["captured"]
-                    or (r["amount"] if cstate == ChargeState.REFUNDING else 0),
-                    final=charge_id in final,
-                ),
-            ),
-            f"charge {charge_id}",
-        )
-        report.charges[cstate] = report.charges.get(cstate, 0) + 1
-    await store.mark_restored(event_id, await store.server_time_ms())
-    await store.open_sale(event_id, config["opens_at_ms"])
-    return report
+    restored = [_winner(c, rows.pop(c, None), w, config) for c, w in winners.items()]
+    restored += [_other(c, r, c in final) for c, r in rows.items()]
+    for charge in restored:
+        _restored(await store.restore_charge(event_id, charge), f"charge {charge.charge_id}")
+        report.charges[charge.state] = report.charges.get(charge.state, 0) + 1
+
+
+def _winner(
+    charge_id: str,
+    r: asyncpg.Record | None,
+    winner_of: tuple[str, str, HoldState],
+    config: asyncpg.Record,
+) -> Charge:
+    """A confirmed hold implies its winner captured, even if the ledger's charge row lags;
+    after the sale the winner is in whatever state the provider's movement left it."""
+    hold_id, seat_id, hold_state = winner_of
+    state = ChargeState.CAPTURED
+    if r is not None and hold_state != HoldState.CONFIRMED:
+        state = ChargeState(r["state"])
+    return Charge(
+        charge_id=charge_id,
+        hold_id=hold_id,
+        seat_id=seat_id,
+        login="",
+        state=state,
+        attempt_id=r["attempt_id"] if r else "",
+        intent_id=r["intent_id"] if r else "",
+        refund_only=False,
+        amount=r["amount"] if r else config["price_minor"],
+        created_ms=r["decided_at_ms"] if r else 0,
+        decided_ms=r["decided_at_ms"] if r else 0,
+        refund_attempts=0,
+        reason="restored",
+        captured=(r["captured"] or r["amount"]) if r else config["price_minor"],
+        final=True,
+    )
+
+
+def _other(charge_id: str, r: asyncpg.Record, final: bool) -> Charge:
+    """Every other charge: resolve-by-refund (its hold is gone); captured without winning a hold
+    we still have, it is refunded."""
+    state = ChargeState(r["state"])
+    if state == ChargeState.CAPTURED:
+        state = ChargeState.REFUNDING
+    return Charge(
+        charge_id=charge_id,
+        hold_id="",
+        seat_id=r["seat_id"],
+        login="",
+        state=state,
+        attempt_id=r["attempt_id"],
+        intent_id=r["intent_id"],
+        refund_only=True,
+        amount=r["amount"],
+        created_ms=r["decided_at_ms"],
+        decided_ms=r["decided_at_ms"],
+        refund_attempts=0,
+        reason="restored",
+        captured=r["captured"] or (r["amount"] if state == ChargeState.REFUNDING else 0),
+        final=final,
+    )

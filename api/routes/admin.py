@@ -10,7 +10,7 @@ from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.validate import ident, integer, obj
-from engine.holds import Charge, SeatSpec
+from engine.holds import Alert, Charge, Hold, SeatSpec
 from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
 
 SEATS_MAX = 1_000_000
@@ -93,10 +93,97 @@ async def revoke_hold(request: Request) -> Response:
     return json_response({"hold_id": hold_id, "state": h.state, "seat_id": h.seat_id})
 
 
+def charge_view(ch: Charge) -> dict[str, object]:
+    return {
+        "charge_id": ch.charge_id,
+        "hold_id": ch.hold_id or None,
+        "state": ch.state,
+        "amount": ch.amount,
+        "reason": ch.reason or None,
+        "refund_attempts": ch.refund_attempts,
+        "attempt_id": ch.attempt_id or None,
+        "captured": ch.captured,
+        "parked": ch.parked,
+    }
+
+
+def money_views(charges: list[Charge], refunds_due: set[str]) -> dict[str, object]:
+    """Money without a seat and where its refund stands."""
+    return {
+        "captured_without_seat": [
+            charge_view(ch)
+            for ch in charges
+            if ch.state in (ChargeState.REFUNDING, ChargeState.REFUNDED)
+        ],
+        "refunds_pending": [
+            charge_view(ch)
+            for ch in charges
+            if ch.charge_id in refunds_due and ch.refund_attempts == 0
+        ],
+        "refunds_retrying": [
+            charge_view(ch)
+            for ch in charges
+            if ch.charge_id in refunds_due and ch.refund_attempts > 0
+        ],
+        "refunds_parked": [charge_view(ch) for ch in charges if ch.parked],
+        "disputes": [
+            charge_view(ch)
+            for ch in charges
+            if ch.state in (ChargeState.DISPUTED, ChargeState.CHARGED_BACK)
+        ],
+    }
+
+
+def after_sale_views(holds: dict[str, Hold], charges: list[Charge]) -> dict[str, object]:
+    """Sold seats whose money left at the provider (its own refund, a dispute): still assigned
+    (revoke it, or wait for the dispute's outcome), or taken back; and the money invariant's
+    right-hand side: what the provider should hold for this event."""
+    by_charge = {ch.charge_id: ch for ch in charges}
+    return {
+        "seats_without_money": [
+            {
+                "hold_id": h.hold_id,
+                "seat_id": h.seat_id,
+                "login": h.login,
+                "reason": h.reason,
+                "winner": charge_view(by_charge[h.winner]) if h.winner in by_charge else None,
+            }
+            for h in holds.values()
+            if h.state == HoldState.EXCEPTION
+        ],
+        "revoked": [
+            {"hold_id": h.hold_id, "seat_id": h.seat_id, "reason": h.reason}
+            for h in holds.values()
+            if h.state == HoldState.REVOKED
+        ],
+        "money": {
+            "sold_seats_value": sum(
+                by_charge[h.winner].holds_money
+                for h in holds.values()
+                if h.state == HoldState.CONFIRMED and h.winner in by_charge
+            ),
+            "to_refund": sum(ch.holds_money for ch in charges if ch.state == ChargeState.REFUNDING),
+            "provider_should_hold": sum(ch.holds_money for ch in charges),
+        },
+    }
+
+
+def alert_view(a: Alert) -> dict[str, object]:
+    return {
+        "alert_id": a.alert_id,
+        "reason": a.reason,
+        "at_ms": a.at_ms,
+        "charge_id": a.charge_id or None,
+        "hold_id": a.hold_id or None,
+        "claimed": a.detail,
+    }
+
+
 @endpoint("ops_exceptions")
 async def exceptions(request: Request) -> Response:
     """What the business must look at: captured money without a seat and its refund state,
-    refunds pending or retrying, blocked seats and their deadlines, old in-flight charges."""
+    refunds pending, retrying or parked, seats whose money left, disputes, provider messages
+    refused (alerts), blocked seats and their deadlines, old in-flight charges."""
     c = ctx(request)
     c.require_admin(request)
     event_id = path_id(request, "event_id")
@@ -107,86 +194,14 @@ async def exceptions(request: Request) -> Response:
     now = await c.store.server_time_ms()
     charges = await c.store.scan_charges(event_id)
     refunds_due = set(await c.store.due_refunds(event_id, 2**62))
-
-    def view(ch: Charge) -> dict[str, object]:
-        return {
-            "charge_id": ch.charge_id,
-            "hold_id": ch.hold_id or None,
-            "state": ch.state,
-            "amount": ch.amount,
-            "reason": ch.reason or None,
-            "refund_attempts": ch.refund_attempts,
-            "attempt_id": ch.attempt_id or None,
-            "captured": ch.captured,
-            "parked": ch.parked,
-        }
-
     holds = await c.store.holds(event_id)
-    by_charge = {ch.charge_id: ch for ch in charges}
-
     return json_response(
         {
             "event_id": event_id,
             "server_time_ms": now,
-            "captured_without_seat": [
-                view(ch)
-                for ch in charges
-                if ch.state in (ChargeState.REFUNDING, ChargeState.REFUNDED)
-            ],
-            "refunds_pending": [
-                view(ch)
-                for ch in charges
-                if ch.charge_id in refunds_due and ch.refund_attempts == 0
-            ],
-            "refunds_parked": [view(ch) for ch in charges if ch.parked],
-            # Sold seats whose money left at the provider (its own refund, a dispute): the seat
-            # is still assigned; revoke it, or wait for the dispute's outcome.
-            "seats_without_money": [
-                {
-                    "hold_id": h.hold_id,
-                    "seat_id": h.seat_id,
-                    "login": h.login,
-                    "reason": h.reason,
-                    "winner": view(by_charge[h.winner]) if h.winner in by_charge else None,
-                }
-                for h in holds.values()
-                if h.state == HoldState.EXCEPTION
-            ],
-            "revoked": [
-                {"hold_id": h.hold_id, "seat_id": h.seat_id, "reason": h.reason}
-                for h in holds.values()
-                if h.state == HoldState.REVOKED
-            ],
-            "disputes": [
-                view(ch)
-                for ch in charges
-                if ch.state in (ChargeState.DISPUTED, ChargeState.CHARGED_BACK)
-            ],
-            # Provider messages the engine refused to act on, or acted on only partly.
-            "alerts": [
-                {
-                    "alert_id": a.alert_id,
-                    "reason": a.reason,
-                    "at_ms": a.at_ms,
-                    "charge_id": a.charge_id or None,
-                    "hold_id": a.hold_id or None,
-                    "claimed": a.detail,
-                }
-                for a in await c.store.alerts(event_id, ALERTS_SHOWN_MAX)
-            ],
-            # The checkable money invariant: what the provider should hold for this event.
-            "money": {
-                "sold_seats_value": sum(
-                    by_charge[h.winner].holds_money
-                    for h in holds.values()
-                    if h.state == HoldState.CONFIRMED and h.winner in by_charge
-                ),
-                "to_refund": sum(ch.holds_money for ch in charges if ch.state == "REFUNDING"),
-                "provider_should_hold": sum(ch.holds_money for ch in charges),
-            },
-            "refunds_retrying": [
-                view(ch) for ch in charges if ch.charge_id in refunds_due and ch.refund_attempts > 0
-            ],
+            **money_views(charges, refunds_due),
+            **after_sale_views(holds, charges),
+            "alerts": [alert_view(a) for a in await c.store.alerts(event_id, ALERTS_SHOWN_MAX)],
             "blocked_seats": [
                 {
                     "hold_id": h.hold_id,
@@ -198,7 +213,7 @@ async def exceptions(request: Request) -> Response:
                 for h in await c.store.quarantined(event_id)
             ],
             "charging_too_long": [
-                view(ch)
+                charge_view(ch)
                 for ch in charges
                 if ch.state == ChargeState.CHARGING and now - ch.created_ms > int(raw)
             ],

@@ -23,7 +23,7 @@ async def drop_database(name: str) -> None:
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
 
-def test_demo_runs_clean_and_leaves_nothing_behind() -> None:
+def test_demo_runs_clean_and_everything_settles() -> None:
     prefix = f"onsale:test:{uuid.uuid4().hex[:12]}"
     database = f"onsale_test_{uuid.uuid4().hex[:10]}"
     env = {
@@ -59,6 +59,8 @@ def test_demo_runs_clean_and_leaves_nothing_behind() -> None:
         assert "VIOLATED" not in proc.stdout
         assert "full audit (docs/invariants.md)" in proc.stdout
         assert "ledger holds every decision of the outbox" in proc.stdout
+        settled = [line for line in proc.stdout.splitlines() if "everything settled" in line]
+        assert settled and "ok" in settled[0], settled  # no live hold, refund or callback left
     finally:
         asyncio.run(drop_database(database))
         client = redis.Redis.from_url(REDIS_URL)

@@ -239,22 +239,36 @@ async def test_two_tabs_duplicated_callbacks_race(race_store: Store) -> None:
 
 
 async def test_drop_a_grab_b_under_contention(race_store: Store) -> None:
-    """Alice drops A with a charge in flight and grabs B while 50 others hammer seat A and A's
-    capture lands: A refunded, B kept, seat A only resold after A's money resolved."""
+    """Alice drops A with a charge in flight and grabs B while 50 others hammer seat A, then A's
+    capture lands while they hammer on: A refunded, B kept, and seat A resold only after A's
+    money resolved (every claim before the capture loses; a claim that wins during it was made
+    no earlier than the record that freed the seat)."""
     for trial in range(30):
         sale = await open_sale(race_store, 3, event_id=f"dab-{trial}-{uuid.uuid4().hex[:4]}")
         await race_store.claim(sale.event_id, "alice", "hA", "s00000")
         await race_store.start_charge(sale.event_id, "hA", "alice", "cA", 100)
         await race_store.release(sale.event_id, "hA", "alice")
-        results = await asyncio.gather(
+        before = await asyncio.gather(
             race_store.claim(sale.event_id, "alice", "hB", "s00001"),
-            _callback(race_store, sale, "cA", "CAPTURED", "pe-A"),
             *(_claim(race_store, sale.event_id, f"u{n}", "s00000") for n in range(50)),
         )
-        assert results[1] == "REFUND"
+        assert set(before[1:]) == {"seat_taken"}  # BLOCKED while A's money is in flight
+        during = await asyncio.gather(
+            _callback(race_store, sale, "cA", "CAPTURED", "pe-A"),
+            *(_claim(race_store, sale.event_id, f"v{n}", "s00000") for n in range(50)),
+        )
+        assert during[0] == "REFUND"
         assert (await race_store.hold(sale.event_id, "hB")).state == HoldState.RESERVED
-        winners = [r for r in results[2:] if r == "s00000"]
+        winners = [f"h-v{n}" for n, r in enumerate(during[1:]) if r == "s00000"]
         assert len(winners) <= 1
+        freed = [
+            int(r["now_ms"])
+            for r in await race_store.outbox(sale.event_id)
+            if r["id"] == "hA" and r["to"] == "SEAT_FREED"
+        ]
+        assert len(freed) == 1
+        for hold_id in winners:
+            assert (await race_store.hold(sale.event_id, hold_id)).created_ms >= freed[0]
         await sale.audit_ok()
 
 
