@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from persistence.migrate import migrate
-from persistence.writer import INSERT_DECISION
+from persistence.queries import Q
 
 COLUMNS = (
     "event_id",
@@ -79,7 +79,7 @@ async def run_executemany(
     started = time.perf_counter()
     for i in range(0, len(data), batch):
         async with conn.transaction():
-            await conn.executemany(INSERT_DECISION, data[i : i + batch])
+            await conn.executemany(Q["insert_decision"], data[i : i + batch])
     return time.perf_counter() - started
 
 

@@ -40,6 +40,7 @@ from engine.provider import (
 from engine.reconcile import provider_record_outcome
 from engine.states import ChargeState, HoldState
 from engine.store import Store
+from persistence.queries import Q
 from persistence.writer import LedgerWriter
 
 CLASSES = (
@@ -246,9 +247,7 @@ class _Event:
 
     async def refused(self) -> dict[str, str]:
         """Decisions the ledger refused (ledger_alerts), with the reason."""
-        rows = await self.conn.fetch(
-            "select decision_id, problem from ledger_alerts where event_id = $1", self.event_id
-        )
+        rows = await self.conn.fetch(Q["event_refused_decisions"], self.event_id)
         return {r["decision_id"]: r["problem"] for r in rows}
 
     async def outbox_in_ledger(self, now: int) -> None:
@@ -275,9 +274,7 @@ class _Event:
                 self.found(CLASSES[3], did, problem[:200], False)
 
     async def decision_ids(self) -> set[str]:
-        rows = await self.conn.fetch(
-            "select decision_id from decisions where event_id = $1", self.event_id
-        )
+        rows = await self.conn.fetch(Q["event_decision_ids"], self.event_id)
         return {r[0] for r in rows}
 
     # -- 5. refunds the provider and we disagree about --------------------------------------
@@ -363,17 +360,9 @@ async def reconcile_event(
     await run.refunds(now)
     # Decisions made so far (including the repairs above) reach the ledger before it is read.
     await run.outbox_in_ledger(await store.server_time_ms())
-    ledger_holds = {
-        r["hold_id"]: r
-        for r in await conn.fetch(
-            "select hold_id, state, winner from holds where event_id = $1", event_id
-        )
-    }
+    ledger_holds = {r["hold_id"]: r for r in await conn.fetch(Q["event_holds"], event_id)}
     await run.seats_without_money(ledger_holds)
-    ledger_charges = {
-        r[0]
-        for r in await conn.fetch("select charge_id from charges where event_id = $1", event_id)
-    }
+    ledger_charges = {r["charge_id"] for r in await conn.fetch(Q["event_charges"], event_id)}
     for hold_id in ledger_holds.keys() - run.holds.keys():
         run.found(CLASSES[4], hold_id, "hold", False)
     for charge_id in ledger_charges - run.charges.keys():

@@ -21,6 +21,7 @@ from engine.holds import Charge, SeatSpec
 from engine.scripts import RestoreCode
 from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
 from engine.store import Store
+from persistence.queries import Q
 
 # Ended holds that still name their winner (its money moved after the sale).
 WINNER_KEPT = (HoldState.CONFIRMED, HoldState.EXCEPTION, HoldState.REVOKED)
@@ -40,10 +41,7 @@ class RebuildReport:
 
 
 async def _check_outbox_in_ledger(store: Store, conn: asyncpg.Connection, event_id: str) -> None:
-    in_ledger = {
-        r[0]
-        for r in await conn.fetch("select decision_id from decisions where event_id = $1", event_id)
-    }
+    in_ledger = {r[0] for r in await conn.fetch(Q["event_decision_ids"], event_id)}
     missing = [
         f["decision_id"]
         for _sid, f in await store.outbox_entries(event_id)
@@ -78,7 +76,7 @@ async def rebuild(
     store: Store, conn: asyncpg.Connection, event_id: str, *, force: bool = False
 ) -> RebuildReport:
     await _make_room(store, conn, event_id, force=force)
-    config = await conn.fetchrow("select * from event_configs where event_id = $1", event_id)
+    config = await conn.fetchrow(Q["event_config"], event_id)
     if config is None:
         raise RebuildRefused(f"the ledger has no configuration for event {event_id}")
     report = RebuildReport(event_id)
@@ -94,9 +92,7 @@ async def _create(
     store: Store, conn: asyncpg.Connection, event_id: str, config: asyncpg.Record
 ) -> int:
     """The event as a DRAFT with every seat free: claims refused, callbacks told to retry."""
-    seat_rows = await conn.fetch(
-        "select seat_id, rank, section from seats where event_id = $1 order by rank", event_id
-    )
+    seat_rows = await conn.fetch(Q["event_seats"], event_id)
     return await store.create_event(
         event_id,
         [SeatSpec(r["seat_id"], r["rank"], r["section"]) for r in seat_rows],
@@ -114,7 +110,7 @@ async def _restore_holds(
 ) -> Winners:
     """Every hold the ledger has: sold ones with their seat, ended ones as records."""
     winners: Winners = {}
-    for h in await conn.fetch("select * from holds where event_id = $1", event_id):
+    for h in await conn.fetch(Q["event_holds"], event_id):
         state = HoldState(h["state"])
         if state == HoldState.QUARANTINED:
             state = HoldState.EXPIRED  # its seat is free again; its charge is resolve-by-refund
@@ -139,18 +135,8 @@ async def _restore_charges(
     winners: Winners,
     report: RebuildReport,
 ) -> None:
-    # Charges whose one terminal record the ledger holds (later records are not terminal).
-    final = {
-        r[0]
-        for r in await conn.fetch(
-            "select entity_id from decisions where event_id = $1 and kind = 'charge' and terminal",
-            event_id,
-        )
-    }
-    rows = {
-        r["charge_id"]: r
-        for r in await conn.fetch("select * from charges where event_id = $1", event_id)
-    }
+    final = {r[0] for r in await conn.fetch(Q["event_final_charges"], event_id)}
+    rows = {r["charge_id"]: r for r in await conn.fetch(Q["event_charges"], event_id)}
     restored = [_winner(c, rows.pop(c, None), w, config) for c, w in winners.items()]
     restored += [_other(c, r, c in final) for c, r in rows.items()]
     for charge in restored:

@@ -25,50 +25,13 @@ from redis.exceptions import RedisError, ResponseError
 from engine import keys
 from engine.loops import repeat
 from engine.records import OutboxRecord
+from persistence.queries import Q
 
 log = logging.getLogger("onsale.ledger")
 
 GROUP = "ledger"
 # Money that went back to the buyer, by who started it.
 REFUND_STATES = {"REFUNDED": "merchant", "PROVIDER_REFUNDED": "provider"}
-
-INSERT_DECISION = """
-insert into decisions (event_id, decision_id, stream_ms, stream_seq, kind, entity_id,
-  from_state, to_state, terminal, hold_id, charge_id, seat_id, login, winner, amount,
-  attempt_id, intent_id, policy, reason, decided_at_ms, captured)
-values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-  $21)
-on conflict (event_id, decision_id) do nothing
-"""
-UPSERT_HOLD = """
-insert into holds as h (event_id, hold_id, seat_id, login, state, winner, policy,
-  decided_at_ms, stream_ms, stream_seq)
-values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-on conflict (event_id, hold_id) do update set
-  state = excluded.state, winner = excluded.winner, decided_at_ms = excluded.decided_at_ms,
-  stream_ms = excluded.stream_ms, stream_seq = excluded.stream_seq
-where (h.stream_ms, h.stream_seq) < (excluded.stream_ms, excluded.stream_seq)
-"""
-UPSERT_CHARGE = """
-insert into charges as c (event_id, charge_id, hold_id, seat_id, state, amount, attempt_id,
-  intent_id, policy, decided_at_ms, stream_ms, stream_seq, captured)
-values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-on conflict (event_id, charge_id) do update set
-  state = excluded.state, attempt_id = excluded.attempt_id, intent_id = excluded.intent_id,
-  captured = excluded.captured,
-  decided_at_ms = excluded.decided_at_ms, stream_ms = excluded.stream_ms,
-  stream_seq = excluded.stream_seq
-where (c.stream_ms, c.stream_seq) < (excluded.stream_ms, excluded.stream_seq)
-"""
-INSERT_REFUND = """
-insert into refunds (event_id, charge_id, amount, refunded_at_ms, initiated_by)
-values ($1, $2, $3, $4, $5)
-on conflict (event_id, charge_id) do nothing
-"""
-INSERT_ALERT = """
-insert into ledger_alerts (event_id, stream_id, decision_id, problem, record)
-values ($1, $2, $3, $4, $5) on conflict (event_id, stream_id) do nothing
-"""
 
 
 class LedgerMetrics:
@@ -134,7 +97,7 @@ def _split_id(stream_id: str) -> tuple[int, int]:
 
 
 def to_row(event_id: str, stream_id: str, r: OutboxRecord) -> tuple[Any, ...]:
-    """The `decisions` row of one outbox record (INSERT_DECISION's parameter order)."""
+    """The `decisions` row of one outbox record (insert_decision's parameter order)."""
     # Pair the assertion made when the script XADDed the record with one at the ledger.
     assert r.event_id == event_id, f"record of {r.event_id} in the outbox of {event_id}"
     ms, seq = _split_id(stream_id)
@@ -205,28 +168,23 @@ class LedgerWriter:
         if not ev or ev.get("status") != "open":
             return False
         async with self.pool.acquire() as conn:
-            if await conn.fetchval("select 1 from event_configs where event_id = $1", event_id):
+            if await conn.fetchval(Q["event_mirrored"], event_id):
                 return True
             seats: Any = await self.redis.zrange(
                 keys.event_key(event_id, "seats", self.prefix), 0, -1, withscores=True
             )
             sections = await self.redis.hgetall(keys.event_key(event_id, "sections", self.prefix))
             async with conn.transaction():
-                await conn.execute(
-                    "insert into events (event_id) values ($1) on conflict do nothing", event_id
-                )
+                await conn.execute(Q["insert_event"], event_id)
                 await conn.executemany(
-                    "insert into seats (event_id, seat_id, rank, section) values ($1, $2, $3, $4)"
-                    " on conflict do nothing",
+                    Q["insert_seat"],
                     [
                         (event_id, str(seat), float(rank), sections.get(str(seat), ""))
                         for seat, rank in seats
                     ],
                 )
                 await conn.execute(
-                    "insert into event_configs (event_id, hold_ttl_ms, quarantine_ms, policy, "
-                    "price_minor, opens_at_ms, seats_total, currency, reversal_policy) "
-                    "values ($1, $2, $3, $4, $5, $6, $7, $8, $9) on conflict do nothing",
+                    Q["insert_event_config"],
                     event_id,
                     int(ev["hold_ttl_ms"]),
                     int(ev["quarantine_ms"]),
@@ -273,9 +231,7 @@ class LedgerWriter:
     async def write(self, event_id: str, entries: list[tuple[str, dict[str, str]]]) -> None:
         rows = [(sid, fields, (sid, OutboxRecord.from_fields(fields))) for sid, fields in entries]
         async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                "insert into events (event_id) values ($1) on conflict do nothing", event_id
-            )
+            await conn.execute(Q["insert_event"], event_id)
             try:
                 async with conn.transaction():  # savepoint: the fast path, whole batch
                     await self._apply(conn, [row for _s, _f, row in rows])
@@ -290,7 +246,7 @@ class LedgerWriter:
                     self.stats.alerts += 1
                     log.error("ledger refused %s %s: %s", event_id, sid, exc)
                     await conn.execute(
-                        INSERT_ALERT,
+                        Q["insert_alert"],
                         event_id,
                         sid,
                         fields["decision_id"],
@@ -302,7 +258,7 @@ class LedgerWriter:
         self, conn: asyncpg.Connection, records: list[tuple[str, OutboxRecord]]
     ) -> None:
         """Decisions appended; holds and charges moved forward in stream order; refunds kept."""
-        await conn.executemany(INSERT_DECISION, [to_row(r.event_id, s, r) for s, r in records])
+        await conn.executemany(Q["insert_decision"], [to_row(r.event_id, s, r) for s, r in records])
         holds, charges, refunds = [], [], []
         for sid, r in records:
             ms, seq = _split_id(sid)
@@ -337,11 +293,11 @@ class LedgerWriter:
                         )
                     )
         if holds:
-            await conn.executemany(UPSERT_HOLD, holds)
+            await conn.executemany(Q["upsert_hold"], holds)
         if charges:
-            await conn.executemany(UPSERT_CHARGE, charges)
+            await conn.executemany(Q["upsert_charge"], charges)
         if refunds:
-            await conn.executemany(INSERT_REFUND, refunds)
+            await conn.executemany(Q["insert_refund"], refunds)
 
     async def trim(self, event_id: str) -> int:
         """XTRIM MINID below both the oldest entry the ledger may not hold yet (pending or

@@ -16,6 +16,7 @@ from engine.store import Store
 from loadtest.stack import spare_port
 from persistence import writer as w
 from persistence.migrate import MigrationError, available, migrate
+from persistence.queries import Q
 from persistence.writer import LedgerWriter, create_pool
 from tests.conftest import REDIS_URL, open_sale
 from tests.helpers import callback
@@ -47,14 +48,12 @@ async def test_migrations_apply_once_and_refuse_edited_files(ledger_dsn: str) ->
         sums = {
             r[0]: r[1] for r in await conn.fetch("select version, checksum from schema_migrations")
         }
-        for sql in (
-            w.INSERT_DECISION,
-            w.UPSERT_HOLD,
-            w.UPSERT_CHARGE,
-            w.INSERT_REFUND,
-            w.INSERT_ALERT,
-        ):
-            await conn.prepare(sql)  # every named query PREPAREs against the schema
+        assert len(Q) >= 15
+        for name, sql in Q.items():  # every named query PREPAREs against the schema
+            try:
+                await conn.prepare(sql)
+            except asyncpg.PostgresError as exc:
+                pytest.fail(f"query {name} does not prepare: {exc}")
         await conn.execute("update schema_migrations set checksum = 'edited' where version = 1")
         with pytest.raises(MigrationError, match="edited"):
             await migrate(conn)

@@ -47,3 +47,14 @@ def test_a_record_reads_back_typed() -> None:
         17,
         True,
     )
+
+
+def test_named_queries_parse_once_each() -> None:
+    from persistence.queries import Q, parse
+
+    assert {"insert_decision", "upsert_hold", "event_charges"} <= set(Q)
+    assert all(sql and not sql.startswith("-- name") for sql in Q.values())
+    assert parse("-- name: a\nselect 1\n\n-- name: b\n-- why\nselect 2\n") == {
+        "a": "select 1",
+        "b": "-- why\nselect 2",
+    }

@@ -1,0 +1,77 @@
+-- Every SQL statement of the ledger, named once (persistence/queries.py loads them; a test
+-- prepares each one against a migrated database). A block starts with `-- name: <name>`.
+
+-- name: insert_decision
+insert into decisions (event_id, decision_id, stream_ms, stream_seq, kind, entity_id,
+  from_state, to_state, terminal, hold_id, charge_id, seat_id, login, winner, amount,
+  attempt_id, intent_id, policy, reason, decided_at_ms, captured)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+  $21)
+on conflict (event_id, decision_id) do nothing
+
+-- name: upsert_hold
+-- Forward only, in stream order: a replayed older record never moves a hold back.
+insert into holds as h (event_id, hold_id, seat_id, login, state, winner, policy,
+  decided_at_ms, stream_ms, stream_seq)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+on conflict (event_id, hold_id) do update set
+  state = excluded.state, winner = excluded.winner, decided_at_ms = excluded.decided_at_ms,
+  stream_ms = excluded.stream_ms, stream_seq = excluded.stream_seq
+where (h.stream_ms, h.stream_seq) < (excluded.stream_ms, excluded.stream_seq)
+
+-- name: upsert_charge
+insert into charges as c (event_id, charge_id, hold_id, seat_id, state, amount, attempt_id,
+  intent_id, policy, decided_at_ms, stream_ms, stream_seq, captured)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+on conflict (event_id, charge_id) do update set
+  state = excluded.state, attempt_id = excluded.attempt_id, intent_id = excluded.intent_id,
+  captured = excluded.captured,
+  decided_at_ms = excluded.decided_at_ms, stream_ms = excluded.stream_ms,
+  stream_seq = excluded.stream_seq
+where (c.stream_ms, c.stream_seq) < (excluded.stream_ms, excluded.stream_seq)
+
+-- name: insert_refund
+insert into refunds (event_id, charge_id, amount, refunded_at_ms, initiated_by)
+values ($1, $2, $3, $4, $5)
+on conflict (event_id, charge_id) do nothing
+
+-- name: insert_alert
+insert into ledger_alerts (event_id, stream_id, decision_id, problem, record)
+values ($1, $2, $3, $4, $5) on conflict (event_id, stream_id) do nothing
+
+-- name: insert_event
+insert into events (event_id) values ($1) on conflict do nothing
+
+-- name: event_mirrored
+select 1 from event_configs where event_id = $1
+
+-- name: insert_seat
+insert into seats (event_id, seat_id, rank, section) values ($1, $2, $3, $4)
+on conflict do nothing
+
+-- name: insert_event_config
+insert into event_configs (event_id, hold_ttl_ms, quarantine_ms, policy, price_minor,
+  opens_at_ms, seats_total, currency, reversal_policy)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9) on conflict do nothing
+
+-- name: event_config
+select * from event_configs where event_id = $1
+
+-- name: event_seats
+select seat_id, rank, section from seats where event_id = $1 order by rank
+
+-- name: event_decision_ids
+select decision_id from decisions where event_id = $1
+
+-- name: event_final_charges
+-- Charges whose one terminal record the ledger holds (later records are not terminal).
+select entity_id from decisions where event_id = $1 and kind = 'charge' and terminal
+
+-- name: event_refused_decisions
+select decision_id, problem from ledger_alerts where event_id = $1
+
+-- name: event_holds
+select * from holds where event_id = $1
+
+-- name: event_charges
+select * from charges where event_id = $1
