@@ -146,11 +146,19 @@ class ProviderCharge:
 
 
 class ProviderClient:
-    def __init__(self, base_url: str, *, timeout_ms: int = 2_000, retries_max: int = 2) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout_ms: int = 2_000,
+        retries_max: int = 2,
+        transport: httpx.AsyncBaseTransport | None = None,  # tests: the simulator in process
+    ) -> None:
         self.http = httpx.AsyncClient(
             base_url=base_url,
             timeout=httpx.Timeout(timeout_ms / 1000),
             limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+            transport=transport,
         )
         self.retries_max = retries_max
 

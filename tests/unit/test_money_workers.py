@@ -1,0 +1,127 @@
+"""The refund queue and provider reconciliation, in process: the store on fakeredis, the
+provider simulator behind httpx's ASGI transport (no network; its webhooks point nowhere)."""
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from engine import keys
+from engine.provider import ProviderClient
+from engine.reconcile import ProviderReconciler
+from engine.refunds import RefundWorker
+from engine.states import ChargeState, HoldState
+from engine.store import Store
+from loadtest.provider_sim import SimConfig, create_app
+from tests.conftest import Sale, open_sale
+from tests.helpers import callback
+
+PRICE = 100
+
+
+@pytest.fixture
+async def provider() -> AsyncIterator[ProviderClient]:
+    app = create_app(
+        SimConfig(
+            webhook_url="http://127.0.0.1:9/none",
+            decline_rate=0.0,
+            fail_rate=0.0,
+            delay_min_ms=1,
+            delay_max_ms=2,
+            retries_max=1,
+        )
+    )
+    async with app.router.lifespan_context(app):
+        client = ProviderClient("http://sim", transport=httpx.ASGITransport(app=app))
+        yield client
+        await client.aclose()
+
+
+async def paying(store: Store, provider: ProviderClient, login: str = "alice") -> tuple[Sale, str]:
+    """An open sale (server clock) where `login` holds a seat and paid: the provider captured,
+    its callback never came (the charge is still CHARGING here)."""
+    sale = await open_sale(store, 2)
+    hold = f"h-{login}"
+    await store.claim(sale.event_id, login, hold)
+    key = keys.charge_key(sale.event_id, hold, login, "k")
+    await store.start_charge(sale.event_id, hold, login, key, PRICE)
+    meta = {"event_id": sale.event_id, "hold_id": hold, "charge_id": key}
+    await provider.create_charge(key, PRICE, "EUR", meta)
+    for _ in range(200):
+        found = await provider.find_charge(key)
+        if found is not None and found.status == "captured":
+            break
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.005)  # the charge is now older than the reconciler's 1 ms
+    return sale, key
+
+
+async def test_reconciliation_applies_a_capture_whose_callback_was_lost(
+    fake_store: Store, provider: ProviderClient
+) -> None:
+    sale, _key = await paying(fake_store, provider)
+    reconciler = ProviderReconciler(fake_store, provider, stale_ms=1)
+    await reconciler.run_once()
+    assert (reconciler.stats.examined, reconciler.stats.resolved) == (1, 1)
+    assert (await fake_store.hold(sale.event_id, "h-alice")).state == HoldState.CONFIRMED
+    await reconciler.run_once()  # nothing is CHARGING any more
+    assert reconciler.stats.examined == 1
+    await sale.audit_ok()
+
+
+async def test_a_charge_the_provider_never_saw_is_closed_as_failed(
+    fake_store: Store, provider: ProviderClient
+) -> None:
+    sale = await open_sale(fake_store, 1)
+    await fake_store.claim(sale.event_id, "bo", "h1")
+    await fake_store.start_charge(sale.event_id, "h1", "bo", "never-sent", PRICE)
+    await asyncio.sleep(0.005)
+    reconciler = ProviderReconciler(fake_store, provider, stale_ms=1)
+    await reconciler.run_once()
+    assert reconciler.stats.never_reached_provider == 1
+    assert (await fake_store.charge(sale.event_id, "never-sent")).state == ChargeState.FAILED
+    assert (await fake_store.hold(sale.event_id, "h1")).state == HoldState.RESERVED
+    await sale.audit_ok()
+
+
+async def test_the_refund_queue_refunds_a_capture_that_cannot_win(
+    fake_store: Store, provider: ProviderClient
+) -> None:
+    sale, key = await paying(fake_store, provider)
+    await fake_store.release(sale.event_id, "h-alice", "alice")  # the capture can no longer win
+    await ProviderReconciler(fake_store, provider, stale_ms=1).run_once()
+    assert (await fake_store.charge(sale.event_id, key)).state == ChargeState.REFUNDING
+    worker = RefundWorker(fake_store, provider, seed=1)
+    assert await worker.run_once() == 1
+    assert (worker.stats.refunded, worker.stats.parked) == (1, 0)
+    assert (await fake_store.charge(sale.event_id, key)).state == ChargeState.REFUNDED
+    ledger: dict[str, Any] = await provider.ledger()
+    assert [e["kind"] for e in ledger["entries"]] == ["capture", "refund"]
+    assert await worker.run_once() == 0  # nothing due any more
+    await sale.audit_ok()
+
+
+async def test_a_refund_the_providers_record_disowns_is_parked_not_paid(
+    fake_store: Store, provider: ProviderClient
+) -> None:
+    """A capture message for the winner's attempt under a key we never minted becomes an
+    orphan here; the provider's record says the attempt is the winner's: no refund."""
+    sale, key = await paying(fake_store, provider)
+    await ProviderReconciler(fake_store, provider, stale_ms=1).run_once()
+    found = await provider.find_charge(key)
+    assert found is not None
+    await callback(sale, "forged-key", "CAPTURED", attempt=found.attempt_id, amount=PRICE)
+    # (the attempt is bound to the winner: the forged message is a mismatch, nothing moves)
+    other = await open_sale(fake_store, 1)
+    await callback(other, "forged-key", "CAPTURED", attempt=found.attempt_id, amount=PRICE)
+    worker = RefundWorker(fake_store, provider, seed=1)
+    await worker.run_once()
+    assert (worker.stats.refunded, worker.stats.parked) == (0, 1)
+    orphan = await fake_store.charge(other.event_id, f"orphan/{found.attempt_id}")
+    assert (orphan.state, orphan.parked) == (ChargeState.REFUNDING, True)
+    ledger: dict[str, Any] = await provider.ledger()
+    assert [e["kind"] for e in ledger["entries"]] == ["capture"]  # the winner keeps its money
+    assert (await fake_store.hold(sale.event_id, "h-alice")).state == HoldState.CONFIRMED
+    await other.audit_ok()
