@@ -55,14 +55,14 @@ class ProviderReconciler:
         self.stats = ReconcileStats()
 
     async def run_once(self) -> None:
-        now = await self.store.server_time_ms()
-        for event_id in await self.store.event_ids():
+        now = await self.store.read.server_time_ms()
+        for event_id in await self.store.read.event_ids():
             currency = ""
-            for charge in await self.store.scan_charges(event_id):
+            for charge in await self.store.read.scan_charges(event_id):
                 if charge.state != ChargeState.CHARGING or now - charge.created_ms < self.stale_ms:
                     continue
                 self.stats.examined += 1
-                currency = currency or (await self.store.availability(event_id)).currency
+                currency = currency or (await self.store.read.availability(event_id)).currency
                 try:
                     found = await self.provider.find_charge(charge.key)
                 except ProviderTimeout:

@@ -51,16 +51,16 @@ class RefundWorker:
     async def run_once(self) -> int:
         """Process the refunds due now in every event; returns how many were handled."""
         handled = 0
-        now = await self.store.server_time_ms()
-        for event_id in await self.store.event_ids():
-            for charge_id in await self.store.due_refunds(event_id, now, self.batch_max):
+        now = await self.store.read.server_time_ms()
+        for event_id in await self.store.read.event_ids():
+            for charge_id in await self.store.read.due_refunds(event_id, now, self.batch_max):
                 await self._refund(event_id, charge_id)
                 handled += 1
         return handled
 
     async def _refund(self, event_id: str, charge_id: str) -> None:
         try:
-            charge = await self.store.charge(event_id, charge_id)
+            charge = await self.store.read.charge(event_id, charge_id)
         except ChargeNotFound:
             log.error("refund queued for unknown charge %s/%s", event_id, charge_id)
             return

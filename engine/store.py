@@ -1,5 +1,7 @@
-"""The only module that talks to Redis. Each state change is exactly one script call; results
-come back as typed outcomes, refusals as EngineError subclasses (engine/errors.py)."""
+"""The state changes: each is exactly one script call; results come back as typed outcomes,
+refusals as EngineError subclasses (engine/errors.py). Reads are `store.read` (engine/reads.py),
+putting an event back from the ledger is `store.restore` (engine/restore.py), and the audit of
+the invariants is engine/audit.py. Nothing else in the engine talks to Redis."""
 
 import asyncio
 import time
@@ -12,14 +14,9 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from engine import errors, keys
-from engine.audit import AuditReport, Snapshot, audit
 from engine.holds import (
-    Alert,
-    Availability,
-    Charge,
     ChargeStarted,
     Claimed,
-    Hold,
     OutcomeResult,
     ProviderOutcome,
     ProviderReversal,
@@ -27,6 +24,8 @@ from engine.holds import (
     SweepResult,
 )
 from engine.pipeline import AutoPipeline
+from engine.reads import Reads, timed
+from engine.restore import Restore
 from engine.scripts import (
     CHARGE_START_REFUSALS,
     CLAIM_REFUSALS,
@@ -38,7 +37,6 @@ from engine.scripts import (
     OutcomeCode,
     RefundCode,
     ReleaseCode,
-    RestoreCode,
     ReversalCode,
     RevokeCode,
     Scripts,
@@ -77,6 +75,8 @@ class Store:
         # API, which also runs its listener.
         self.sold_out: SoldOutMemory | None = None
         self._keys: dict[str, list[str]] = {}
+        self.read = Reads(client, prefix=prefix, timeout_s=timeout_s)  # views, workers, audit
+        self.restore = Restore(self)  # rebuild from the ledger
         # Script calls of one event-loop tick share one round trip (engine/pipeline.py).
         self.pipeline = (
             AutoPipeline(client, self.scripts, timeout_s=timeout_s) if autopipeline else None
@@ -108,11 +108,7 @@ class Store:
             raise errors.StoreUnavailable(f"{name}: {exc!r}") from exc
 
     async def _read(self, coro: Any) -> Any:
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                return await coro
-        except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
-            raise errors.StoreUnavailable(repr(exc)) from exc
+        return await timed(coro, self.timeout_s)
 
     # -- events ---------------------------------------------------------------------------
 
@@ -138,7 +134,7 @@ class Store:
             raise errors.EventExists(f"event {event_id} exists")
         # The price is display data read by the API, not a script input: a DRAFT event is not
         # on sale, so setting it after the atomic create is safe.
-        await self._read(self.client.hset(self._key(event_id, "event"), "price_minor", price_minor))
+        await self._read(self.client.hset(self.key(event_id, "event"), "price_minor", price_minor))
         total = 0
         batch: list[Any] = []
         for seat in seats:
@@ -162,92 +158,13 @@ class Store:
             raise errors.EventNotFound(f"cannot add seats to {event_id}: {code}")
         return int(reply[1])
 
-    async def event_exists(self, event_id: str) -> bool:
-        return bool(await self._read(self.client.exists(self._key(event_id, "event"))))
-
-    async def drop_event(self, event_id: str) -> None:
-        """Delete every key of the event (a rebuild with --force starts from nothing)."""
-        names = [*keys.EVENT_KEYS, *keys.EXTRA_KEYS]
-        await self._read(self.client.delete(*(self._key(event_id, n) for n in names)))
-        await self._read(self.client.srem(keys.events_index(self.prefix), event_id))
-
-    async def restore_hold(
-        self,
-        event_id: str,
-        hold_id: str,
-        login: str,
-        seat_id: str,
-        winner: str,
-        decided_ms: int,
-        state: HoldState = HoldState.CONFIRMED,
-    ) -> RestoreCode:
-        reply = await self._run(
-            "event_restore",
-            event_id,
-            ["HOLD", hold_id, login, seat_id, winner, decided_ms, str(state)],
-        )
-        return RestoreCode(reply[0])
-
-    async def restore_charge(self, event_id: str, charge: Charge) -> RestoreCode:
-        reply = await self._run(
-            "event_restore",
-            event_id,
-            [
-                "CHARGE",
-                charge.charge_id,
-                str(charge.state),
-                charge.hold_id,
-                charge.seat_id,
-                charge.login,
-                charge.amount,
-                charge.attempt_id,
-                charge.intent_id,
-                charge.decided_ms,
-                int(charge.refund_only),
-                charge.captured,
-                charge.key,
-                int(charge.final),
-            ],
-        )
-        return RestoreCode(reply[0])
-
-    async def mark_restored(self, event_id: str, at_ms: int) -> None:
-        """Decisions older than this were not made by this Redis: the outbox does not hold them
-        (the ledger does), and the audit does not expect them there."""
-        await self._read(self.client.hset(self._key(event_id, "event"), "restored_at_ms", at_ms))
-
     async def open_sale(self, event_id: str, opens_at_ms: int = 0) -> int:
         reply = await self._run("event_open", event_id, [opens_at_ms])
         if reply[0] == OpenCode.NOT_FOUND:
             raise errors.EventNotFound(event_id)
         return int(reply[1])
 
-    async def event_ids(self) -> list[str]:
-        members = await self._read(self.client.smembers(keys.events_index(self.prefix)))
-        return sorted(members)
-
-    async def availability(self, event_id: str) -> Availability:
-        raw = await self._read(self.client.hgetall(self._key(event_id, "event")))
-        if not raw:
-            raise errors.EventNotFound(event_id)
-        return Availability(
-            event_id=event_id,
-            status=raw["status"],
-            opens_at_ms=int(raw["opens_at_ms"]),
-            policy=LatePolicy(raw["policy"]),
-            hold_ttl_ms=int(raw["hold_ttl_ms"]),
-            quarantine_ms=int(raw["quarantine_ms"]),
-            seats_total=int(raw["seats_total"]),
-            free=int(raw["free"]),
-            held=int(raw["held"]),
-            blocked=int(raw["blocked"]),
-            sold=int(raw["sold"]),
-            price_minor=int(raw.get("price_minor", 0)),
-            currency=raw.get("currency", "EUR"),
-            reversal_policy=ReversalPolicy(raw.get("reversal_policy", "manual")),
-        )
-
-    def _key(self, event_id: str, name: str) -> str:
+    def key(self, event_id: str, name: str) -> str:
         return keys.event_key(event_id, name, self.prefix)
 
     # -- holds ----------------------------------------------------------------------------
@@ -295,53 +212,6 @@ class Store:
         if reply[0] == SweepCode.NOT_FOUND:
             raise errors.EventNotFound(event_id)
         return SweepResult(int(reply[1]), int(reply[2]), int(reply[3]), int(reply[4]))
-
-    async def hold(self, event_id: str, hold_id: str) -> Hold:
-        raw = await self._read(self.client.hget(self._key(event_id, "holds"), hold_id))
-        if raw is None:
-            raise errors.HoldNotFound(f"hold {hold_id}")
-        return Hold.from_json(raw)
-
-    async def charge(self, event_id: str, charge_id: str) -> Charge:
-        raw = await self._read(self.client.hget(self._key(event_id, "charges"), charge_id))
-        if raw is None:
-            raise errors.ChargeNotFound(f"charge {charge_id}")
-        return Charge.from_json(raw)
-
-    async def charges(self, event_id: str, charge_ids: Sequence[str]) -> list[Charge]:
-        if not charge_ids:
-            return []
-        rows = await self._read(self.client.hmget(self._key(event_id, "charges"), charge_ids))
-        return [Charge.from_json(r) for r in rows if r is not None]
-
-    async def scan_charges(
-        self, event_id: str, count: int = 500, limit: int = 1_000_000
-    ) -> list[Charge]:
-        """The event's charges, at most `limit` (HSCAN pages of `count`, each page under the
-        store's timeout): for operators and reconciliation, never for the request path."""
-        out: list[Charge] = []
-        key = self._key(event_id, "charges")
-        cursor: int = 0
-        while True:
-            cursor, page = await self._read(self.client.hscan(key, cursor, count=count))
-            out += [Charge.from_json(raw) for raw in page.values()]
-            if cursor == 0 or len(out) >= limit:
-                return out[:limit]
-
-    async def quarantined(self, event_id: str) -> list[Hold]:
-        """Holds whose seat is BLOCKED (quarantined, or released with money in flight)."""
-        ids = await self._read(self.client.zrange(self._key(event_id, "quarantines"), 0, -1))
-        if not ids:
-            return []
-        rows = await self._read(self.client.hmget(self._key(event_id, "holds"), ids))
-        return [Hold.from_json(r) for r in rows if r is not None]
-
-    async def free_seats(self, event_id: str, limit: int = 100) -> list[str]:
-        """The best `limit` free seats by rank (a hint: only a claim makes one yours)."""
-        members: list[str] = await self._read(
-            self.client.zrange(self._key(event_id, "free"), 0, max(0, limit - 1))
-        )
-        return members
 
     # -- charges --------------------------------------------------------------------------
 
@@ -434,35 +304,18 @@ class Store:
         if code == RevokeCode.NOT_EXCEPTION:
             raise errors.NotAnException(f"hold {hold_id} is {reply[1]}, not EXCEPTION")
 
-    async def alerts(self, event_id: str, limit: int = 500) -> list[Alert]:
-        """The event's alerts (provider messages refused or only partly applied), newest first."""
-        raw: Any = await self._read(self.client.hvals(self._key(event_id, "alerts")))
-        found = sorted((Alert.from_json(r) for r in raw), key=lambda a: -a.at_ms)
-        return found[:limit]
-
-    async def attempts(self, event_id: str) -> dict[str, str]:
-        """Provider attempt id -> charge id (reconciliation only)."""
-        raw: Any = await self._read(self.client.hgetall(self._key(event_id, "attempts")))
-        return dict(raw)
-
     async def keep_raw_callback(
         self, event_id: str, provider_event_id: str, raw: bytes, maxlen: int
     ) -> None:
         """Append a verified callback, byte for byte, to the event's raw stream (capped)."""
         await self._read(
             self.client.xadd(
-                self._key(event_id, "raw_callbacks"),
+                self.key(event_id, "raw_callbacks"),
                 {"provider_event_id": provider_event_id, "body": raw},
                 maxlen=maxlen,
                 approximate=True,
             )
         )
-
-    async def raw_callbacks(self, event_id: str, count: int = 1000) -> list[dict[str, str]]:
-        entries = await self._read(
-            self.client.xrange(self._key(event_id, "raw_callbacks"), count=count)
-        )
-        return [fields for _id, fields in entries]
 
     async def refund_result(
         self, event_id: str, charge_id: str, *, refunded: bool, retry_delay_ms: int = 0
@@ -486,15 +339,6 @@ class Store:
             raise errors.ChargeNotFound(f"charge {charge_id}")
         return code
 
-    async def due_refunds(self, event_id: str, now_ms: int, limit: int = 100) -> list[str]:
-        """Charges whose refund is due (REFUNDING, or a re-refund after REFUNDED)."""
-        members: list[str] = await self._read(
-            self.client.zrangebyscore(
-                self._key(event_id, "refunds"), "-inf", now_ms, start=0, num=limit
-            )
-        )
-        return members
-
     async def ready(self) -> int:
         """Redis answers and every script is loaded (loading them if a restart lost them)."""
         shas = [self.scripts[name].sha for name in self.scripts.names()]
@@ -503,72 +347,7 @@ class Store:
             await self._read(self.scripts.load_all())
         return len(shas)
 
-    async def server_time_ms(self) -> int:
-        seconds, micros = await self._read(self.client.time())
-        return int(seconds) * 1000 + int(micros) // 1000
-
-    async def outbox_entries(
-        self, event_id: str, count: int = 1_000_000, *, newest: bool = False
-    ) -> list[tuple[str, dict[str, str]]]:
-        """(stream id, record) pairs, oldest first (or the `count` newest, newest first)."""
-        stream = self._key(event_id, "outbox")
-        read = (
-            self.client.xrevrange(stream, count=count)
-            if newest
-            else self.client.xrange(stream, count=count)
-        )
-        entries: Any = await self._read(read)
-        return [(str(sid), fields) for sid, fields in entries]
-
-    async def holds(self, event_id: str) -> dict[str, Hold]:
-        """Every hold of the event (operators and reconciliation only)."""
-        raw: Any = await self._read(self.client.hgetall(self._key(event_id, "holds")))
-        return {hid: Hold.from_json(v) for hid, v in raw.items()}
-
-    async def outbox(self, event_id: str, count: int = 100_000) -> list[dict[str, str]]:
-        entries = await self._read(self.client.xrange(self._key(event_id, "outbox"), count=count))
-        return [fields for _id, fields in entries]
-
     # -- audit ----------------------------------------------------------------------------
-
-    async def audit(self, event_id: str) -> AuditReport:
-        """Check docs/invariants.md over one atomic snapshot (MULTI/EXEC on the event slot)."""
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.hgetall(self._key(event_id, "event"))
-            pipe.zrange(self._key(event_id, "seats"), 0, -1)
-            pipe.zrange(self._key(event_id, "free"), 0, -1)
-            pipe.hgetall(self._key(event_id, "owners"))
-            pipe.hvals(self._key(event_id, "holds"))
-            pipe.hvals(self._key(event_id, "charges"))
-            pipe.xrange(self._key(event_id, "outbox"))
-            pipe.zrange(self._key(event_id, "deadlines"), 0, -1)
-            pipe.zrange(self._key(event_id, "quarantines"), 0, -1)
-            pipe.zrange(self._key(event_id, "refunds"), 0, -1)
-            (
-                ev,
-                seats,
-                free,
-                owners,
-                hold_rows,
-                charge_rows,
-                outbox,
-                deadlines,
-                quarantines,
-                refunds,
-            ) = await self._read(pipe.execute())
-        return audit(
-            Snapshot(
-                event_id,
-                ev,
-                seats,
-                free,
-                owners,
-                [Hold.from_json(r) for r in hold_rows],
-                [Charge.from_json(r) for r in charge_rows],
-                [f for _i, f in outbox],
-                timers=(set(deadlines), set(quarantines), set(refunds)),
-            )
-        )
 
 
 def _outcome_result(code: str, reply: list[Any]) -> OutcomeResult:

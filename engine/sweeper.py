@@ -62,7 +62,7 @@ class Sweeper:
     async def run_once(self) -> bool:
         """One pass over every event. True if some event still had due work."""
         behind = False
-        for event_id in await self.store.event_ids():
+        for event_id in await self.store.read.event_ids():
             try:
                 behind |= await self.sweep_event(event_id)
             except EventNotFound:

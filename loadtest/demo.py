@@ -364,7 +364,7 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
         ) as fan_http,
     ):
         seats = seat_map(cfg.seats)
-        now = await store.server_time_ms()
+        now = await store.read.server_time_ms()
         t0_ms = now + 2_000
         r = await http.post(
             "/v1/admin/events",
@@ -410,7 +410,7 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
             result = await burst(
                 fans,
                 t0_ms,
-                await store.server_time_ms(),
+                await store.read.server_time_ms(),
                 [s["seat_id"] for s in seats],
                 progress,
             )
@@ -436,7 +436,7 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
         metrics = (await http.get("/metrics")).text
     ledger_view = None
     if sampler is not None:
-        outbox_n = len(await store.outbox(event_id))
+        outbox_n = len(await store.read.outbox(event_id))
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if (await ledger_counts(stack.ledger_dsn, event_id))[0] >= outbox_n:
@@ -451,8 +451,8 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
             "confirmed": confirmed,
             "samples": samples,
         }
-    report = await store.audit(event_id)
-    should_hold = sum(c.holds_money for c in await store.scan_charges(event_id))
+    report = await store.read.audit(event_id)
+    should_hold = sum(c.holds_money for c in await store.read.scan_charges(event_id))
     alive = stack.alive()
     return _report(
         console,

@@ -45,8 +45,8 @@ async def check_burst(
     store: Store, event_id: str, answers: Counter[str], clients: int, seats_total: int
 ) -> Verdict:
     v = Verdict()
-    avail = await store.availability(event_id)
-    report = await store.audit(event_id)
+    avail = await store.read.availability(event_id)
+    report = await store.read.audit(event_id)
     held_or_sold = avail.held + avail.sold + avail.blocked
     v.checks.append(
         ("seats taken <= seats", held_or_sold <= seats_total, f"{held_or_sold} of {seats_total}")
@@ -127,8 +127,8 @@ async def check_flow(
     """The engine's state against docs/invariants.md, the money against the provider's own
     ledger (GET /v1/ledger of the simulator), and what the buyers saw against both."""
     v = Verdict()
-    avail = await store.availability(event_id)
-    report = await store.audit(event_id)
+    avail = await store.read.availability(event_id)
+    report = await store.read.audit(event_id)
     c = report.counts
     taken = avail.held + avail.sold + avail.blocked
     v.checks.append(("seats taken <= seats", taken <= seats_total, f"{taken} of {seats_total}"))
@@ -169,7 +169,7 @@ async def check_flow(
             f"provider {len(refunds)}, engine {c['refunded']}",
         )
     )
-    should_hold = sum(ch.holds_money for ch in await store.scan_charges(event_id))
+    should_hold = sum(ch.holds_money for ch in await store.read.scan_charges(event_id))
     v.checks.append(
         (
             "the provider holds what our charges say (money invariant)",
@@ -186,7 +186,9 @@ async def check_flow(
         )
     )
     sold_seats = {
-        h.seat_id for h in (await store.holds(event_id)).values() if h.state == HoldState.CONFIRMED
+        h.seat_id
+        for h in (await store.read.holds(event_id)).values()
+        if h.state == HoldState.CONFIRMED
     }
     not_sold = sorted(set(seen.confirmed_seats) - sold_seats)
     v.checks.append(

@@ -189,7 +189,7 @@ async def settle(stack: LocalStack, store: Store, event_id: str, console: Consol
             while time.monotonic() < deadline:
                 open_charges = [
                     c
-                    for c in await store.scan_charges(event_id)
+                    for c in await store.read.scan_charges(event_id)
                     if c.state in ("CHARGING", "REFUNDING")
                 ]
                 pending = (await sim.get("/v1/ledger")).json()["pending_deliveries"]

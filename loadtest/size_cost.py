@@ -364,13 +364,13 @@ async def measure_size(
 
     # 4. sweep every live hold, the test clock past their deadlines
     task = progress.add_task(f"{label} sweep", total=logins)
-    now_ms = await store.server_time_ms()
+    now_ms = await store.read.server_time_ms()
     await client.hset(
         keys.event_key(event_id, "event", store.prefix), "test_now_ms", now_ms + HOLD_TTL_MS + 1
     )
     sweep = await sweep_all(sweep_store, event_id, logins, progress, task)
 
-    report = await store.audit(event_id)
+    report = await store.read.audit(event_id)
 
     per_seat = mem1.per(mem0, size)
     per_hold = mem3.per(mem2, logins)

@@ -191,7 +191,7 @@ async def _reconcile(
             consumer=f"reconcile-{socket.gethostname()}-{os.getpid()}",
         )
         entries = await provider_entries(provider)
-        events = only or await store.event_ids()
+        events = only or await store.read.event_ids()
         with Progress(console=console) as progress:
             task = progress.add_task("reconciling events", total=len(events))
             async with pool.acquire() as conn:

@@ -134,9 +134,9 @@ class _Event:
         self.report.discrepancies.append(Discrepancy(cls, self.event_id, entity, detail, repaired))
 
     async def reload(self) -> None:
-        self.charges = {c.charge_id: c for c in await self.store.scan_charges(self.event_id)}
-        self.holds = await self.store.holds(self.event_id)
-        self.by_attempt = await self.store.attempts(self.event_id)
+        self.charges = {c.charge_id: c for c in await self.store.read.scan_charges(self.event_id)}
+        self.holds = await self.store.read.holds(self.event_id)
+        self.by_attempt = await self.store.read.attempts(self.event_id)
 
     def charge_of(self, attempt_id: str) -> Charge | None:
         charge_id = self.by_attempt.get(attempt_id)
@@ -255,7 +255,7 @@ class _Event:
         refused = await self.refused()
         missing = [
             (sid, f)
-            for sid, f in await self.store.outbox_entries(self.event_id)
+            for sid, f in await self.store.read.outbox_entries(self.event_id)
             if f["decision_id"] not in in_ledger
             and f["decision_id"] not in refused
             and now - int(sid.split("-")[0]) >= self.grace_ms
@@ -352,14 +352,14 @@ async def reconcile_event(
         event_id,
         grace_ms,
     )
-    now = await store.server_time_ms()
-    last = await store.outbox_entries(event_id, count=1, newest=True)
+    now = await store.read.server_time_ms()
+    last = await store.read.outbox_entries(event_id, count=1, newest=True)
     run.outbox_seen = last[0][0] if last else "0-0"
     await run.reload()
     await run.captured_without_seat()
     await run.refunds(now)
     # Decisions made so far (including the repairs above) reach the ledger before it is read.
-    await run.outbox_in_ledger(await store.server_time_ms())
+    await run.outbox_in_ledger(await store.read.server_time_ms())
     ledger_holds = {r["hold_id"]: r for r in await conn.fetch(Q["event_holds"], event_id)}
     await run.seats_without_money(ledger_holds)
     ledger_charges = {r["charge_id"] for r in await conn.fetch(Q["event_charges"], event_id)}

@@ -44,7 +44,7 @@ async def _check_outbox_in_ledger(store: Store, conn: asyncpg.Connection, event_
     in_ledger = {r[0] for r in await conn.fetch(Q["event_decision_ids"], event_id)}
     missing = [
         f["decision_id"]
-        for _sid, f in await store.outbox_entries(event_id)
+        for _sid, f in await store.read.outbox_entries(event_id)
         if f["decision_id"] not in in_ledger
     ]
     if missing:
@@ -60,13 +60,13 @@ def _restored(code: RestoreCode, what: str) -> None:
 
 
 async def _make_room(store: Store, conn: asyncpg.Connection, event_id: str, *, force: bool) -> None:
-    if await store.event_exists(event_id):
+    if await store.read.event_exists(event_id):
         if not force:
             raise RebuildRefused(
                 f"event {event_id} still exists in Redis; pass --force to replace it"
             )
         await _check_outbox_in_ledger(store, conn, event_id)
-        await store.drop_event(event_id)
+        await store.restore.drop_event(event_id)
 
 
 Winners = dict[str, tuple[str, str, HoldState]]  # charge id -> (hold, seat, hold state)
@@ -83,7 +83,7 @@ async def rebuild(
     report.seats = await _create(store, conn, event_id, config)
     winners = await _restore_holds(store, conn, event_id, report)
     await _restore_charges(store, conn, event_id, config, winners, report)
-    await store.mark_restored(event_id, await store.server_time_ms())
+    await store.restore.mark(event_id, await store.read.server_time_ms())
     await store.open_sale(event_id, config["opens_at_ms"])
     return report
 
@@ -114,7 +114,7 @@ async def _restore_holds(
         state = HoldState(h["state"])
         if state == HoldState.QUARANTINED:
             state = HoldState.EXPIRED  # its seat is free again; its charge is resolve-by-refund
-        code = await store.restore_hold(
+        code = await store.restore.hold(
             event_id, h["hold_id"], h["login"], h["seat_id"], h["winner"], h["decided_at_ms"], state
         )
         _restored(code, f"hold {h['hold_id']}")
@@ -140,7 +140,7 @@ async def _restore_charges(
     restored = [_winner(c, rows.pop(c, None), w, config) for c, w in winners.items()]
     restored += [_other(c, r, c in final) for c, r in rows.items()]
     for charge in restored:
-        _restored(await store.restore_charge(event_id, charge), f"charge {charge.charge_id}")
+        _restored(await store.restore.charge(event_id, charge), f"charge {charge.charge_id}")
         report.charges[charge.state] = report.charges.get(charge.state, 0) + 1
 
 

@@ -31,7 +31,7 @@ class Sale:
         await self.store.client.hset(self.store.keys(self.event_id)[0], "test_now_ms", now_ms)
 
     async def audit_ok(self) -> None:
-        report = await self.store.audit(self.event_id)
+        report = await self.store.read.audit(self.event_id)
         assert report.ok, report.violations
 
 

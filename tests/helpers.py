@@ -27,7 +27,7 @@ async def callback(
     event id and attempt = charge."""
     known: Charge | None = None
     with contextlib.suppress(ChargeNotFound):
-        known = await sale.store.charge(sale.event_id, charge_id)
+        known = await sale.store.read.charge(sale.event_id, charge_id)
     fields: dict[str, Any] = {
         "provider_event_id": event_id or f"pev-{next(_event_ids)}",
         "charge_id": charge_id,
@@ -50,7 +50,7 @@ async def reversal(
     **claims: Any,
 ) -> OutcomeResult:
     """Deliver one provider money movement (REFUND, DISPUTE_*) for the charge's attempt."""
-    c = await sale.store.charge(sale.event_id, charge_id)
+    c = await sale.store.read.charge(sale.event_id, charge_id)
     fields: dict[str, Any] = {
         "provider_event_id": event_id or f"pev-{next(_event_ids)}",
         "charge_id": c.key,
@@ -67,7 +67,7 @@ async def reversal(
 async def terminal_records(sale: Sale, kind: str, ident: str) -> list[dict[str, str]]:
     return [
         r
-        for r in await sale.store.outbox(sale.event_id)
+        for r in await sale.store.read.outbox(sale.event_id)
         if r["kind"] == kind and r["id"] == ident and r["terminal"] == "1"
     ]
 

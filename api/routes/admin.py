@@ -89,7 +89,7 @@ async def revoke_hold(request: Request) -> Response:
     c.require_admin(request)
     event_id, hold_id = path_id(request, "event_id"), path_id(request, "hold_id")
     await c.store.revoke_hold(event_id, hold_id, "admin")
-    h = await c.store.hold(event_id, hold_id)
+    h = await c.store.read.hold(event_id, hold_id)
     return json_response({"hold_id": hold_id, "state": h.state, "seat_id": h.seat_id})
 
 
@@ -190,18 +190,20 @@ async def exceptions(request: Request) -> Response:
     raw = request.query_params.get("charging_older_than_ms", "300000")
     if not raw.isdigit():
         raise ApiError(400, "invalid_request", "charging_older_than_ms must be an integer")
-    await c.store.availability(event_id)  # 404 for an unknown event
-    now = await c.store.server_time_ms()
-    charges = await c.store.scan_charges(event_id)
-    refunds_due = set(await c.store.due_refunds(event_id, 2**62))
-    holds = await c.store.holds(event_id)
+    await c.store.read.availability(event_id)  # 404 for an unknown event
+    now = await c.store.read.server_time_ms()
+    charges = await c.store.read.scan_charges(event_id)
+    refunds_due = set(await c.store.read.due_refunds(event_id, 2**62))
+    holds = await c.store.read.holds(event_id)
     return json_response(
         {
             "event_id": event_id,
             "server_time_ms": now,
             **money_views(charges, refunds_due),
             **after_sale_views(holds, charges),
-            "alerts": [alert_view(a) for a in await c.store.alerts(event_id, ALERTS_SHOWN_MAX)],
+            "alerts": [
+                alert_view(a) for a in await c.store.read.alerts(event_id, ALERTS_SHOWN_MAX)
+            ],
             "blocked_seats": [
                 {
                     "hold_id": h.hold_id,
@@ -210,7 +212,7 @@ async def exceptions(request: Request) -> Response:
                     "until_ms": h.until_ms,
                     "charge_id": h.charge_in_flight or h.blocking_charge,
                 }
-                for h in await c.store.quarantined(event_id)
+                for h in await c.store.read.quarantined(event_id)
             ],
             "charging_too_long": [
                 charge_view(ch)

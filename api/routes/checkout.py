@@ -31,7 +31,7 @@ async def login(request: Request) -> Response:
 async def availability(request: Request) -> Response:
     c = ctx(request)
     event_id = path_id(request, "event_id")
-    a = await c.store.availability(event_id)
+    a = await c.store.read.availability(event_id)
     return json_response(
         {
             "event_id": event_id,
@@ -55,7 +55,7 @@ async def free_seats(request: Request) -> Response:
     raw = request.query_params.get("limit", "50")
     if not raw.isdigit() or not 1 <= int(raw) <= 500:
         raise ApiError(400, "invalid_request", "limit must be an integer in [1, 500]")
-    return json_response({"seats": await c.store.free_seats(event_id, int(raw))})
+    return json_response({"seats": await c.store.read.free_seats(event_id, int(raw))})
 
 
 async def claim_input(request: Request, body_max_bytes: int) -> tuple[str, str | None, str]:
@@ -123,7 +123,7 @@ async def owned_hold(request: Request) -> tuple[str, str, Hold]:
     c = ctx(request)
     login_name = c.login_of(request)
     event_id, hold_id = path_id(request, "event_id"), path_id(request, "hold_id")
-    h = await c.store.hold(event_id, hold_id)
+    h = await c.store.read.hold(event_id, hold_id)
     if h.login != login_name:
         raise ApiError(403, "not_owner", "this hold belongs to another login")
     return event_id, login_name, h
@@ -133,7 +133,7 @@ async def owned_hold(request: Request) -> tuple[str, str, Hold]:
 async def hold_status(request: Request) -> Response:
     c = ctx(request)
     event_id, _login, h = await owned_hold(request)
-    return json_response(hold_view(h, await c.store.charges(event_id, h.charge_ids)))
+    return json_response(hold_view(h, await c.store.read.charges(event_id, h.charge_ids)))
 
 
 @endpoint("release")
@@ -155,7 +155,7 @@ async def start_charge(request: Request) -> Response:
     # which is also the provider's idempotency key, is minted here from it (ADR 0014).
     client_key = idempotency_key(request.headers.get("idempotency-key"), uuid.uuid4().hex)
     charge_id = keys.charge_key(event_id, h.hold_id, login_name, client_key)
-    event = await c.store.availability(event_id)
+    event = await c.store.read.availability(event_id)
     price = event.price_minor
     started = await c.store.start_charge(event_id, h.hold_id, login_name, charge_id, price)
     provider_status = "processing"

@@ -91,9 +91,9 @@ async def test_api_kill_9_mid_burst(tmp_path: Path) -> None:
         assert CUT, "the kill landed after the burst: the test proves nothing"
         assert outcomes == ["CONFIRMED"] * 50
         store = Store(client, prefix=prefix)
-        report = await store.audit("ev")
+        report = await store.read.audit("ev")
         assert report.ok, report.violations
-        assert (await store.availability("ev")).sold == 50
+        assert (await store.read.availability("ev")).sold == 50
         assert stack.alive()
     finally:
         await asyncio.to_thread(stack.stop)

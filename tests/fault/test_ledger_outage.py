@@ -53,7 +53,7 @@ async def test_writer_rides_out_a_database_crash(
     async with pool.acquire() as c:
         ids = sorted(r[0] for r in await c.fetch("select decision_id from decisions"))
         confirmed = await c.fetchval("select count(*) from holds where state = 'CONFIRMED'")
-    outbox = sorted(r["decision_id"] for r in await real_store.outbox(sale.event_id))
+    outbox = sorted(r["decision_id"] for r in await real_store.read.outbox(sale.event_id))
     assert ids == outbox and confirmed == 150
     stream = keys.event_key(sale.event_id, "outbox", real_store.prefix)
     assert (await real_store.client.xpending(stream, w.GROUP))["pending"] == 0

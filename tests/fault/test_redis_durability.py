@@ -68,9 +68,9 @@ async def test_told_confirmations_survive_kill_9(durable_redis: PrivateRedis) ->
         confirmed = [h for h, d in told.items() if d == "CONFIRMED"]
         assert confirmed, "the kill came before any sale: the round proves nothing"
         for hold_id in confirmed:
-            assert (await store.hold("ev", hold_id)).state == HoldState.CONFIRMED
-        report = await store.audit("ev")
+            assert (await store.read.hold("ev", hold_id)).state == HoldState.CONFIRMED
+        report = await store.read.audit("ev")
         assert report.ok, report.violations
-        avail = await store.availability("ev")
+        avail = await store.read.availability("ev")
         assert avail.sold >= len(confirmed)
     await store.client.aclose()

@@ -62,5 +62,5 @@ async def test_sweeper_survives_an_outage(private_redis: PrivateRedis) -> None:
     stop.set()
     stats = await asyncio.wait_for(task, 10)
     assert stats.errors >= 2 and stats.expired == 1
-    assert (await store.availability("ev")).free == 2
+    assert (await store.read.availability("ev")).free == 2
     await client.aclose()

@@ -379,7 +379,7 @@ def test_verified_callbacks_are_kept_raw_and_forged_ones_are_not(stack: Stack) -
     async def kept() -> list[dict[str, str]]:
         client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
         try:
-            return await Store(client, prefix=stack.prefix).raw_callbacks(event_id)
+            return await Store(client, prefix=stack.prefix).read.raw_callbacks(event_id)
         finally:
             await client.aclose()
 

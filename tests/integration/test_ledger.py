@@ -134,15 +134,15 @@ async def test_stream_mirrors_into_ledger_and_replays_write_nothing_twice(
     )
     await drain(writer, event_id)
     first = await ledger_rows(pool)
-    outbox = await real_store.outbox(event_id)
+    outbox = await real_store.read.outbox(event_id)
     assert len(first["decisions"]) == len(outbox)
     # The ledger agrees with Redis on every hold and charge that reached a recorded state.
-    report = await real_store.audit(event_id)
+    report = await real_store.read.audit(event_id)
     assert report.ok
     for hold_id, _seat, state, _winner in first["holds"]:
-        assert (await real_store.hold(event_id, hold_id)).state == state
+        assert (await real_store.read.hold(event_id, hold_id)).state == state
     for charge_id, state, _attempt in first["charges"]:
-        assert (await real_store.charge(event_id, charge_id)).state == state
+        assert (await real_store.read.charge(event_id, charge_id)).state == state
     assert {r[0] for r in first["refunds"]} == {
         c for c, s, _a in first["charges"] if s == "REFUNDED"
     }
@@ -164,7 +164,9 @@ async def test_a_refused_row_becomes_an_alert_and_the_batch_still_lands(
     event_id = await busy_sale(real_store, 6)
     stream = keys.event_key(event_id, "outbox", real_store.prefix)
     terminal = next(
-        r for r in await real_store.outbox(event_id) if r["kind"] == "hold" and r["terminal"] == "1"
+        r
+        for r in await real_store.read.outbox(event_id)
+        if r["kind"] == "hold" and r["terminal"] == "1"
     )
     forged = {**terminal, "decision_id": terminal["decision_id"] + ":forged", "to": "EXPIRED"}
     await real_store.client.xadd(stream, forged)
@@ -178,7 +180,7 @@ async def test_a_refused_row_becomes_an_alert_and_the_batch_still_lands(
     assert [a["decision_id"] for a in alerts] == [forged["decision_id"]]
     assert "UniqueViolation" in alerts[0]["problem"]
     assert alerts[0]["record"]["to"] == "EXPIRED"
-    assert n_decisions == len(await real_store.outbox(event_id)) - 1
+    assert n_decisions == len(await real_store.read.outbox(event_id)) - 1
     assert writer.stats.alerts == 1
 
 
@@ -188,7 +190,7 @@ async def test_kill_9_mid_batch_loses_nothing_and_duplicates_nothing(
     event_id = await busy_sale(real_store, 60)
     # A long stream: many decisions so that kills land mid-way.
     stream = keys.event_key(event_id, "outbox", real_store.prefix)
-    sample = await real_store.outbox(event_id)
+    sample = await real_store.read.outbox(event_id)
     async with real_store.client.pipeline(transaction=False) as pipe:
         for n in range(20_000):
             base = sample[n % len(sample)]
@@ -242,7 +244,7 @@ async def test_kill_9_mid_batch_loses_nothing_and_duplicates_nothing(
         await proc.wait()
     async with pool.acquire() as conn:
         ids = [r[0] for r in await conn.fetch("select decision_id from decisions")]
-    outbox_ids = [r["decision_id"] for r in await real_store.outbox(event_id, count=10**6)]
+    outbox_ids = [r["decision_id"] for r in await real_store.read.outbox(event_id, count=10**6)]
     assert sorted(ids) == sorted(outbox_ids)  # nothing lost, nothing twice
     pending = await real_store.client.xpending(stream, w.GROUP)
     assert pending["pending"] == 0
@@ -286,7 +288,7 @@ async def test_writer_recovers_when_the_stream_is_recreated(
     writer = LedgerWriter(real_store.client, pool, prefix=real_store.prefix, consumer="w")
     await drain(writer, event_id)
     stream = keys.event_key(event_id, "outbox", real_store.prefix)
-    record = (await real_store.outbox(event_id))[0]
+    record = (await real_store.read.outbox(event_id))[0]
     await real_store.client.delete(stream)  # Redis lost the stream (group and all)
     await real_store.client.xadd(stream, {**record, "decision_id": "after-the-loss"})
     assert await writer.step(event_id) == 0  # NOGROUP: forgets the group, recreates next time

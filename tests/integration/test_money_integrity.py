@@ -89,7 +89,7 @@ async def _assert_nightly_clean(stack: Stack, dsn: str, event_id: str) -> None:
     assert report.provider_net == report.expected_net, report
     client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
     try:
-        audit = await Store(client, prefix=stack.prefix).audit(event_id)
+        audit = await Store(client, prefix=stack.prefix).read.audit(event_id)
         assert audit.ok, audit.violations
     finally:
         await client.aclose()
@@ -458,14 +458,14 @@ def test_rebuild_keeps_a_seat_whose_money_left_as_an_exception(
             writer = LedgerWriter(client, pool, prefix=stack.prefix, consumer="r", batch_max=500)
             while await writer.step(event_id):
                 pass
-            await store.drop_event(event_id)
+            await store.restore.drop_event(event_id)
             async with pool.acquire() as conn:
                 report = await rebuild(store, conn, event_id)
             return (
                 report,
-                await store.hold(event_id, h["hold_id"]),
-                await store.charge(event_id, charge_id),
-                await store.audit(event_id),
+                await store.read.hold(event_id, h["hold_id"]),
+                await store.read.charge(event_id, charge_id),
+                await store.read.audit(event_id),
             )
         finally:
             await pool.close()

@@ -102,33 +102,35 @@ async def test_rebuild_from_the_ledger(stack: Stack, ledger: Any) -> None:
     event_id = stack.new_event(6)
     sold = await asyncio.to_thread(sales, stack, event_id)
     await drain(writer, event_id)
-    before = await store.availability(event_id)
+    before = await store.read.availability(event_id)
     async with pool.acquire() as conn:
         with pytest.raises(RebuildRefused, match="still exists"):
             await rebuild(store, conn, event_id)
         # Forced, it still refuses while the outbox holds decisions the ledger lacks.
         stream = store.keys(event_id)[12]
-        extra = (await store.outbox(event_id))[0]
+        extra = (await store.read.outbox(event_id))[0]
         await store.client.xadd(stream, {**extra, "decision_id": "not-in-ledger"})
         with pytest.raises(RebuildRefused, match="not yet in the ledger"):
             await rebuild(store, conn, event_id, force=True)
         await drain(writer, event_id)
         ended = [
-            h for h in (await store.holds(event_id)).values() if h.state in ("EXPIRED", "RELEASED")
+            h
+            for h in (await store.read.holds(event_id)).values()
+            if h.state in ("EXPIRED", "RELEASED")
         ]
-        await store.drop_event(event_id)  # Redis lost the event entirely
+        await store.restore.drop_event(event_id)  # Redis lost the event entirely
         report = await rebuild(store, conn, event_id)
     assert (report.seats, report.sold) == (6, 2)
-    after = await store.availability(event_id)
+    after = await store.read.availability(event_id)
     assert (after.sold, after.seats_total, after.status) == (before.sold, 6, "open")
     for name in ("ann", "ben"):
-        h = await store.hold(event_id, sold[name]["hold_id"])
+        h = await store.read.hold(event_id, sold[name]["hold_id"])
         assert (h.state, h.seat_id) == (HoldState.CONFIRMED, sold[name]["seat_id"])
-    in_flight = await store.charge(event_id, sold["charging"]["charge_id"])
+    in_flight = await store.read.charge(event_id, sold["charging"]["charge_id"])
     assert (in_flight.state, in_flight.refund_only) == (ChargeState.CHARGING, True)
     # Ended holds come back as records: a replayed claim id gets its first outcome, no seat.
     for h in ended:
-        again = await store.hold(event_id, h.hold_id)
+        again = await store.read.hold(event_id, h.hold_id)
         assert (again.state, again.hold_id) == (h.state, h.hold_id)
     assert report.ended_holds == len(ended)
     # A callback while the event is rebuilt is told to retry: nothing is recorded.
@@ -136,7 +138,7 @@ async def test_rebuild_from_the_ledger(stack: Stack, ledger: Any) -> None:
     with pytest.raises(errors.StoreUnavailable):
         await store.apply_outcome(event_id, ProviderOutcome("pe-x", "cx", "ax", "", "CAPTURED"))
     await store.client.hset(store.keys(event_id)[0], "status", "open")
-    report_audit = await store.audit(event_id)
+    report_audit = await store.read.audit(event_id)
     assert report_audit.ok, report_audit.violations
     # The rebuilt event sells on, and never resells a sold seat.
     eve = stack.login("eve")
@@ -170,7 +172,8 @@ async def test_nightly_finds_each_planted_discrepancy_and_a_clean_run_finds_none
     await asyncio.to_thread(claim, stack, dirty, frank, seat_id="s3")
     with stack.client() as c:
         c.delete(
-            f"/v1/events/{dirty}/holds/" + (await store.holds(dirty)).popitem()[0], headers=frank
+            f"/v1/events/{dirty}/holds/" + (await store.read.holds(dirty)).popitem()[0],
+            headers=frank,
         )
     async with pool.acquire() as conn:
         await conn.execute(
@@ -190,7 +193,7 @@ async def test_nightly_finds_each_planted_discrepancy_and_a_clean_run_finds_none
     ghost_attempt = next(
         e["attempt_id"] for e in stack.ledger()["entries"] if e["idempotency_key"] == "ghost-charge"
     )
-    orphan = await store.charge(dirty, f"orphan/{ghost_attempt}")
+    orphan = await store.read.charge(dirty, f"orphan/{ghost_attempt}")
     assert orphan.state in (ChargeState.REFUNDING, ChargeState.REFUNDED)
     assert (orphan.key, orphan.captured) == ("ghost-charge", 4500)
     assert [d.entity for d in by_class["seat_sold_without_money"]] == ["phantom"]

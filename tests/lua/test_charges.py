@@ -47,15 +47,15 @@ async def test_capture_confirms_and_duplicates_change_nothing(store: Store) -> N
         True,
         HoldState.CONFIRMED,
     )
-    outbox_len = len(await store.outbox(sale.event_id))
+    outbox_len = len(await store.read.outbox(sale.event_id))
     replay = await callback(sale, "c1", "CAPTURED", event_id="pe-1")
     assert (replay.decision, replay.first_seen) == ("CONFIRMED", False)
     resend = await callback(sale, "c1", "CAPTURED", event_id="pe-2")  # same attempt, new event
     assert (resend.decision, resend.first_seen) == ("CONFIRMED", True)
-    assert len(await store.outbox(sale.event_id)) == outbox_len
+    assert len(await store.read.outbox(sale.event_id)) == outbox_len
     with pytest.raises(errors.AlreadyConfirmed):
         await store.start_charge(sale.event_id, "h1", "alice", "c9", 100)
-    avail = await store.availability(sale.event_id)
+    avail = await store.read.availability(sale.event_id)
     assert (avail.sold, avail.held) == (1, 0)
     await sale.audit_ok()
 
@@ -64,12 +64,12 @@ async def test_decline_keeps_hold_live_and_a_retry_can_win(store: Store) -> None
     sale = await held(store)
     await store.start_charge(sale.event_id, "h1", "alice", "c1", 100)
     assert (await callback(sale, "c1", "DECLINED")).decision == "DECLINED"
-    assert (await store.hold(sale.event_id, "h1")).state == HoldState.RESERVED
+    assert (await store.read.hold(sale.event_id, "h1")).state == HoldState.RESERVED
     await store.start_charge(sale.event_id, "h1", "alice", "c2", 100)
     assert (await callback(sale, "c2", "FAILED")).decision == "FAILED"
     await store.start_charge(sale.event_id, "h1", "alice", "c3", 100)
     assert (await callback(sale, "c3", "CAPTURED")).decision == "CONFIRMED"
-    h = await store.hold(sale.event_id, "h1")
+    h = await store.read.hold(sale.event_id, "h1")
     assert (h.winner, h.charge_ids) == ("c3", ("c1", "c2", "c3"))
     await sale.audit_ok()
 
@@ -80,7 +80,7 @@ async def test_contradiction_changes_nothing(store: Store) -> None:
     await callback(sale, "c1", "CAPTURED")
     res = await callback(sale, "c1", "DECLINED")
     assert (res.decision, res.charge_state) == ("CONTRADICTION", ChargeState.CAPTURED)
-    alerts = [r for r in await store.outbox(sale.event_id) if r["kind"] == "alert"]
+    alerts = [r for r in await store.read.outbox(sale.event_id) if r["kind"] == "alert"]
     assert len(alerts) == 1
     await sale.audit_ok()
 
@@ -89,7 +89,7 @@ async def test_unknown_charge_capture_is_refunded(store: Store) -> None:
     sale = await held(store)
     res = await callback(sale, "ghost", "CAPTURED", attempt="att-ghost")
     assert (res.decision, res.charge_state, res.hold_id) == ("REFUND", ChargeState.REFUNDING, "")
-    assert await store.due_refunds(sale.event_id, T0) == ["orphan/att-ghost"]
+    assert await store.read.due_refunds(sale.event_id, T0) == ["orphan/att-ghost"]
     await sale.audit_ok()
 
 
@@ -100,7 +100,7 @@ async def test_new_attempt_on_a_bound_charge_is_its_own_charge(store: Store) -> 
     # The buyer retried on the provider's page: same intent, new attempt id.
     res = await callback(sale, "c1", "CAPTURED", attempt="a2")
     assert (res.decision, res.charge_id) == ("CONFIRMED", "c1/a2")
-    assert (await store.charge(sale.event_id, "c1")).state == ChargeState.DECLINED
+    assert (await store.read.charge(sale.event_id, "c1")).state == ChargeState.DECLINED
     # A later capture of a third attempt on the same intent: money for a sold hold, refunded.
     assert (await callback(sale, "c1", "CAPTURED", attempt="a3")).decision == "REFUND"
     await sale.audit_ok()
@@ -111,22 +111,22 @@ async def test_refund_lifecycle_and_rerefund_after_refunded(store: Store) -> Non
     await store.start_charge(sale.event_id, "h1", "alice", "c1", 100)
     await store.release(sale.event_id, "h1", "alice")
     assert (await callback(sale, "c1", "CAPTURED")).decision == "REFUND"
-    assert await store.due_refunds(sale.event_id, T0) == ["c1"]
+    assert await store.read.due_refunds(sale.event_id, T0) == ["c1"]
     assert await store.refund_result(sale.event_id, "c1", refunded=False, retry_delay_ms=5000) == (
         "RETRY_SCHEDULED"
     )
-    assert await store.due_refunds(sale.event_id, T0) == []
-    assert await store.due_refunds(sale.event_id, T0 + 5000) == ["c1"]
+    assert await store.read.due_refunds(sale.event_id, T0) == []
+    assert await store.read.due_refunds(sale.event_id, T0 + 5000) == ["c1"]
     assert await store.refund_result(sale.event_id, "c1", refunded=True) == "REFUNDED"
     assert await store.refund_result(sale.event_id, "c1", refunded=True) == "ALREADY_REFUNDED"
     assert len(await terminal_records(sale, "charge", "c1")) == 1
     # REFUNDED is a sink: a late duplicate capture only re-requests the idempotent refund.
     res = await callback(sale, "c1", "CAPTURED")
     assert (res.decision, res.charge_state) == ("REFUND", ChargeState.REFUNDED)
-    assert await store.due_refunds(sale.event_id, T0 + 5000) == ["c1"]
+    assert await store.read.due_refunds(sale.event_id, T0 + 5000) == ["c1"]
     assert await store.refund_result(sale.event_id, "c1", refunded=True) == "ALREADY_REFUNDED"
     assert len(await terminal_records(sale, "charge", "c1")) == 1
-    assert (await store.charge(sale.event_id, "c1")).state == ChargeState.REFUNDED
+    assert (await store.read.charge(sale.event_id, "c1")).state == ChargeState.REFUNDED
     await sale.audit_ok()
 
 
@@ -157,11 +157,11 @@ async def test_two_tabs_one_confirmed_other_refunded(store: Store, order: tuple[
     await store.start_charge(sale.event_id, "h1", "alice", "c2", 100)
     for n, charge in enumerate(order):
         await callback(sale, charge, "CAPTURED", event_id=f"pe-{charge}-{n % 2}")
-    h = await store.hold(sale.event_id, "h1")
+    h = await store.read.hold(sale.event_id, "h1")
     assert (h.state, h.winner) == (HoldState.CONFIRMED, "c2")
-    assert (await store.charge(sale.event_id, "c1")).state == ChargeState.REFUNDING
-    assert (await store.charge(sale.event_id, "c2")).state == ChargeState.CAPTURED
-    assert (await store.availability(sale.event_id)).sold == 1
+    assert (await store.read.charge(sale.event_id, "c1")).state == ChargeState.REFUNDING
+    assert (await store.read.charge(sale.event_id, "c2")).state == ChargeState.CAPTURED
+    assert (await store.read.availability(sale.event_id)).sold == 1
     await sale.audit_ok()
 
 
@@ -178,8 +178,8 @@ async def test_drop_a_grab_b_a_captures_late(store: Store) -> None:
     await store.start_charge(sale.event_id, "hB", "alice", "cB", 100)
     assert (await callback(sale, "cA", "CAPTURED")).decision == "REFUND"
     assert (await callback(sale, "cB", "CAPTURED")).decision == "CONFIRMED"
-    assert (await store.hold(sale.event_id, "hA")).state == HoldState.RELEASED
-    assert (await store.hold(sale.event_id, "hB")).state == HoldState.CONFIRMED
+    assert (await store.read.hold(sale.event_id, "hA")).state == HoldState.RELEASED
+    assert (await store.read.hold(sale.event_id, "hB")).state == HoldState.CONFIRMED
     assert (await store.claim(sale.event_id, "bob", "hX", "s00000")).seat_id == "s00000"
     await sale.audit_ok()
 
@@ -192,13 +192,13 @@ async def test_abandon_rules(store: Store) -> None:
     with pytest.raises(errors.ChargeNotFound):
         await store.abandon_charge(sale.event_id, "h1", "alice", "nope")
     assert await store.abandon_charge(sale.event_id, "h1", "alice", "c1") is True
-    outbox_len = len(await store.outbox(sale.event_id))
+    outbox_len = len(await store.read.outbox(sale.event_id))
     # A retried abandon answers like the first one and changes nothing.
     assert await store.abandon_charge(sale.event_id, "h1", "alice", "c1") is True
-    assert len(await store.outbox(sale.event_id)) == outbox_len
+    assert len(await store.read.outbox(sale.event_id)) == outbox_len
     # An abandoned charge that declines is simply declined; the hold is still live.
     assert (await callback(sale, "c1", "DECLINED")).decision == "DECLINED"
-    assert (await store.hold(sale.event_id, "h1")).state == HoldState.RESERVED
+    assert (await store.read.hold(sale.event_id, "h1")).state == HoldState.RESERVED
     await sale.audit_ok()
 
 
@@ -211,7 +211,7 @@ async def test_release_of_quarantined_hold_makes_its_charge_refund_only(store: S
     assert await store.release(sale.event_id, "h1", "alice") == HoldState.QUARANTINED
     res = await callback(sale, "c1", "CAPTURED")
     assert (res.decision, res.hold_state) == ("REFUND", HoldState.EXPIRED)
-    assert (await store.availability(sale.event_id)).free == 1
+    assert (await store.read.availability(sale.event_id)).free == 1
     await sale.audit_ok()
 
 
@@ -226,8 +226,8 @@ async def test_a_given_up_quarantined_hold_is_never_confirmed(store: Store) -> N
     await sale.at(T0 + 1000)
     await store.sweep(sale.event_id)
     assert await store.release(sale.event_id, "h1", "alice") == HoldState.QUARANTINED
-    assert (await store.hold(sale.event_id, "h1")).given_up  # the read view says so too
+    assert (await store.read.hold(sale.event_id, "h1")).given_up  # the read view says so too
     res = await callback(sale, "d1", "CAPTURED", attempt="a2")  # new attempt on d1
     assert res.decision == "REFUND"
-    assert (await store.hold(sale.event_id, "h1")).state == HoldState.QUARANTINED
+    assert (await store.read.hold(sale.event_id, "h1")).state == HoldState.QUARANTINED
     await sale.audit_ok()

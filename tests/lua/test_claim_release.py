@@ -17,7 +17,7 @@ async def test_best_available_takes_seats_by_rank_then_sold_out(store: Store) ->
     assert got == ["s00000", "s00001", "s00002"]
     with pytest.raises(errors.SoldOut):
         await store.claim(sale.event_id, "u9", "h9")
-    avail = await store.availability(sale.event_id)
+    avail = await store.read.availability(sale.event_id)
     assert (avail.free, avail.held, avail.sold) == (0, 3, 0)
     await sale.audit_ok()
 
@@ -58,7 +58,7 @@ async def test_claim_replay_returns_first_outcome(store: Store) -> None:
         first.expires_ms,
         True,
     )
-    assert (await store.availability(sale.event_id)).held == 1
+    assert (await store.read.availability(sale.event_id)).held == 1
     with pytest.raises(errors.IdempotencyKeyReused):
         await store.claim(sale.event_id, "mallory", "h1")
 
@@ -67,9 +67,9 @@ async def test_new_claim_releases_previous_hold_of_same_login(store: Store) -> N
     sale = await open_sale(store, 3, now_ms=T0)
     a = await store.claim(sale.event_id, "alice", "hA", "s00000")
     b = await store.claim(sale.event_id, "alice", "hB", "s00001")
-    assert (await store.hold(sale.event_id, a.hold_id)).state == HoldState.RELEASED
-    assert (await store.hold(sale.event_id, b.hold_id)).state == HoldState.RESERVED
-    assert "s00000" in await store.free_seats(sale.event_id)
+    assert (await store.read.hold(sale.event_id, a.hold_id)).state == HoldState.RELEASED
+    assert (await store.read.hold(sale.event_id, b.hold_id)).state == HoldState.RESERVED
+    assert "s00000" in await store.read.free_seats(sale.event_id)
     assert len(await terminal_records(sale, "hold", "hA")) == 1
     # Re-claiming one's own seat specifically works (released and taken in one step).
     c = await store.claim(sale.event_id, "alice", "hC", "s00001")
@@ -83,7 +83,7 @@ async def test_failed_new_claim_keeps_previous_hold(store: Store) -> None:
     await store.claim(sale.event_id, "alice", "hA", "s00000")
     with pytest.raises(errors.SeatTaken):
         await store.claim(sale.event_id, "alice", "hB", "s00001")
-    assert (await store.hold(sale.event_id, "hA")).state == HoldState.RESERVED
+    assert (await store.read.hold(sale.event_id, "hA")).state == HoldState.RESERVED
     await sale.audit_ok()
 
 
@@ -97,7 +97,7 @@ async def test_sold_out_claim_keeps_the_logins_hold_and_announces_no_restock(
     await sale.at(T0 + 60_000)
     with pytest.raises(errors.SoldOut):  # not a fresh hold on the same seat
         await store.claim(sale.event_id, "alice", "hA2")
-    a = await store.hold(sale.event_id, "hA")
+    a = await store.read.hold(sale.event_id, "hA")
     assert (a.state, a.expires_ms) == (HoldState.RESERVED, T0 + 480_000)
     assert await store.client.hget(store.keys(sale.event_id)[0], "restocks") == restocks
     assert not await terminal_records(sale, "hold", "hA")
@@ -110,7 +110,7 @@ async def test_new_claim_refused_while_charge_in_flight(store: Store) -> None:
     await store.start_charge(sale.event_id, "hA", "alice", "cA", 5000)
     with pytest.raises(errors.ChargeInFlight):
         await store.claim(sale.event_id, "alice", "hB")
-    assert (await store.hold(sale.event_id, "hA")).state == HoldState.RESERVED
+    assert (await store.read.hold(sale.event_id, "hA")).state == HoldState.RESERVED
     await sale.audit_ok()
 
 
@@ -121,7 +121,7 @@ async def test_release_without_charge_frees_seat_at_once(store: Store) -> None:
         await store.release(sale.event_id, "hA", "mallory")
     assert await store.release(sale.event_id, "hA", "alice") == HoldState.RELEASED
     assert await store.release(sale.event_id, "hA", "alice") == HoldState.RELEASED  # replay
-    assert (await store.availability(sale.event_id)).free == 2
+    assert (await store.read.availability(sale.event_id)).free == 2
     assert len(await terminal_records(sale, "hold", "hA")) == 1
     with pytest.raises(errors.HoldNotFound):
         await store.release(sale.event_id, "nope", "alice")
@@ -136,7 +136,7 @@ async def test_release_with_charge_in_flight_blocks_seat_until_resolved(
     await store.claim(sale.event_id, "alice", "hA")
     await store.start_charge(sale.event_id, "hA", "alice", "cA", 5000)
     assert await store.release(sale.event_id, "hA", "alice") == HoldState.RELEASED
-    avail = await store.availability(sale.event_id)
+    avail = await store.read.availability(sale.event_id)
     assert (avail.free, avail.blocked) == (0, 1)
     with pytest.raises(errors.SoldOut):  # never resold while A's money is in flight
         await store.claim(sale.event_id, "bob", "hB")
@@ -150,9 +150,9 @@ async def test_release_with_charge_in_flight_blocks_seat_until_resolved(
     else:
         res = await callback(sale, "cA", resolution)
         assert res.decision == ("REFUND" if resolution == "CAPTURED" else "DECLINED")
-    assert (await store.availability(sale.event_id)).free == 1
+    assert (await store.read.availability(sale.event_id)).free == 1
     assert (await store.claim(sale.event_id, "bob", "hB")).seat_id == "s00000"
-    charge = await store.charge(sale.event_id, "cA")
+    charge = await store.read.charge(sale.event_id, "cA")
     assert charge.refund_only
     assert charge.state in (ChargeState.REFUNDING, ChargeState.DECLINED)
     await sale.audit_ok()

@@ -55,17 +55,17 @@ async def test_capture_around_the_deadline(
         await store.sweep_quarantine(sale.event_id)
     res = await callback(sale, "c1", "CAPTURED")
     assert res.decision == decision
-    h = await store.hold(sale.event_id, "h1")
-    c = await store.charge(sale.event_id, "c1")
+    h = await store.read.hold(sale.event_id, "h1")
+    c = await store.read.charge(sale.event_id, "c1")
     assert (h.state, c.state) == (hold, charge)
     # A capture that lost to the deadline carries the resolve-by-refund mark and its reason.
     assert c.refund_only == (decision == "REFUND")
     if decision == "REFUND":
         assert c.reason in ("quarantine_timeout", "deadline_release_and_refund")
-    assert ("s00000" in await store.free_seats(sale.event_id)) == free
+    assert ("s00000" in await store.read.free_seats(sale.event_id)) == free
     assert len(await terminal_records(sale, "hold", "h1")) == 1
     if policy == LatePolicy.QUARANTINE and offset >= 0:
-        kinds = [(r["from"], r["to"]) for r in await sale.store.outbox(sale.event_id)]
+        kinds = [(r["from"], r["to"]) for r in await sale.store.read.outbox(sale.event_id)]
         assert ("RESERVED", "QUARANTINED") in kinds
     await sale.audit_ok()
 
@@ -78,8 +78,8 @@ async def test_sweeper_applies_the_same_rule(store: Store, policy: LatePolicy, o
     await store.claim(sale.event_id, "bob", "h2")
     await sale.at(E + offset)
     result = await store.sweep(sale.event_id)
-    h1 = await store.hold(sale.event_id, "h1")
-    h2 = await store.hold(sale.event_id, "h2")
+    h1 = await store.read.hold(sale.event_id, "h1")
+    h2 = await store.read.hold(sale.event_id, "h2")
     if offset < 0:
         assert result.examined == 0
         assert (h1.state, h2.state) == (HoldState.RESERVED, HoldState.RESERVED)
@@ -87,7 +87,7 @@ async def test_sweeper_applies_the_same_rule(store: Store, policy: LatePolicy, o
         assert h2.state == HoldState.EXPIRED
         want = HoldState.QUARANTINED if policy == LatePolicy.QUARANTINE else HoldState.EXPIRED
         assert h1.state == want
-        assert (await store.charge(sale.event_id, "c1")).refund_only == (
+        assert (await store.read.charge(sale.event_id, "c1")).refund_only == (
             policy == LatePolicy.RELEASE_REFUND
         )
     await sale.audit_ok()
@@ -99,10 +99,10 @@ async def test_decline_around_the_deadline_quarantine(store: Store, offset: int)
     await sale.at(E + offset)
     res = await callback(sale, "c1", "DECLINED")
     assert res.decision == "DECLINED"
-    h = await store.hold(sale.event_id, "h1")
+    h = await store.read.hold(sale.event_id, "h1")
     # Before the deadline the hold stays live and may pay again; after, the seat goes back.
     assert h.state == (HoldState.RESERVED if offset < 0 else HoldState.EXPIRED)
-    assert ("s00000" in await store.free_seats(sale.event_id)) == (offset >= 0)
+    assert ("s00000" in await store.read.free_seats(sale.event_id)) == (offset >= 0)
     await sale.audit_ok()
 
 
@@ -114,11 +114,11 @@ async def test_quarantine_timeout_then_late_capture_is_refunded(store: Store) ->
     assert (await store.sweep_quarantine(sale.event_id)).examined == 0
     await sale.at(E + Q)
     assert (await store.sweep_quarantine(sale.event_id)).expired == 1
-    c = await store.charge(sale.event_id, "c1")
+    c = await store.read.charge(sale.event_id, "c1")
     assert (c.state, c.refund_only, c.reason) == (ChargeState.CHARGING, True, "quarantine_timeout")
     # The seat is back on sale and someone else takes it; the late capture is refunded.
     assert (await store.claim(sale.event_id, "bob", "h2", "s00000")).seat_id == "s00000"
     res = await callback(sale, "c1", "CAPTURED")
     assert (res.decision, res.hold_state) == ("REFUND", HoldState.EXPIRED)
-    assert (await store.hold(sale.event_id, "h2")).state == HoldState.RESERVED
+    assert (await store.read.hold(sale.event_id, "h2")).state == HoldState.RESERVED
     await sale.audit_ok()

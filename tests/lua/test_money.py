@@ -37,16 +37,16 @@ async def test_a_message_that_does_not_match_moves_nothing(
     store: Store, claims: dict[str, Any], problem: str
 ) -> None:
     sale = await charging(store)
-    outbox_before = len(await store.outbox(sale.event_id))
+    outbox_before = len(await store.read.outbox(sale.event_id))
     res = await callback(sale, "c1", "CAPTURED", **claims)
     assert (res.decision, res.charge_state) == ("MISMATCH", ChargeState.CHARGING)
     assert problem in res.problems
-    c = await store.charge(sale.event_id, "c1")
+    c = await store.read.charge(sale.event_id, "c1")
     assert (c.state, c.attempt_id) == (ChargeState.CHARGING, "")  # not even bound
-    assert (await store.hold(sale.event_id, "h1")).state == HoldState.RESERVED
-    [alert] = await store.alerts(sale.event_id)
+    assert (await store.read.hold(sale.event_id, "h1")).state == HoldState.RESERVED
+    [alert] = await store.read.alerts(sale.event_id)
     assert problem in alert.reason and alert.detail["attempt"] == "att-c1"
-    outbox = await store.outbox(sale.event_id)
+    outbox = await store.read.outbox(sale.event_id)
     assert [r["kind"] for r in outbox[outbox_before:]] == ["alert"]
     # The truthful message for the same attempt still confirms afterwards.
     assert (await callback(sale, "c1", "CAPTURED")).decision == "CONFIRMED"
@@ -61,8 +61,8 @@ async def test_a_bound_attempt_is_not_rebound_by_another_key(store: Store) -> No
     # A message naming c2 for c1's attempt: the attempt stays c1's, c2 stays in flight.
     res = await callback(sale, "c2", "CAPTURED", attempt="att-c1")
     assert res.decision == "MISMATCH" and "charge" in res.problems
-    assert (await store.charge(sale.event_id, "c2")).state == ChargeState.CHARGING
-    assert (await store.charge(sale.event_id, "c1")).state == ChargeState.CAPTURED
+    assert (await store.read.charge(sale.event_id, "c2")).state == ChargeState.CHARGING
+    assert (await store.read.charge(sale.event_id, "c1")).state == ChargeState.CAPTURED
     await sale.audit_ok()
 
 
@@ -73,12 +73,12 @@ async def test_a_capture_of_other_money_is_refunded_and_frees_the_hold(
     sale = await charging(store)
     res = await callback(sale, "c1", "CAPTURED", **claims)
     assert (res.decision, res.charge_state) == ("REFUND", ChargeState.REFUNDING)
-    c = await store.charge(sale.event_id, "c1")
+    c = await store.read.charge(sale.event_id, "c1")
     assert c.captured == claims.get("amount", 100) and c.reason.startswith("mismatch:")
     assert c.holds_money == c.captured
-    h = await store.hold(sale.event_id, "h1")
+    h = await store.read.hold(sale.event_id, "h1")
     assert (h.state, h.charge_in_flight) == (HoldState.RESERVED, "")  # the buyer may pay again
-    assert await store.due_refunds(sale.event_id, T0) == ["c1"]
+    assert await store.read.due_refunds(sale.event_id, T0) == ["c1"]
     await sale.audit_ok()
 
 
@@ -86,7 +86,7 @@ async def test_a_zero_capture_of_a_paid_charge_is_only_an_alert(store: Store) ->
     sale = await charging(store)
     res = await callback(sale, "c1", "CAPTURED", amount=0)
     assert res.decision == "MISMATCH"
-    assert (await store.charge(sale.event_id, "c1")).state == ChargeState.CHARGING
+    assert (await store.read.charge(sale.event_id, "c1")).state == ChargeState.CHARGING
     await sale.audit_ok()
 
 
@@ -100,10 +100,10 @@ async def test_a_capture_after_the_providers_decline_goes_back_with_one_terminal
     assert (res.decision, res.charge_state) == ("REFUND", ChargeState.REFUNDING)
     again = await callback(sale, "c1", "CAPTURED")  # another notice of the same capture
     assert again.decision == "REFUND"
-    assert await store.due_refunds(sale.event_id, T0) == ["c1"]
+    assert await store.read.due_refunds(sale.event_id, T0) == ["c1"]
     assert await store.refund_result(sale.event_id, "c1", refunded=True) == "REFUNDED"
     assert len(await terminal_records(sale, "charge", "c1")) == 1  # the decline's, only
-    assert (await store.hold(sale.event_id, "h1")).state == HoldState.RESERVED
+    assert (await store.read.hold(sale.event_id, "h1")).state == HoldState.RESERVED
     await sale.audit_ok()
 
 
@@ -114,7 +114,7 @@ async def test_a_decline_after_a_capture_is_a_contradiction_that_changes_nothing
     await callback(sale, "c1", "CAPTURED")
     res = await callback(sale, "c1", "DECLINED")
     assert (res.decision, res.charge_state) == ("CONTRADICTION", ChargeState.CAPTURED)
-    assert "DECLINED_after_CAPTURED" in (await store.alerts(sale.event_id))[0].reason
+    assert "DECLINED_after_CAPTURED" in (await store.read.alerts(sale.event_id))[0].reason
     await sale.audit_ok()
 
 
@@ -122,7 +122,7 @@ async def test_money_we_cannot_tie_becomes_an_orphan_refund_to_verify(store: Sto
     sale = await charging(store)
     res = await callback(sale, "foreign-key", "CAPTURED", attempt="att-x", amount=700)
     assert (res.decision, res.charge_id) == ("REFUND", "orphan/att-x")
-    o = await store.charge(sale.event_id, "orphan/att-x")
+    o = await store.read.charge(sale.event_id, "orphan/att-x")
     assert (o.state, o.key, o.captured, o.orphan) == (
         ChargeState.REFUNDING,
         "foreign-key",
@@ -130,13 +130,13 @@ async def test_money_we_cannot_tie_becomes_an_orphan_refund_to_verify(store: Sto
         True,
     )
     dup = await callback(sale, "foreign-key", "CAPTURED", attempt="att-x", amount=700)
-    assert dup.decision == "REFUND" and len(await store.alerts(sale.event_id)) == 1
+    assert dup.decision == "REFUND" and len(await store.read.alerts(sale.event_id)) == 1
     # The refund worker parks it when the provider's record disowns it: out of the queue, kept.
     assert await store.park_refund(sale.event_id, "orphan/att-x", "provider says other") == "PARKED"
-    assert await store.due_refunds(sale.event_id, T0) == []
-    o = await store.charge(sale.event_id, "orphan/att-x")
+    assert await store.read.due_refunds(sale.event_id, T0) == []
+    o = await store.read.charge(sale.event_id, "orphan/att-x")
     assert (o.state, o.parked) == (ChargeState.REFUNDING, True)
-    assert any(a.reason.startswith("refund_parked") for a in await store.alerts(sale.event_id))
+    assert any(a.reason.startswith("refund_parked") for a in await store.read.alerts(sale.event_id))
     await sale.audit_ok()
 
 
@@ -153,12 +153,12 @@ async def test_a_provider_refund_of_the_winner_follows_the_reversal_policy(
         ChargeState.PROVIDER_REFUNDED,
         want,
     )
-    avail = await store.availability(sale.event_id)
+    avail = await store.read.availability(sale.event_id)
     assert (avail.sold, avail.free) == ((1, 1) if policy == ReversalPolicy.MANUAL else (0, 2))
     assert (await reversal(sale, "c1", "REFUND")).decision == "DUPLICATE"
     if policy == ReversalPolicy.MANUAL:
         await store.revoke_hold(sale.event_id, "h1", "ops")
-        assert (await store.hold(sale.event_id, "h1")).state == HoldState.REVOKED
+        assert (await store.read.hold(sale.event_id, "h1")).state == HoldState.REVOKED
     with pytest.raises(errors.NotAnException):
         await store.revoke_hold(sale.event_id, "h1", "ops")
     assert len(await terminal_records(sale, "hold", "h1")) == 1  # CONFIRMED, only
@@ -175,7 +175,7 @@ async def test_a_dispute_won_after_the_seat_was_revoked_sends_the_money_back(
     await store.revoke_hold(sale.event_id, "h1", "ops")
     res = await reversal(sale, "c1", "DISPUTE_WON")
     assert (res.decision, res.charge_state) == ("REFUND", ChargeState.REFUNDING)
-    assert await store.due_refunds(sale.event_id, T0) == ["c1"]
+    assert await store.read.due_refunds(sale.event_id, T0) == ["c1"]
     await sale.audit_ok()
 
 
@@ -189,7 +189,7 @@ async def test_a_reversal_before_its_capture_is_retried_and_a_foreign_one_is_an_
     assert (await reversal(sale, "c1", "REFUND", event_id="pr-1")).decision == "MONEY_LEFT"
     foreign = await reversal(sale, "c1", "DISPUTE_OPENED", meta_event="elsewhere")
     assert foreign.decision == "MISMATCH"
-    assert (await store.charge(sale.event_id, "c1")).state == ChargeState.PROVIDER_REFUNDED
+    assert (await store.read.charge(sale.event_id, "c1")).state == ChargeState.PROVIDER_REFUNDED
     await sale.audit_ok()
 
 
@@ -202,11 +202,11 @@ async def test_a_dispute_of_money_being_given_back_stops_the_refund(store: Store
     assert (await callback(sale, "c1", "CAPTURED")).decision == "REFUND"
     res = await reversal(sale, "c1", "DISPUTE_OPENED")
     assert (res.decision, res.charge_state) == ("DISPUTED", ChargeState.DISPUTED)
-    assert (await store.charge(sale.event_id, "c1")).holds_money == 0
-    assert await store.due_refunds(sale.event_id, T0 + 10**9) == []
+    assert (await store.read.charge(sale.event_id, "c1")).holds_money == 0
+    assert await store.read.due_refunds(sale.event_id, T0 + 10**9) == []
     won = await reversal(sale, "c1", "DISPUTE_WON")
     assert (won.decision, won.charge_state) == ("REFUND", ChargeState.REFUNDING)
-    assert await store.due_refunds(sale.event_id, T0 + 10**9) == ["c1"]
+    assert await store.read.due_refunds(sale.event_id, T0 + 10**9) == ["c1"]
     await sale.audit_ok()
 
 
@@ -217,7 +217,7 @@ async def test_a_capture_of_other_money_after_a_failure_is_refunded(store: Store
     assert (await callback(sale, "c1", "FAILED")).decision == "FAILED"
     res = await callback(sale, "c1", "CAPTURED", amount=1)
     assert (res.decision, res.charge_state) == ("REFUND", ChargeState.REFUNDING)
-    c = await store.charge(sale.event_id, "c1")
+    c = await store.read.charge(sale.event_id, "c1")
     assert (c.holds_money, c.final) == (1, True)
     assert len(await terminal_records(sale, "charge", "c1")) == 1  # the failure's
     await sale.audit_ok()

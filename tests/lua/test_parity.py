@@ -65,13 +65,13 @@ async def hold_in(
         await store.sweep(sale.event_id)
     elif state == HoldState.RELEASED:
         await store.release(sale.event_id, "h1", "alice")
-    assert (await store.hold(sale.event_id, "h1")).state == state
+    assert (await store.read.hold(sale.event_id, "h1")).state == state
     return sale
 
 
 async def in_flight_charge(store: Store, sale: Sale) -> str:
     """The hold's in-flight charge, started now if the hold is live and has none."""
-    h = await store.hold(sale.event_id, "h1")
+    h = await store.read.hold(sale.event_id, "h1")
     if h.charge_in_flight:
         return h.charge_in_flight
     if h.state == HoldState.RESERVED:
@@ -81,7 +81,7 @@ async def in_flight_charge(store: Store, sale: Sale) -> str:
 
 
 async def apply_hold_event(store: Store, sale: Sale, event: HoldEvent) -> None:
-    h = await store.hold(sale.event_id, "h1")
+    h = await store.read.hold(sale.event_id, "h1")
     if event == HoldEvent.DEADLINE_IDLE:
         await sale.at(max(E, h.expires_ms))
         await store.sweep(sale.event_id)
@@ -109,7 +109,7 @@ async def apply_hold_event(store: Store, sale: Sale, event: HoldEvent) -> None:
             HoldEvent.DISPUTE_WON: "DISPUTE_WON",
         }.get(event, "REFUND")
         if event in (HoldEvent.MONEY_LEFT, HoldEvent.MONEY_LEFT_REVOKE) and h.winner:
-            winner = await store.charge(sale.event_id, h.winner)
+            winner = await store.read.charge(sale.event_id, h.winner)
             if winner.state == ChargeState.DISPUTED:
                 kind = "DISPUTE_LOST"  # for a disputed winner, money leaves when it is lost
         # A charge still CHARGING has no money to move yet: the provider is told to retry.
@@ -138,7 +138,7 @@ async def test_hold_pair(store: Store, state: HoldState, event: HoldEvent) -> No
     sale = await hold_in(store, state, policy, reversal_policy_for(state, event))
     await apply_hold_event(store, sale, event)
     want = HOLD_TRANSITIONS.get((state, event), state)
-    assert (await store.hold(sale.event_id, "h1")).state == want
+    assert (await store.read.hold(sale.event_id, "h1")).state == want
     await sale.audit_ok()
 
 
@@ -164,7 +164,7 @@ async def charge_in(store: Store, state: ChargeState) -> Sale:
         await callback(sale, "c1", "CAPTURED")
         if state == ChargeState.REFUNDED:
             await store.refund_result(sale.event_id, "c1", refunded=True)
-    assert (await store.charge(sale.event_id, "c1")).state == state
+    assert (await store.read.charge(sale.event_id, "c1")).state == state
     return sale
 
 
@@ -216,5 +216,5 @@ async def test_charge_pair(store: Store, state: ChargeState, event: ChargeEvent)
     sale = await charge_in(store, state)
     await apply_charge_event(store, sale, event)
     want = CHARGE_TRANSITIONS.get((state, event), state)
-    assert (await store.charge(sale.event_id, "c1")).state == want
+    assert (await store.read.charge(sale.event_id, "c1")).state == want
     await sale.audit_ok()

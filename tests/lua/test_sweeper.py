@@ -24,14 +24,14 @@ async def test_run_once_expires_every_due_hold_of_every_event(store: Store) -> N
     sweeper = Sweeper(store, batch_max=7, rounds_max=10)  # 30 due holds: five batches
     assert await sweeper.run_once() is False
     assert sweeper.stats.expired == 30
-    assert (await store.availability(a.event_id)).free == 30
-    assert (await store.hold(b.event_id, "hb")).state == HoldState.RESERVED
+    assert (await store.read.availability(a.event_id)).free == 30
+    assert (await store.read.hold(b.event_id, "hb")).state == HoldState.RESERVED
     await b.at(T0 + 1000)
     await sweeper.run_once()
-    assert (await store.hold(b.event_id, "hb")).state == HoldState.QUARANTINED
+    assert (await store.read.hold(b.event_id, "hb")).state == HoldState.QUARANTINED
     await b.at(T0 + 3000)
     await sweeper.run_once()
-    assert (await store.hold(b.event_id, "hb")).state == HoldState.EXPIRED
+    assert (await store.read.hold(b.event_id, "hb")).state == HoldState.EXPIRED
     assert sweeper.stats.quarantined == 1
     await a.audit_ok()
     await b.audit_ok()
@@ -61,4 +61,4 @@ async def test_run_stops_on_signal(store: Store) -> None:
     stop.set()
     stats = await asyncio.wait_for(task, 2)
     assert stats.passes >= 1 and stats.errors == 0
-    assert (await store.hold(sale.event_id, "h")).state == HoldState.EXPIRED
+    assert (await store.read.hold(sale.event_id, "h")).state == HoldState.EXPIRED

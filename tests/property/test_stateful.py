@@ -492,7 +492,7 @@ class EngineMachine(RuleBasedStateMachine):
             got = self.run(b.snapshot())
             for part in want:
                 assert got[part] == want[part], f"{part}: redis {got[part]} != model {want[part]}"
-            report = self.run(b.store.audit(b.event_id))
+            report = self.run(b.store.read.audit(b.event_id))
             assert report.ok, report.violations
 
     @invariant()

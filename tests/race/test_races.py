@@ -71,7 +71,7 @@ async def test_10k_concurrent_claims_on_80_seats_never_oversell(race_store: Stor
     assert len(seats_won) == 80
     assert len(set(seats_won)) == 80  # no seat twice
     assert Counter(r for r in results if not r.startswith("s0")).total() == 9_920
-    avail = await race_store.availability(sale.event_id)
+    avail = await race_store.read.availability(sale.event_id)
     assert (avail.free, avail.held) == (0, 80)
     await sale.audit_ok()
 
@@ -93,9 +93,9 @@ async def test_one_login_many_tabs_claiming_at_once_keeps_one_checkout(race_stor
         await race_store.claim(sale.event_id, "alice", f"tab-{n}")
 
     await asyncio.gather(*(tab(n) for n in range(40)))
-    holds = [await race_store.hold(sale.event_id, f"tab-{n}") for n in range(40)]
+    holds = [await race_store.read.hold(sale.event_id, f"tab-{n}") for n in range(40)]
     assert Counter(h.state for h in holds)[HoldState.RESERVED] == 1
-    assert (await race_store.availability(sale.event_id)).held == 1
+    assert (await race_store.read.availability(sale.event_id)).held == 1
     await sale.audit_ok()
 
 
@@ -149,24 +149,24 @@ async def test_callback_and_sweeper_race_on_the_deadline(
     pairs = []
     for start in range(0, trials, 100):
         pairs += await asyncio.gather(*(trial(i) for i in range(start, start + 100)))
-    before = len(await race_store.outbox(sale.event_id))
+    before = len(await race_store.read.outbox(sale.event_id))
     await race_store.sweep(sale.event_id, batch_max=trials)
     for _hold, charge in pairs:
         if charge:
             i = charge[1:]
-            outcome = (await race_store.charge(sale.event_id, charge)).state
+            outcome = (await race_store.read.charge(sale.event_id, charge)).state
             assert outcome != ChargeState.CHARGING
             await _callback(race_store, sale, charge, "CAPTURED", f"pe-{i}")
-    assert len(await race_store.outbox(sale.event_id)) == before  # replays changed nothing
+    assert len(await race_store.read.outbox(sale.event_id)) == before  # replays changed nothing
 
     states = Counter()
     for hold, charge in pairs:
-        h = await race_store.hold(sale.event_id, hold)
+        h = await race_store.read.hold(sale.event_id, hold)
         states[h.state] += 1
         if h.state == HoldState.CONFIRMED:
             assert h.winner == charge
         if charge:
-            c = await race_store.charge(sale.event_id, charge)
+            c = await race_store.read.charge(sale.event_id, charge)
             assert c.state in (ChargeState.CAPTURED, ChargeState.REFUNDING, ChargeState.DECLINED)
             assert (c.state == ChargeState.CAPTURED) == (h.state == HoldState.CONFIRMED)
     await sale.audit_ok()
@@ -174,10 +174,10 @@ async def test_callback_and_sweeper_race_on_the_deadline(
     assert states[HoldState.CONFIRMED] > 0
     assert states[HoldState.EXPIRED] > 0
     if policy == LatePolicy.RELEASE_REFUND:
-        charges = [await race_store.charge(sale.event_id, c) for _h, c in pairs if c]
+        charges = [await race_store.read.charge(sale.event_id, c) for _h, c in pairs if c]
         refunded = sum(c.state == ChargeState.REFUNDING for c in charges)
         assert refunded > 0  # captures that lost to the deadline
-    records = await race_store.outbox(sale.event_id)
+    records = await race_store.read.outbox(sale.event_id)
     deadline_records = sum(
         r["kind"] == "hold" and r["reason"].startswith("deadline") for r in records
     )
@@ -207,7 +207,7 @@ async def test_capture_races_owner_release(race_store: Store) -> None:
 
     await asyncio.gather(*(trial(i) for i in range(trials)))
     await sale.audit_ok()
-    avail = await race_store.availability(sale.event_id)
+    avail = await race_store.read.availability(sale.event_id)
     assert avail.sold == outcomes["CONFIRMED"]
     assert avail.free == outcomes["REFUND"]
     assert avail.blocked == 0
@@ -230,9 +230,9 @@ async def test_two_tabs_duplicated_callbacks_race(race_store: Store) -> None:
         await asyncio.gather(
             *(_callback(race_store, sale, c, "CAPTURED", ev) for c, ev in deliveries)
         )
-        h = await race_store.hold(sale.event_id, hold)
+        h = await race_store.read.hold(sale.event_id, hold)
         assert (h.state, h.winner) == (HoldState.CONFIRMED, f"b{i}")
-        assert (await race_store.charge(sale.event_id, f"a{i}")).state == ChargeState.REFUNDING
+        assert (await race_store.read.charge(sale.event_id, f"a{i}")).state == ChargeState.REFUNDING
 
     await asyncio.gather(*(trial(i) for i in range(trials)))
     await sale.audit_ok()
@@ -258,17 +258,17 @@ async def test_drop_a_grab_b_under_contention(race_store: Store) -> None:
             *(_claim(race_store, sale.event_id, f"v{n}", "s00000") for n in range(50)),
         )
         assert during[0] == "REFUND"
-        assert (await race_store.hold(sale.event_id, "hB")).state == HoldState.RESERVED
+        assert (await race_store.read.hold(sale.event_id, "hB")).state == HoldState.RESERVED
         winners = [f"h-v{n}" for n, r in enumerate(during[1:]) if r == "s00000"]
         assert len(winners) <= 1
         freed = [
             int(r["now_ms"])
-            for r in await race_store.outbox(sale.event_id)
+            for r in await race_store.read.outbox(sale.event_id)
             if r["id"] == "hA" and r["to"] == "SEAT_FREED"
         ]
         assert len(freed) == 1
         for hold_id in winners:
-            assert (await race_store.hold(sale.event_id, hold_id)).created_ms >= freed[0]
+            assert (await race_store.read.hold(sale.event_id, hold_id)).created_ms >= freed[0]
         await sale.audit_ok()
 
 
@@ -307,10 +307,12 @@ async def test_holders_reclaiming_a_sold_out_event_while_seats_come_back(
                 continue
             for hold_id in [f"first-{i}", *(f"t{i}-{tab}" for tab in range(4))]:
                 with contextlib.suppress(errors.HoldNotFound):
-                    if (await race_store.hold(sale.event_id, hold_id)).state == HoldState.RESERVED:
+                    if (
+                        await race_store.read.hold(sale.event_id, hold_id)
+                    ).state == HoldState.RESERVED:
                         live[i] += 1
         assert all(live[i] == 1 for i in range(30) if i not in leaving), live
-        avail = await race_store.availability(sale.event_id)
+        avail = await race_store.read.availability(sale.event_id)
         assert (avail.held, avail.free) == (27, 3)
         # Only a release takes free from 0 to 1; a trade runs only while a seat is free, so it
         # never does, and a refused re-claim touches nothing.

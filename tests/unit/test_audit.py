@@ -63,7 +63,7 @@ PLANTS: list[tuple[str, Plant, Invariant]] = [
 
 async def test_a_clean_event_has_no_violation(fake_store: Store) -> None:
     sale = await sold_and_held(fake_store)
-    report = await fake_store.audit(sale.event_id)
+    report = await fake_store.read.audit(sale.event_id)
     assert report.ok, report.violations
     assert (report.counts["sold"], report.counts["held"], report.counts["free"]) == (1, 1, 1)
 
@@ -74,5 +74,5 @@ async def test_each_check_catches_its_own_violation(
 ) -> None:
     sale = await sold_and_held(fake_store)
     await plant(sale)
-    report = await fake_store.audit(sale.event_id)
+    report = await fake_store.read.audit(sale.event_id)
     assert report.of(kind), f"{what}: {report.violations}"

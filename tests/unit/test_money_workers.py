@@ -65,7 +65,7 @@ async def test_reconciliation_applies_a_capture_whose_callback_was_lost(
     reconciler = ProviderReconciler(fake_store, provider, stale_ms=1)
     await reconciler.run_once()
     assert (reconciler.stats.examined, reconciler.stats.resolved) == (1, 1)
-    assert (await fake_store.hold(sale.event_id, "h-alice")).state == HoldState.CONFIRMED
+    assert (await fake_store.read.hold(sale.event_id, "h-alice")).state == HoldState.CONFIRMED
     await reconciler.run_once()  # nothing is CHARGING any more
     assert reconciler.stats.examined == 1
     await sale.audit_ok()
@@ -81,8 +81,8 @@ async def test_a_charge_the_provider_never_saw_is_closed_as_failed(
     reconciler = ProviderReconciler(fake_store, provider, stale_ms=1)
     await reconciler.run_once()
     assert reconciler.stats.never_reached_provider == 1
-    assert (await fake_store.charge(sale.event_id, "never-sent")).state == ChargeState.FAILED
-    assert (await fake_store.hold(sale.event_id, "h1")).state == HoldState.RESERVED
+    assert (await fake_store.read.charge(sale.event_id, "never-sent")).state == ChargeState.FAILED
+    assert (await fake_store.read.hold(sale.event_id, "h1")).state == HoldState.RESERVED
     await sale.audit_ok()
 
 
@@ -92,11 +92,11 @@ async def test_the_refund_queue_refunds_a_capture_that_cannot_win(
     sale, key = await paying(fake_store, provider)
     await fake_store.release(sale.event_id, "h-alice", "alice")  # the capture can no longer win
     await ProviderReconciler(fake_store, provider, stale_ms=1).run_once()
-    assert (await fake_store.charge(sale.event_id, key)).state == ChargeState.REFUNDING
+    assert (await fake_store.read.charge(sale.event_id, key)).state == ChargeState.REFUNDING
     worker = RefundWorker(fake_store, provider, seed=1)
     assert await worker.run_once() == 1
     assert (worker.stats.refunded, worker.stats.parked) == (1, 0)
-    assert (await fake_store.charge(sale.event_id, key)).state == ChargeState.REFUNDED
+    assert (await fake_store.read.charge(sale.event_id, key)).state == ChargeState.REFUNDED
     ledger: dict[str, Any] = await provider.ledger()
     assert [e["kind"] for e in ledger["entries"]] == ["capture", "refund"]
     assert await worker.run_once() == 0  # nothing due any more
@@ -119,9 +119,9 @@ async def test_a_refund_the_providers_record_disowns_is_parked_not_paid(
     worker = RefundWorker(fake_store, provider, seed=1)
     await worker.run_once()
     assert (worker.stats.refunded, worker.stats.parked) == (0, 1)
-    orphan = await fake_store.charge(other.event_id, f"orphan/{found.attempt_id}")
+    orphan = await fake_store.read.charge(other.event_id, f"orphan/{found.attempt_id}")
     assert (orphan.state, orphan.parked) == (ChargeState.REFUNDING, True)
     ledger: dict[str, Any] = await provider.ledger()
     assert [e["kind"] for e in ledger["entries"]] == ["capture"]  # the winner keeps its money
-    assert (await fake_store.hold(sale.event_id, "h-alice")).state == HoldState.CONFIRMED
+    assert (await fake_store.read.hold(sale.event_id, "h-alice")).state == HoldState.CONFIRMED
     await other.audit_ok()

@@ -1,0 +1,202 @@
+"""Reads of what the scripts store, each bounded and under the store's timeout: the API's views,
+operators, workers and reconciliation. Reads decide nothing: only a script call changes state
+(engine/store.py)."""
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from engine import errors, keys
+from engine.audit import AuditReport, Snapshot, audit
+from engine.holds import Alert, Availability, Charge, Hold
+from engine.states import LatePolicy, ReversalPolicy
+
+
+async def timed(coro: Any, timeout_s: float) -> Any:
+    """One Redis read under a timeout; an outage is StoreUnavailable."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await coro
+    except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
+        raise errors.StoreUnavailable(repr(exc)) from exc
+
+
+class Reads:
+    def __init__(self, client: "aioredis.Redis", *, prefix: str, timeout_s: float) -> None:
+        self.client, self.prefix, self.timeout_s = client, prefix, timeout_s
+
+    async def _read(self, coro: Any) -> Any:
+        return await timed(coro, self.timeout_s)
+
+    def _key(self, event_id: str, name: str) -> str:
+        return keys.event_key(event_id, name, self.prefix)
+
+    async def event_exists(self, event_id: str) -> bool:
+        return bool(await self._read(self.client.exists(self._key(event_id, "event"))))
+
+    async def event_ids(self) -> list[str]:
+        members = await self._read(self.client.smembers(keys.events_index(self.prefix)))
+        return sorted(members)
+
+    async def availability(self, event_id: str) -> Availability:
+        raw = await self._read(self.client.hgetall(self._key(event_id, "event")))
+        if not raw:
+            raise errors.EventNotFound(event_id)
+        return Availability(
+            event_id=event_id,
+            status=raw["status"],
+            opens_at_ms=int(raw["opens_at_ms"]),
+            policy=LatePolicy(raw["policy"]),
+            hold_ttl_ms=int(raw["hold_ttl_ms"]),
+            quarantine_ms=int(raw["quarantine_ms"]),
+            seats_total=int(raw["seats_total"]),
+            free=int(raw["free"]),
+            held=int(raw["held"]),
+            blocked=int(raw["blocked"]),
+            sold=int(raw["sold"]),
+            price_minor=int(raw.get("price_minor", 0)),
+            currency=raw.get("currency", "EUR"),
+            reversal_policy=ReversalPolicy(raw.get("reversal_policy", "manual")),
+        )
+
+    async def hold(self, event_id: str, hold_id: str) -> Hold:
+        raw = await self._read(self.client.hget(self._key(event_id, "holds"), hold_id))
+        if raw is None:
+            raise errors.HoldNotFound(f"hold {hold_id}")
+        return Hold.from_json(raw)
+
+    async def charge(self, event_id: str, charge_id: str) -> Charge:
+        raw = await self._read(self.client.hget(self._key(event_id, "charges"), charge_id))
+        if raw is None:
+            raise errors.ChargeNotFound(f"charge {charge_id}")
+        return Charge.from_json(raw)
+
+    async def charges(self, event_id: str, charge_ids: Sequence[str]) -> list[Charge]:
+        if not charge_ids:
+            return []
+        rows = await self._read(self.client.hmget(self._key(event_id, "charges"), charge_ids))
+        return [Charge.from_json(r) for r in rows if r is not None]
+
+    async def scan_charges(
+        self, event_id: str, count: int = 500, limit: int = 1_000_000
+    ) -> list[Charge]:
+        """The event's charges, at most `limit` (HSCAN pages of `count`, each page under the
+        store's timeout): for operators and reconciliation, never for the request path."""
+        out: list[Charge] = []
+        key = self._key(event_id, "charges")
+        cursor: int = 0
+        while True:
+            cursor, page = await self._read(self.client.hscan(key, cursor, count=count))
+            out += [Charge.from_json(raw) for raw in page.values()]
+            if cursor == 0 or len(out) >= limit:
+                return out[:limit]
+
+    async def quarantined(self, event_id: str) -> list[Hold]:
+        """Holds whose seat is BLOCKED (quarantined, or released with money in flight)."""
+        ids = await self._read(self.client.zrange(self._key(event_id, "quarantines"), 0, -1))
+        if not ids:
+            return []
+        rows = await self._read(self.client.hmget(self._key(event_id, "holds"), ids))
+        return [Hold.from_json(r) for r in rows if r is not None]
+
+    async def free_seats(self, event_id: str, limit: int = 100) -> list[str]:
+        """The best `limit` free seats by rank (a hint: only a claim makes one yours)."""
+        members: list[str] = await self._read(
+            self.client.zrange(self._key(event_id, "free"), 0, max(0, limit - 1))
+        )
+        return members
+
+    async def alerts(self, event_id: str, limit: int = 500) -> list[Alert]:
+        """The event's alerts (provider messages refused or only partly applied), newest first."""
+        raw: Any = await self._read(self.client.hvals(self._key(event_id, "alerts")))
+        found = sorted((Alert.from_json(r) for r in raw), key=lambda a: -a.at_ms)
+        return found[:limit]
+
+    async def attempts(self, event_id: str) -> dict[str, str]:
+        """Provider attempt id -> charge id (reconciliation only)."""
+        raw: Any = await self._read(self.client.hgetall(self._key(event_id, "attempts")))
+        return dict(raw)
+
+    async def raw_callbacks(self, event_id: str, count: int = 1000) -> list[dict[str, str]]:
+        entries = await self._read(
+            self.client.xrange(self._key(event_id, "raw_callbacks"), count=count)
+        )
+        return [fields for _id, fields in entries]
+
+    async def due_refunds(self, event_id: str, now_ms: int, limit: int = 100) -> list[str]:
+        """Charges whose refund is due (REFUNDING, or a re-refund after REFUNDED)."""
+        members: list[str] = await self._read(
+            self.client.zrangebyscore(
+                self._key(event_id, "refunds"), "-inf", now_ms, start=0, num=limit
+            )
+        )
+        return members
+
+    async def server_time_ms(self) -> int:
+        seconds, micros = await self._read(self.client.time())
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    async def outbox_entries(
+        self, event_id: str, count: int = 1_000_000, *, newest: bool = False
+    ) -> list[tuple[str, dict[str, str]]]:
+        """(stream id, record) pairs, oldest first (or the `count` newest, newest first)."""
+        stream = self._key(event_id, "outbox")
+        read = (
+            self.client.xrevrange(stream, count=count)
+            if newest
+            else self.client.xrange(stream, count=count)
+        )
+        entries: Any = await self._read(read)
+        return [(str(sid), fields) for sid, fields in entries]
+
+    async def holds(self, event_id: str) -> dict[str, Hold]:
+        """Every hold of the event (operators and reconciliation only)."""
+        raw: Any = await self._read(self.client.hgetall(self._key(event_id, "holds")))
+        return {hid: Hold.from_json(v) for hid, v in raw.items()}
+
+    async def outbox(self, event_id: str, count: int = 100_000) -> list[dict[str, str]]:
+        entries = await self._read(self.client.xrange(self._key(event_id, "outbox"), count=count))
+        return [fields for _id, fields in entries]
+
+    async def audit(self, event_id: str) -> AuditReport:
+        """Check docs/invariants.md over one atomic snapshot (MULTI/EXEC on the event slot)."""
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.hgetall(self._key(event_id, "event"))
+            pipe.zrange(self._key(event_id, "seats"), 0, -1)
+            pipe.zrange(self._key(event_id, "free"), 0, -1)
+            pipe.hgetall(self._key(event_id, "owners"))
+            pipe.hvals(self._key(event_id, "holds"))
+            pipe.hvals(self._key(event_id, "charges"))
+            pipe.xrange(self._key(event_id, "outbox"))
+            pipe.zrange(self._key(event_id, "deadlines"), 0, -1)
+            pipe.zrange(self._key(event_id, "quarantines"), 0, -1)
+            pipe.zrange(self._key(event_id, "refunds"), 0, -1)
+            (
+                ev,
+                seats,
+                free,
+                owners,
+                hold_rows,
+                charge_rows,
+                outbox,
+                deadlines,
+                quarantines,
+                refunds,
+            ) = await self._read(pipe.execute())
+        return audit(
+            Snapshot(
+                event_id,
+                ev,
+                seats,
+                free,
+                owners,
+                [Hold.from_json(r) for r in hold_rows],
+                [Charge.from_json(r) for r in charge_rows],
+                [f for _i, f in outbox],
+                timers=(set(deadlines), set(quarantines), set(refunds)),
+            )
+        )

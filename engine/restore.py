@@ -1,0 +1,70 @@
+"""Putting an event back from the ledger after Redis lost it (persistence/rebuild.py): one
+script call per restored hold or charge, while the event is a DRAFT."""
+
+from typing import TYPE_CHECKING
+
+from engine import keys
+from engine.holds import Charge
+from engine.scripts import RestoreCode
+from engine.states import HoldState
+
+if TYPE_CHECKING:
+    from engine.store import Store
+
+
+class Restore:
+    def __init__(self, store: "Store") -> None:
+        self.store = store
+        self.client, self.prefix = store.client, store.prefix
+        self._run, self._read, self._key = store._run, store._read, store.key
+
+    async def drop_event(self, event_id: str) -> None:
+        """Delete every key of the event (a rebuild with --force starts from nothing)."""
+        names = [*keys.EVENT_KEYS, *keys.EXTRA_KEYS]
+        await self._read(self.client.delete(*(self._key(event_id, n) for n in names)))
+        await self._read(self.client.srem(keys.events_index(self.prefix), event_id))
+
+    async def hold(
+        self,
+        event_id: str,
+        hold_id: str,
+        login: str,
+        seat_id: str,
+        winner: str,
+        decided_ms: int,
+        state: HoldState = HoldState.CONFIRMED,
+    ) -> RestoreCode:
+        reply = await self._run(
+            "event_restore",
+            event_id,
+            ["HOLD", hold_id, login, seat_id, winner, decided_ms, str(state)],
+        )
+        return RestoreCode(reply[0])
+
+    async def charge(self, event_id: str, charge: Charge) -> RestoreCode:
+        reply = await self._run(
+            "event_restore",
+            event_id,
+            [
+                "CHARGE",
+                charge.charge_id,
+                str(charge.state),
+                charge.hold_id,
+                charge.seat_id,
+                charge.login,
+                charge.amount,
+                charge.attempt_id,
+                charge.intent_id,
+                charge.decided_ms,
+                int(charge.refund_only),
+                charge.captured,
+                charge.key,
+                int(charge.final),
+            ],
+        )
+        return RestoreCode(reply[0])
+
+    async def mark(self, event_id: str, at_ms: int) -> None:
+        """Decisions older than this were not made by this Redis: the outbox does not hold them
+        (the ledger does), and the audit does not expect them there."""
+        await self._read(self.client.hset(self._key(event_id, "event"), "restored_at_ms", at_ms))
