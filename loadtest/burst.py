@@ -43,6 +43,7 @@ from engine.store import Store
 from loadtest import pg_baseline
 from loadtest.invariants import Verdict, check_burst, check_burst_pg
 from loadtest.stack import LocalStack
+from persistence import database
 
 EVENT_ID = "burst"
 HOLD_TTL_MS = 600_000  # by default no hold ends during a run
@@ -137,13 +138,13 @@ async def engine_target(args: argparse.Namespace) -> AsyncIterator[Target]:
     server_dsn = os.environ.get("ONSALE_PG_DSN", PG_SERVER_DSN)
     ledger_db = f"onsale_bench_ledger_{uuid.uuid4().hex[:8]}" if args.ledger else ""
     if ledger_db:
-        await pg_admin(server_dsn, f'create database "{ledger_db}"')
+        await database.create_database(server_dsn, ledger_db)
     stack = LocalStack(
         redis_url=redis_url,
         key_prefix=prefix,
         api_workers=args.workers,
         log_dir=Path(tempfile.mkdtemp(prefix="onsale-burst-")),
-        ledger_dsn=pg_baseline.dsn_for(server_dsn, ledger_db) if ledger_db else "",
+        ledger_dsn=database.dsn_for(server_dsn, ledger_db) if ledger_db else "",
     )
     await asyncio.to_thread(stack.start)
     redis = redis_asyncio.from_url(redis_url, decode_responses=True)
@@ -177,27 +178,19 @@ async def engine_target(args: argparse.Namespace) -> AsyncIterator[Target]:
     finally:
         await asyncio.to_thread(stack.stop)
         if ledger_db:
-            await pg_admin(server_dsn, f'drop database if exists "{ledger_db}" with (force)')
+            await database.drop_database(server_dsn, ledger_db)
         async for key in redis.scan_iter(match=f"{prefix}:*"):
             await redis.delete(key)
         await redis.aclose()
 
 
-async def pg_admin(server_dsn: str, statement: str) -> None:
-    conn = await asyncpg.connect(server_dsn, timeout=10, command_timeout=60)
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
-
-
 @contextlib.asynccontextmanager
 async def pg_target(args: argparse.Namespace) -> AsyncIterator[Target]:
     server_dsn = os.environ.get("ONSALE_PG_DSN", PG_SERVER_DSN)
-    database = f"onsale_bench_pg_{uuid.uuid4().hex[:8]}"
-    await pg_admin(server_dsn, f'create database "{database}"')
+    database_name = f"onsale_bench_pg_{uuid.uuid4().hex[:8]}"
+    await database.create_database(server_dsn, database_name)
     try:
-        dsn = pg_baseline.dsn_for(server_dsn, database)
+        dsn = database.dsn_for(server_dsn, database_name)
         await pg_baseline.setup(dsn, EVENT_ID, args.seats, hold_ttl_ms=HOLD_TTL_MS)
         server = pg_baseline.BaselineServer(
             pg_dsn=dsn,
@@ -215,7 +208,7 @@ async def pg_target(args: argparse.Namespace) -> AsyncIterator[Target]:
         finally:
             await asyncio.to_thread(server.stop)
     finally:
-        await pg_admin(server_dsn, f'drop database if exists "{database}" with (force)')
+        await database.drop_database(server_dsn, database_name)
 
 
 async def ledger_stats(dsn: str, expected: int, timeout_s: float = 120.0) -> dict[str, float]:

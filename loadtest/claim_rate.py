@@ -186,13 +186,14 @@ def run_pg(args: argparse.Namespace) -> dict[str, float]:
     import asyncio
 
     from loadtest import pg_baseline
-    from loadtest.burst import PG_SERVER_DSN, pg_admin
+    from loadtest.burst import PG_SERVER_DSN
+    from persistence import database as db
 
     server_dsn = os.environ.get("ONSALE_PG_DSN", PG_SERVER_DSN)
     database = f"onsale_bench_pg_{uuid.uuid4().hex[:8]}"
-    asyncio.run(pg_admin(server_dsn, f'create database "{database}"'))
+    asyncio.run(db.create_database(server_dsn, database))
     try:
-        dsn = pg_baseline.dsn_for(server_dsn, database)
+        dsn = db.dsn_for(server_dsn, database)
         asyncio.run(pg_baseline.setup(dsn, "bench", args.seats))
         server = pg_baseline.BaselineServer(
             pg_dsn=dsn, workers=args.workers, log_dir=Path(tempfile.mkdtemp())
@@ -204,7 +205,7 @@ def run_pg(args: argparse.Namespace) -> dict[str, float]:
         finally:
             server.stop()
     finally:
-        asyncio.run(pg_admin(server_dsn, f'drop database if exists "{database}" with (force)'))
+        asyncio.run(db.drop_database(server_dsn, database))
 
 
 def main() -> int:

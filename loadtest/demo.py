@@ -257,17 +257,10 @@ async def sample_ledger(
 
 
 async def demo_database(dsn: str, name: str) -> str:
-    """A database of its own for the demo's ledger, on the server of `dsn`."""
-    import asyncpg
+    """A database of its own for the demo's ledger, on the server of `dsn` (kept between runs)."""
+    from persistence.database import create_database
 
-    assert name.replace("_", "").isalnum(), f"bad database name {name!r}"
-    conn = await asyncpg.connect(dsn, timeout=5)
-    try:
-        if not await conn.fetchval("select 1 from pg_database where datname = $1", name):
-            await conn.execute(f'create database "{name}"')
-    finally:
-        await conn.close()
-    return dsn.rsplit("/", 1)[0] + f"/{name}"
+    return await create_database(dsn, name, exist_ok=True)
 
 
 async def ledger_counts(dsn: str, event_id: str) -> tuple[int, int]:

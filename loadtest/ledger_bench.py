@@ -17,6 +17,7 @@ import asyncpg
 from rich.console import Console
 from rich.table import Table
 
+from persistence import database
 from persistence.migrate import migrate
 from persistence.queries import Q
 
@@ -104,11 +105,10 @@ async def run_copy(conn: asyncpg.Connection, data: list[tuple[object, ...]], bat
 async def main_async(n: int, batch: int) -> list[tuple[str, float]]:
     admin_dsn = os.environ.get("ONSALE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
     name = f"onsale_bench_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(admin_dsn)
-    await admin.execute(f'create database "{name}"')
+    dsn = await database.create_database(admin_dsn, name)
     results = []
     try:
-        conn = await asyncpg.connect(admin_dsn.rsplit("/", 1)[0] + f"/{name}")
+        conn = await asyncpg.connect(dsn)
         await migrate(conn)
         for label, fn in (
             ("executemany INSERT ON CONFLICT", run_executemany),
@@ -121,8 +121,7 @@ async def main_async(n: int, batch: int) -> list[tuple[str, float]]:
             results.append((label, n / seconds))
         await conn.close()
     finally:
-        await admin.execute(f'drop database if exists "{name}" with (force)')
-        await admin.close()
+        await database.drop_database(admin_dsn, name)
     return results
 
 

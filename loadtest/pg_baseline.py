@@ -54,7 +54,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import urlsplit
 
 import asyncpg
 from starlette.applications import Starlette
@@ -271,11 +270,6 @@ REFUSALS = CLAIM_REFUSALS
 
 
 # -- setup and audit ---------------------------------------------------------------------------
-
-
-def dsn_for(dsn: str, database: str) -> str:
-    """`dsn` pointed at another database on the same server."""
-    return urlsplit(dsn)._replace(path=f"/{database}").geturl()
 
 
 async def setup(

@@ -120,8 +120,8 @@ def _ledger_command(args: argparse.Namespace) -> int:
 async def _rebuild(settings: "LedgerSettings", event_id: str, force: bool) -> int:
     from rich.table import Table
 
+    from persistence.database import create_pool
     from persistence.rebuild import RebuildRefused, rebuild
-    from persistence.writer import create_pool
 
     console = Console()
     pool = await create_pool(settings.pg_dsn, size_max=1, timeout_s=settings.pg_timeout_ms / 1000)
@@ -168,8 +168,9 @@ async def _reconcile(
     from rich.progress import Progress
 
     from engine.provider import ProviderClient
+    from persistence.database import create_pool
     from persistence.nightly import as_json, provider_entries, reconcile_event
-    from persistence.writer import LedgerWriter, create_pool
+    from persistence.writer import LedgerWriter
 
     if not settings.engine.provider_url:
         print("onsale: ONSALE_PROVIDER_URL is not set", file=sys.stderr)
@@ -254,8 +255,9 @@ def _print_reconcile(console: Console, reports: list["EventReport"], left: int) 
 async def _ledger(command: str, settings: "LedgerSettings") -> int:
     import socket
 
+    from persistence.database import create_pool
     from persistence.migrate import migrate
-    from persistence.writer import LedgerWriter, create_pool
+    from persistence.writer import LedgerWriter
 
     pool = await create_pool(
         settings.pg_dsn, size_max=settings.pg_pool_max, timeout_s=settings.pg_timeout_ms / 1000

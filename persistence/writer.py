@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
@@ -68,27 +67,6 @@ class WriterStats:
     reclaimed: int = 0
     alerts: int = 0
     errors: int = 0
-
-
-async def init_connection(conn: asyncpg.Connection) -> None:
-    await conn.set_type_codec(
-        "jsonb",
-        encoder=lambda v: orjson.dumps(v).decode(),
-        decoder=orjson.loads,
-        schema="pg_catalog",
-    )
-
-
-async def create_pool(dsn: str, *, size_max: int, timeout_s: float) -> asyncpg.Pool:
-    pool: asyncpg.Pool = await asyncpg.create_pool(
-        dsn,
-        min_size=1,
-        max_size=size_max,
-        init=init_connection,
-        timeout=timeout_s,
-        command_timeout=timeout_s,
-    )
-    return pool
 
 
 def _split_id(stream_id: str) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""A private PostgreSQL database per test module: created on the test server, migrated, dropped."""
+"""A private PostgreSQL database per test module: created on the test server, dropped after."""
 
 import os
 import uuid
@@ -8,24 +8,19 @@ from contextlib import asynccontextmanager
 import asyncpg
 import pytest
 
+from persistence import database
+
 PG_DSN = os.environ.get("ONSALE_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
-
-
-def dsn_for(database: str) -> str:
-    base, _, _old = PG_DSN.rpartition("/")
-    return f"{base}/{database}"
 
 
 @asynccontextmanager
 async def private_database() -> AsyncIterator[str]:
     name = f"onsale_test_{uuid.uuid4().hex[:10]}"
     try:
-        admin = await asyncpg.connect(PG_DSN, timeout=5)
-    except (OSError, asyncpg.PostgresError) as exc:
+        dsn = await database.create_database(PG_DSN, name)
+    except (OSError, asyncpg.PostgresError) as exc:  # an environment problem: say so, never skip
         pytest.fail(f"PostgreSQL at {PG_DSN} not reachable ({exc!r}); run `make test`")
     try:
-        await admin.execute(f'create database "{name}"')
-        yield dsn_for(name)
+        yield dsn
     finally:
-        await admin.execute(f'drop database if exists "{name}" with (force)')
-        await admin.close()
+        await database.drop_database(PG_DSN, name)

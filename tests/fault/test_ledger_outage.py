@@ -10,8 +10,9 @@ import pytest
 from engine import keys
 from engine.store import Store
 from persistence import writer as w
+from persistence.database import create_pool
 from persistence.migrate import migrate
-from persistence.writer import LedgerWriter, create_pool
+from persistence.writer import LedgerWriter
 from tests.conftest import open_sale
 from tests.fault.conftest import PrivatePostgres
 from tests.helpers import callback, wait_until

@@ -6,18 +6,16 @@ import subprocess
 import sys
 import uuid
 
-import asyncpg
 import pytest
 import redis
 
+from persistence import database
 from tests.conftest import REDIS_URL
 from tests.pg import PG_DSN
 
 
 async def drop_database(name: str) -> None:
-    conn = await asyncpg.connect(PG_DSN)
-    await conn.execute(f'drop database if exists "{name}" with (force)')
-    await conn.close()
+    await database.drop_database(PG_DSN, name)
 
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]

@@ -15,9 +15,10 @@ from engine import keys
 from engine.store import Store
 from loadtest.stack import spare_port
 from persistence import writer as w
+from persistence.database import create_pool
 from persistence.migrate import MigrationError, available, migrate
 from persistence.queries import Q
-from persistence.writer import LedgerWriter, create_pool
+from persistence.writer import LedgerWriter
 from tests.conftest import REDIS_URL, open_sale
 from tests.helpers import callback
 from tests.pg import private_database

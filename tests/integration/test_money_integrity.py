@@ -21,14 +21,16 @@ import redis.asyncio as redis_asyncio
 
 from engine.provider import ProviderClient
 from engine.store import Store
+from persistence import database
+from persistence.database import create_pool
 from persistence.migrate import migrate
 from persistence.nightly import EventReport, reconcile_event
 from persistence.rebuild import rebuild
-from persistence.writer import LedgerWriter, create_pool
+from persistence.writer import LedgerWriter
 from tests.conftest import REDIS_URL
 from tests.integration.conftest import Stack
 from tests.integration.test_e2e import claim, eventually, hold_state, pay
-from tests.pg import PG_DSN, dsn_for
+from tests.pg import PG_DSN
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
 
@@ -52,26 +54,20 @@ def ledger_dsn() -> Iterator[str]:
     """A private, migrated ledger database for this module (the tests here are synchronous)."""
     name = f"onsale_test_{uuid.uuid4().hex[:10]}"
 
-    async def admin(sql: str) -> None:
-        conn = await asyncpg.connect(PG_DSN, timeout=5)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    async def migrated(dsn: str) -> None:
+    async def migrated() -> str:
+        dsn = await database.create_database(PG_DSN, name)
         conn = await asyncpg.connect(dsn, timeout=5)
         try:
             await migrate(conn)
         finally:
             await conn.close()
+        return dsn
 
-    asyncio.run(admin(f'create database "{name}"'))
+    dsn = asyncio.run(migrated())
     try:
-        asyncio.run(migrated(dsn_for(name)))
-        yield dsn_for(name)
+        yield dsn
     finally:
-        asyncio.run(admin(f'drop database if exists "{name}" with (force)'))
+        asyncio.run(database.drop_database(PG_DSN, name))
 
 
 @pytest.fixture

@@ -19,10 +19,11 @@ from engine.holds import ProviderOutcome
 from engine.provider import ProviderClient
 from engine.states import ChargeState, HoldState
 from engine.store import Store
+from persistence.database import create_pool
 from persistence.migrate import migrate
 from persistence.nightly import reconcile_event
 from persistence.rebuild import RebuildRefused, rebuild
-from persistence.writer import LedgerWriter, create_pool
+from persistence.writer import LedgerWriter
 from tests.conftest import REDIS_URL
 from tests.integration.conftest import Stack
 from tests.integration.test_e2e import claim, eventually, hold_state, pay
