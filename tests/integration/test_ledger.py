@@ -6,6 +6,7 @@ import random
 import signal
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -14,6 +15,7 @@ import pytest
 from engine import keys
 from engine.store import Store
 from loadtest.stack import spare_port
+from persistence import schema
 from persistence import writer as w
 from persistence.database import create_pool
 from persistence.migrate import MigrationError, available, migrate
@@ -64,6 +66,17 @@ async def test_migrations_apply_once_and_refuse_edited_files(ledger_dsn: str) ->
         )
         with pytest.raises(MigrationError, match="newer than the code"):
             await migrate(conn)  # a database migrated by newer code is never run by older code
+    finally:
+        await conn.close()
+
+
+async def test_the_migrations_leave_exactly_the_schema_described(ledger_dsn: str) -> None:
+    """persistence/schema.txt is what a reader sees; the migrations must produce exactly it
+    (regenerate with `python -m persistence.schema > persistence/schema.txt`)."""
+    conn = await asyncpg.connect(ledger_dsn)
+    try:
+        described = (Path(schema.__file__).parent / "schema.txt").read_text()
+        assert await schema.describe(conn) == described
     finally:
         await conn.close()
 
