@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-import aiohttp
 import asyncpg
 import orjson
 import redis.asyncio as redis_asyncio
@@ -150,23 +149,9 @@ async def engine_target(args: argparse.Namespace) -> AsyncIterator[Target]:
     redis = redis_asyncio.from_url(redis_url, decode_responses=True)
     store = Store(redis, prefix=prefix)
     try:
-        admin = {"Authorization": f"Bearer {stack.admin_token}"}
-        async with (
-            aiohttp.ClientSession(
-                base_url=stack.api_url, timeout=aiohttp.ClientTimeout(total=300)
-            ) as http,
-            http.post(
-                "/v1/admin/events",
-                headers=admin,
-                json={
-                    "event_id": EVENT_ID,
-                    "opens_at_ms": 0,
-                    "hold_ttl_ms": args.hold_ttl_ms,
-                    "seats": [{"seat_id": f"s{i}", "rank": i} for i in range(args.seats)],
-                },
-            ) as r,
-        ):
-            assert r.status == 201, await r.text()
+        await asyncio.to_thread(
+            stack.create_event, EVENT_ID, args.seats, hold_ttl_ms=args.hold_ttl_ms
+        )
 
         async def check(answers: Counter[str]) -> Verdict:
             return await check_burst(store, EVENT_ID, answers, args.clients, args.seats)

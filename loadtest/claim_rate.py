@@ -19,7 +19,6 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-import httpx
 import orjson
 from rich.console import Console
 from rich.table import Table
@@ -235,14 +234,7 @@ def main() -> int:
     )
     stack.start()
     try:
-        admin = {"Authorization": f"Bearer {stack.admin_token}"}
-        seats = [{"seat_id": f"s{i}", "rank": i} for i in range(args.seats)]
-        httpx.post(
-            f"{stack.api_url}/v1/admin/events",
-            headers=admin,
-            timeout=120,
-            json={"event_id": "bench", "seats": seats, "opens_at_ms": 0, "hold_ttl_ms": 600_000},
-        ).raise_for_status()
+        stack.create_event("bench", args.seats, hold_ttl_ms=600_000)
         script = claim_script(stack.token_secret, args.connections)
         trivial = wrk(f"{stack.api_url}/healthz", args.seconds, args.connections)
         if args.profile:

@@ -359,20 +359,16 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
         seats = seat_map(cfg.seats)
         now = await store.read.server_time_ms()
         t0_ms = now + 2_000
-        r = await http.post(
-            "/v1/admin/events",
-            headers=admin,
-            json={
-                "event_id": event_id,
-                "seats": seats,
-                "hold_ttl_ms": cfg.hold_ttl_ms,
-                "quarantine_ms": cfg.quarantine_ms,
-                "policy": "quarantine",
-                "price_minor": PRICE,
-                "opens_at_ms": t0_ms,
-            },
+        await asyncio.to_thread(
+            stack.create_event,
+            event_id,
+            seats,
+            opens_at_ms=t0_ms,
+            hold_ttl_ms=cfg.hold_ttl_ms,
+            quarantine_ms=cfg.quarantine_ms,
+            policy="quarantine",
+            price_minor=PRICE,
         )
-        r.raise_for_status()
         console.print(
             f"event {event_id}: {cfg.seats} seats, {cfg.clients:,} clients at T0, "
             f"hold {cfg.hold_ttl_ms} ms, quarantine {cfg.quarantine_ms} ms"

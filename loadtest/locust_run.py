@@ -79,23 +79,14 @@ def stack_for(args: argparse.Namespace, prefix: str, log_dir: Path) -> LocalStac
 
 
 def create_event(stack: LocalStack, event_id: str, args: argparse.Namespace) -> None:
-    admin = {"Authorization": f"Bearer {stack.admin_token}"}
-    with httpx.Client(base_url=stack.api_url, timeout=HTTP_TIMEOUT_S * 6) as http:
-        r = http.post(
-            "/v1/admin/events",
-            headers=admin,
-            json={
-                "event_id": event_id,
-                "seats": seat_map(args.seats),
-                "hold_ttl_ms": args.hold_ttl_ms,
-                "quarantine_ms": args.quarantine_ms,
-                "policy": "quarantine",
-                "price_minor": PRICE,
-            },
-        )
-        assert r.status_code == 201, r.text
-        r = http.post(f"/v1/admin/events/{event_id}/open", headers=admin, json={})
-        assert r.status_code == 200, r.text
+    stack.create_event(
+        event_id,
+        seat_map(args.seats),
+        hold_ttl_ms=args.hold_ttl_ms,
+        quarantine_ms=args.quarantine_ms,
+        policy="quarantine",
+        price_minor=PRICE,
+    )
 
 
 def locust_command(args: argparse.Namespace, stack: LocalStack, out: Path) -> list[str]:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import IO
+from typing import IO, Any
 
 import httpx
 
@@ -119,6 +119,33 @@ class LocalStack:
         except BaseException:
             self.stop()
             raise
+
+    def admin_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.admin_token}"}
+
+    def create_event(
+        self,
+        event_id: str,
+        seats: int | list[dict[str, Any]],
+        *,
+        opens_at_ms: int | None = 0,
+        **options: Any,
+    ) -> None:
+        """Create an event through the admin API, open at `opens_at_ms` (None: a DRAFT);
+        `seats` is a seat map, or a number of seats s0..s{n-1} ranked in order."""
+        seat_map = (
+            seats
+            if isinstance(seats, list)
+            else [{"seat_id": f"s{i}", "rank": i} for i in range(seats)]
+        )
+        body: dict[str, Any] = {"event_id": event_id, "seats": seat_map, **options}
+        if opens_at_ms is not None:
+            body["opens_at_ms"] = opens_at_ms
+        r = httpx.post(
+            f"{self.api_url}/v1/admin/events", json=body, headers=self.admin_headers(), timeout=120
+        )
+        if r.status_code != 201:
+            raise RuntimeError(f"create event {event_id}: {r.status_code} {r.text[:300]}")
 
     def kill_api(self) -> None:
         """kill -9 the API process (a crash: no shutdown, requests in flight are cut)."""

@@ -74,14 +74,7 @@ async def test_api_kill_9_mid_burst(tmp_path: Path) -> None:
     try:
         signer = URLSafeTimedSerializer(stack.token_secret, salt="onsale-login")
         async with aiohttp.ClientSession(base_url=stack.api_url) as http:
-            admin = {"Authorization": f"Bearer {stack.admin_token}"}
-            seats = [{"seat_id": f"s{i}", "rank": i} for i in range(60)]
-            async with http.post(
-                "/v1/admin/events",
-                headers=admin,
-                json={"event_id": "ev", "seats": seats, "opens_at_ms": 0, "hold_ttl_ms": 120_000},
-            ) as r:
-                assert r.status == 201
+            await asyncio.to_thread(stack.create_event, "ev", 60, hold_ttl_ms=120_000)
             buyers = asyncio.gather(*(buyer(http, signer, "ev", n) for n in range(50)))
             await asyncio.sleep(0.3)
             await asyncio.to_thread(stack.kill_api)

@@ -22,6 +22,7 @@ class Stack:
     api: str
     sim: str
     prefix: str
+    local: LocalStack
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.api, timeout=10)
@@ -44,16 +45,8 @@ class Stack:
 
     def new_event(self, n_seats: int = 5, **options: Any) -> str:
         event_id = f"e2e-{uuid.uuid4().hex[:8]}"
-        body = {
-            "event_id": event_id,
-            "price_minor": 4500,
-            "opens_at_ms": 0,
-            "seats": [{"seat_id": f"s{i}", "rank": i, "section": "A"} for i in range(n_seats)],
-            **options,
-        }
-        with self.client() as c:
-            r = c.post("/v1/admin/events", json=body, headers=self.admin_headers())
-            assert r.status_code == 201, r.text
+        seats = [{"seat_id": f"s{i}", "rank": i, "section": "A"} for i in range(n_seats)]
+        self.local.create_event(event_id, seats, **{"price_minor": 4500, **options})
         return event_id
 
 
@@ -77,7 +70,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     )
     local.start()
     try:
-        yield Stack(local.api_url, local.sim_url, prefix)
+        yield Stack(local.api_url, local.sim_url, prefix, local)
         assert local.alive(), f"a stack process died; logs in {local.log_dir}"
     finally:
         local.stop()
