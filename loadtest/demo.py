@@ -417,7 +417,7 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
                 # What the provider did that no callback told us (a lost webhook of a capture
                 # after a decline, say) is found by the nightly run, as in production.
                 night = progress.add_task("nightly reconciliation", total=None)
-                nightly = await _nightly(stack, event_id)
+                nightly = await nightly_report(stack, event_id)
                 settled = await _wait_settled(http, stack, event_id, admin, timeout_s=30)
                 progress.update(night, total=1, completed=1)
         avail = (await http.get(f"/v1/events/{event_id}")).json()
@@ -462,7 +462,7 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
     )
 
 
-async def _nightly(stack: LocalStack, event_id: str) -> dict[str, Any]:
+async def nightly_report(stack: LocalStack, event_id: str) -> dict[str, Any]:
     """`onsale reconcile` on the event, as its own process against the stack; its JSON report."""
     out = stack.log_dir / f"reconcile-{event_id}.json"
     proc = await asyncio.create_subprocess_exec(

@@ -31,9 +31,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from engine.store import Store
-from loadtest.demo import PRICE, refund_bound_table, seat_map
+from loadtest.burst import PG_SERVER_DSN
+from loadtest.demo import PRICE, nightly_report, refund_bound_table, seat_map
 from loadtest.invariants import FlowSeen, check_burst, check_flow
 from loadtest.stack import QUICK_SETTLE_ENV, LocalStack
+from persistence import database
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 FINISH_GRACE_S = 60.0  # beyond --run-time: Locust's own shutdown, reports
@@ -57,7 +59,9 @@ def run_time(value: str) -> str:
     return value
 
 
-def stack_for(args: argparse.Namespace, prefix: str, log_dir: Path) -> LocalStack:
+def stack_for(
+    args: argparse.Namespace, prefix: str, log_dir: Path, ledger_dsn: str = ""
+) -> LocalStack:
     redis_url = os.environ.get("ONSALE_REDIS_URL", "redis://127.0.0.1:6379/0")
     if args.scenario == "burst":
         return LocalStack(redis_url, prefix, log_dir, api_workers=args.workers)
@@ -68,6 +72,7 @@ def stack_for(args: argparse.Namespace, prefix: str, log_dir: Path) -> LocalStac
         prefix,
         log_dir,
         api_workers=args.workers,
+        ledger_dsn=ledger_dsn,
         sim_args=(
             *("--decline-rate", "0.1", "--fail-rate", "0.03"),
             *("--late-rate", "0.05", "--late-delay-ms", str(args.hold_ttl_ms // 2)),
@@ -284,7 +289,12 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     out = Path(args.out or f"reports/locust/{args.scenario}-{time.strftime('%Y%m%d-%H%M%S')}")
     await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
     prefix = f"onsale:bench:{uuid.uuid4().hex[:8]}"
-    stack = stack_for(args, prefix, out / "logs")
+    # The purchase flow runs with a ledger, so that the nightly reconciliation can run at the end
+    # (a capture after a decline whose webhook was lost is found there, as in production).
+    pg_server = os.environ.get("ONSALE_PG_DSN", PG_SERVER_DSN)
+    ledger_db = f"onsale_locust_{uuid.uuid4().hex[:8]}" if args.scenario == "flow" else ""
+    ledger_dsn = await database.create_database(pg_server, ledger_db) if ledger_db else ""
+    stack = stack_for(args, prefix, out / "logs", ledger_dsn)
     event_id = f"locust-{args.scenario}-{uuid.uuid4().hex[:6]}"
     console.print(
         f"[bold]locust {args.scenario}[/]: {args.users:,} users, {args.seats} seats, "
@@ -303,6 +313,8 @@ async def run(args: argparse.Namespace, console: Console) -> int:
                 store, event_id, all_codes(report, "claim"), args.users, args.seats
             )
         else:
+            nightly = await nightly_report(stack, event_id)
+            settled = await settle(stack, store, event_id, console) and settled
             async with httpx.AsyncClient(base_url=stack.sim_url, timeout=HTTP_TIMEOUT_S) as sim:
                 ledger = (await sim.get("/v1/ledger")).json()
             seen = FlowSeen(
@@ -312,6 +324,13 @@ async def run(args: argparse.Namespace, console: Console) -> int:
                 settled=settled,
             )
             verdict = await check_flow(store, event_id, args.seats, PRICE, ledger, seen)
+            verdict.checks.append(
+                (
+                    "nightly reconciliation left nothing unrepaired",
+                    nightly["unrepaired"] == 0,
+                    f"{nightly['total']} found, {nightly['unrepaired']} left",
+                )
+            )
             console.print(refund_bound_table(ledger["entries"]))
         alive = stack.alive()
     finally:
@@ -319,6 +338,8 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         async for key in redis.scan_iter(match=f"{prefix}:*"):
             await redis.delete(key)
         await redis.aclose()
+        if ledger_db:
+            await database.drop_database(pg_server, ledger_db)
     stats = read_stats(out, args.scenario)
     failures = sum(int(r["Failure Count"]) for r in stats if r["Name"] == "Aggregated")
     requests = sum(int(r["Request Count"]) for r in stats if r["Name"] == "Aggregated")
