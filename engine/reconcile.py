@@ -12,7 +12,7 @@ late-payment rules apply."""
 import logging
 from dataclasses import dataclass
 
-from engine.holds import ProviderOutcome
+from engine.holds import Charge, ProviderOutcome
 from engine.provider import OUTCOME_OF_STATUS, ProviderCharge, ProviderClient, ProviderTimeout
 from engine.states import ChargeState
 from engine.store import Store
@@ -27,6 +27,8 @@ class ReconcileStats:
     never_reached_provider: int = 0
     still_processing: int = 0
     provider_unavailable: int = 0
+    rechecked: int = 0  # declined or failed charges asked about again
+    contradictions: int = 0  # ... that the provider had captured after all
 
 
 def provider_record_outcome(provider_event_id: str, found: ProviderCharge) -> ProviderOutcome:
@@ -49,9 +51,15 @@ def provider_record_outcome(provider_event_id: str, found: ProviderCharge) -> Pr
 
 
 class ProviderReconciler:
-    def __init__(self, store: Store, provider: ProviderClient, *, stale_ms: int) -> None:
-        assert stale_ms > 0
+    def __init__(
+        self, store: Store, provider: ProviderClient, *, stale_ms: int, watch_ms: int = 0
+    ) -> None:
+        assert stale_ms > 0 and watch_ms >= 0
         self.store, self.provider, self.stale_ms = store, provider, stale_ms
+        # A declined or failed charge this recent is asked about again: a capture that
+        # contradicts the decline, whose webhook was lost, is then given back within one pass
+        # (older ones are left to the nightly reconciliation).
+        self.watch_ms = watch_ms
         self.stats = ReconcileStats()
 
     async def run_once(self) -> None:
@@ -59,34 +67,59 @@ class ProviderReconciler:
         for event_id in await self.store.read.event_ids():
             currency = ""
             for charge in await self.store.read.scan_charges(event_id):
-                if charge.state != ChargeState.CHARGING or now - charge.created_ms < self.stale_ms:
-                    continue
-                self.stats.examined += 1
-                currency = currency or (await self.store.read.availability(event_id)).currency
-                try:
-                    found = await self.provider.find_charge(charge.key)
-                except ProviderTimeout:
-                    self.stats.provider_unavailable += 1
-                    continue
-                if found is None:
-                    outcome = ProviderOutcome(
-                        f"recon:{charge.charge_id}:absent",
-                        charge.key,
-                        f"none:{charge.charge_id}",
-                        "",
-                        "FAILED",
-                        amount=charge.amount,
-                        currency=currency,
-                        meta_hold=charge.hold_id,
-                    )
-                    self.stats.never_reached_provider += 1
-                elif found.status in OUTCOME_OF_STATUS:
-                    outcome = provider_record_outcome(
-                        f"recon:{found.attempt_id}:{found.status}", found
-                    )
-                else:
-                    self.stats.still_processing += 1
-                    continue
-                result = await self.store.apply_outcome(event_id, outcome)
-                self.stats.resolved += 1
-                log.info("reconciled %s/%s: %s", event_id, charge.charge_id, result.decision)
+                if (
+                    charge.state == ChargeState.CHARGING
+                    and now - charge.created_ms >= self.stale_ms
+                ):
+                    currency = currency or (await self.store.read.availability(event_id)).currency
+                    await self._settle_stale(event_id, charge, currency)
+                elif self._watched(charge, now):
+                    await self._recheck_decline(event_id, charge)
+
+    def _watched(self, charge: Charge, now: int) -> bool:
+        age = now - charge.decided_ms
+        declined = charge.state in (ChargeState.DECLINED, ChargeState.FAILED)
+        return declined and self.stale_ms <= age < self.watch_ms
+
+    async def _settle_stale(self, event_id: str, charge: Charge, currency: str) -> None:
+        self.stats.examined += 1
+        try:
+            found = await self.provider.find_charge(charge.key)
+        except ProviderTimeout:
+            self.stats.provider_unavailable += 1
+            return
+        if found is None:
+            outcome = ProviderOutcome(
+                f"recon:{charge.charge_id}:absent",
+                charge.key,
+                f"none:{charge.charge_id}",
+                "",
+                "FAILED",
+                amount=charge.amount,
+                currency=currency,
+                meta_hold=charge.hold_id,
+            )
+            self.stats.never_reached_provider += 1
+        elif found.status in OUTCOME_OF_STATUS:
+            outcome = provider_record_outcome(f"recon:{found.attempt_id}:{found.status}", found)
+        else:
+            self.stats.still_processing += 1
+            return
+        result = await self.store.apply_outcome(event_id, outcome)
+        self.stats.resolved += 1
+        log.info("reconciled %s/%s: %s", event_id, charge.charge_id, result.decision)
+
+    async def _recheck_decline(self, event_id: str, charge: Charge) -> None:
+        self.stats.rechecked += 1
+        try:
+            found = await self.provider.find_charge(charge.key)
+        except ProviderTimeout:
+            self.stats.provider_unavailable += 1
+            return
+        if found is None or found.status != "captured":
+            return
+        outcome = provider_record_outcome(f"recon:{found.attempt_id}:captured", found)
+        result = await self.store.apply_outcome(event_id, outcome)
+        if result.first_seen:
+            self.stats.contradictions += 1
+            log.warning("capture after decline %s/%s: %s", event_id, charge.key, result.decision)

@@ -53,6 +53,7 @@ class Settings:
     refund_interval_ms: int = 500
     reconcile_interval_ms: int = 10_000
     reconcile_stale_ms: int = 120_000  # a charge CHARGING longer than this is asked about
+    reconcile_watch_ms: int = 600_000  # a decline this recent is asked about again
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "Settings":
@@ -84,6 +85,9 @@ class Settings:
             ),
             reconcile_interval_ms=int_setting(
                 env, "ONSALE_RECONCILE_INTERVAL_MS", cls.reconcile_interval_ms
+            ),
+            reconcile_watch_ms=int_setting(
+                env, "ONSALE_RECONCILE_WATCH_MS", cls.reconcile_watch_ms
             ),
             reconcile_stale_ms=int_setting(
                 env, "ONSALE_RECONCILE_STALE_MS", cls.reconcile_stale_ms

@@ -44,7 +44,12 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
         rounds_max=settings.sweep_rounds_max,
     )
     refunds = RefundWorker(store, provider)
-    reconciler = ProviderReconciler(store, provider, stale_ms=settings.reconcile_stale_ms)
+    reconciler = ProviderReconciler(
+        store,
+        provider,
+        stale_ms=settings.reconcile_stale_ms,
+        watch_ms=settings.reconcile_watch_ms,
+    )
     try:
         await asyncio.gather(
             sweeper.run(stop),

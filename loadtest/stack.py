@@ -26,6 +26,7 @@ QUICK_SETTLE_ENV: Mapping[str, str] = MappingProxyType(
         "ONSALE_REFUND_INTERVAL_MS": "200",
         "ONSALE_RECONCILE_INTERVAL_MS": "500",
         "ONSALE_RECONCILE_STALE_MS": "2000",
+        "ONSALE_RECONCILE_WATCH_MS": "60000",
         "ONSALE_PROVIDER_TIMEOUT_MS": "1000",
     }
 )

@@ -125,3 +125,32 @@ async def test_a_refund_the_providers_record_disowns_is_parked_not_paid(
     assert [e["kind"] for e in ledger["entries"]] == ["capture"]  # the winner keeps its money
     assert (await fake_store.read.hold(sale.event_id, "h-alice")).state == HoldState.CONFIRMED
     await other.audit_ok()
+
+
+async def test_a_recent_decline_is_asked_about_again_and_a_contradicting_capture_goes_back(
+    fake_store: Store, provider: ProviderClient
+) -> None:
+    """The provider declines, then captures that very attempt, and the capture's webhook is
+    lost: within the watch window the worker asks again and the money goes down the refund
+    path; outside it (and for a fresh decline) it does not ask."""
+    sale = await open_sale(fake_store, 1)
+    await fake_store.claim(sale.event_id, "cy", "h1")
+    key = keys.charge_key(sale.event_id, "h1", "cy", "k")
+    await fake_store.start_charge(sale.event_id, "h1", "cy", key, PRICE)
+    created = await provider.create_charge(key, PRICE, "EUR", {"event_id": sale.event_id})
+    await callback(sale, key, "DECLINED", attempt=created.attempt_id, intent_id=created.intent_id)
+    await provider.http.post(f"/v1/test/attempts/{created.attempt_id}/capture")
+    fresh = ProviderReconciler(fake_store, provider, stale_ms=60_000, watch_ms=120_000)
+    await fresh.run_once()  # the decline is younger than stale_ms: not yet
+    assert fresh.stats.rechecked == 0
+    await asyncio.sleep(0.005)
+    unwatched = ProviderReconciler(fake_store, provider, stale_ms=1, watch_ms=2)
+    await unwatched.run_once()  # older than the watch window: left to the nightly run
+    assert unwatched.stats.rechecked == 0
+    watching = ProviderReconciler(fake_store, provider, stale_ms=1, watch_ms=60_000)
+    await watching.run_once()
+    assert (watching.stats.rechecked, watching.stats.contradictions) == (1, 1)
+    c = await fake_store.read.charge(sale.event_id, key)
+    assert (c.state, c.captured) == (ChargeState.REFUNDING, PRICE)
+    assert await fake_store.read.due_refunds(sale.event_id, 2**62) == [key]
+    await sale.audit_ok()
