@@ -97,7 +97,7 @@ class Charge:
             key=d.get("key") or d["id"],
             captured=int(d.get("captured") or 0),
             parked=bool(d.get("parked")),
-            orphan=bool(d.get("verify")),
+            orphan=d["id"].startswith("orphan/"),
             final=bool(d["final"]) if "final" in d else d["state"] in _TERMINAL_CHARGE,
         )
 

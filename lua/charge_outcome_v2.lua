@@ -74,7 +74,7 @@ if not target then
     local o = { id = 'orphan/' .. attempt, key = key, hold = '', seat = '', login = '',
       state = REFUNDING, refund_only = 1, amount = 0, captured = amount or 0, attempt = attempt,
       intent = intent, created_ms = ctx.now, decided_ms = ctx.now, refund_attempts = 0,
-      reason = alert_reason, verify = 1, final = 0 }
+      reason = alert_reason, final = 0 }
     redis.call('HSET', K_ATTEMPTS, attempt, o.id)
     redis.call('ZADD', K_REFUNDS, ctx.now, o.id)
     charge_record(ctx, o, '', nil, alert_reason)
@@ -130,7 +130,7 @@ if h then settle(ctx, h) end
 -- it captured, that money is real and cannot win (for an orphan: what it captured before).
 local money = {}
 local expected = c.amount
-if (c.verify or 0) == 1 then expected = c.captured end
+if string.sub(c.id, 1, 7) == 'orphan/' then expected = c.captured end
 if amount ~= expected then money[#money + 1] = 'amount' end
 if currency ~= ctx.cfg.currency then money[#money + 1] = 'currency' end
 
