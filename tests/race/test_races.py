@@ -15,7 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from engine import errors
-from engine.holds import ProviderOutcome
+from engine.holds import ProviderOutcome, ProviderReversal
 from engine.scripts import Scripts
 from engine.states import ChargeState, HoldState, LatePolicy
 from engine.store import Store
@@ -318,4 +318,53 @@ async def test_holders_reclaiming_a_sold_out_event_while_seats_come_back(
         # never does, and a refused re-claim touches nothing.
         restocks = int(await race_store.client.hget(event_key, "restocks") or 0) - before
         assert 1 <= restocks <= len(leaving)
+        await sale.audit_ok()
+
+
+async def _revoke(store: Store, sale: Sale) -> str:
+    try:
+        await store.revoke_hold(sale.event_id, "h1", "ops")
+    except errors.NotAnException:
+        return "not_an_exception"
+    return "revoked"
+
+
+async def test_money_leaving_a_sold_seat_races_revoke_and_resale(race_store: Store) -> None:
+    """A sold seat's money leaves at the provider (its refund, delivered twice) while an operator
+    revokes and 30 fans hammer that seat: a revoke only takes back a seat whose money had left,
+    the seat is resold at most once and only after the hold was revoked, and the money invariant
+    holds (nothing is held for a revoked seat)."""
+    for trial in range(30):
+        sale = await open_sale(race_store, 2, event_id=f"mlr-{trial}-{uuid.uuid4().hex[:4]}")
+        await race_store.claim(sale.event_id, "alice", "h1", "s00000")
+        await race_store.start_charge(sale.event_id, "h1", "alice", "c1", 100)
+        await _callback(race_store, sale, "c1", "CAPTURED", "pe-c")
+        refund = ProviderReversal("pe-r", "c1", "att-c1", "REFUND", 100, "EUR", sale.event_id)
+
+        async def refunded(event_id: str = sale.event_id, r: ProviderReversal = refund) -> str:
+            return (await race_store.apply_reversal(event_id, r)).decision
+
+        tasks = [
+            ("refund", refunded()),
+            ("refund again", refunded()),  # at-least-once delivery
+            ("revoke", _revoke(race_store, sale)),
+            *((f"fan{n}", _claim(race_store, sale.event_id, f"f{n}", "s00000")) for n in range(30)),
+        ]
+        random.Random(trial).shuffle(tasks)  # the script calls reach Redis in every order
+        answers = await asyncio.gather(*(t for _, t in tasks))
+        done = dict(zip([n for n, _ in tasks], answers, strict=True))
+        results = [done["refund"], done["revoke"], *(done[f"fan{n}"] for n in range(30))]
+        assert {done["refund"], done["refund again"]} == {"MONEY_LEFT"}
+        h = await race_store.read.hold(sale.event_id, "h1")
+        winners = [r for r in results[2:] if r == "s00000"]
+        assert len(winners) <= 1
+        if winners:  # resold only once the seat was taken back
+            assert h.state == HoldState.REVOKED and done["revoke"] == "revoked"
+        else:
+            assert h.state in (HoldState.EXCEPTION, HoldState.REVOKED)
+        moves = [(r["id"], r["to"]) for r in await race_store.read.outbox(sale.event_id)]
+        if done["revoke"] == "revoked":  # only a seat whose money had left was taken back
+            assert moves.index(("c1", "PROVIDER_REFUNDED")) < moves.index(("h1", "REVOKED"))
+        charges = await race_store.read.scan_charges(sale.event_id)
+        assert sum(c.holds_money for c in charges) == 0  # the provider holds nothing now
         await sale.audit_ok()
