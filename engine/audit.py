@@ -41,7 +41,8 @@ class Snapshot:
     holds: list[Hold]
     charges: list[Charge]
     outbox: list[dict[str, str]]
-    timers: tuple[set[str], set[str], set[str]] | None = None  # deadlines, quarantines, refunds
+    # deadlines, quarantines, refunds, watch
+    timers: tuple[set[str], set[str], set[str], set[str]] | None = None
 
     @property
     def by_hold(self) -> dict[str, Hold]:
@@ -89,7 +90,7 @@ Check = Callable[[Snapshot], Iterator[Violation]]
 def timers_indexed(s: Snapshot) -> Iterator[Violation]:
     if s.timers is None:
         return
-    deadlines, quarantines, refunds = s.timers
+    deadlines, quarantines, refunds, watch = s.timers
     want_deadlines = {h.hold_id for h in s.holds if h.state == HoldState.RESERVED}
     want_quarantines = {
         h.hold_id
@@ -111,6 +112,17 @@ def timers_indexed(s: Snapshot) -> Iterator[Violation]:
             v,
             f"refund queue differs: missing {sorted(refunding - refunds)[:5]}, "
             f"stray {sorted(refunds - refundable)[:5]}",
+        )
+    # A CHARGING charge outside the watch index would never be asked about again.
+    charging = {c.charge_id for c in s.charges if c.state == ChargeState.CHARGING}
+    declined = {
+        c.charge_id for c in s.charges if c.state in (ChargeState.DECLINED, ChargeState.FAILED)
+    }
+    if not charging <= watch <= charging | declined:
+        yield Violation(
+            v,
+            f"watch index differs: missing {sorted(charging - watch)[:5]}, "
+            f"stray {sorted(watch - charging - declined)[:5]}",
         )
 
 

@@ -13,7 +13,7 @@ Login = NewType("Login", str)
 
 PREFIX = "onsale:v1"
 
-# The order is the contract with lua/_lib.lua (KEYS[1] .. KEYS[16]).
+# The order is the contract with lua/_lib.lua (KEYS[1] .. KEYS[17]).
 EVENT_KEYS: tuple[str, ...] = (
     "event",
     "seats",
@@ -31,6 +31,7 @@ EVENT_KEYS: tuple[str, ...] = (
     "sections",
     "alerts",
     "event:restocked",  # a pub/sub channel, not a key: passed like one so scripts never build it
+    "watch",  # charges provider reconciliation asks about (CHARGING, recent declines)
 )
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")

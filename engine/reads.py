@@ -95,6 +95,19 @@ class Reads:
             if cursor == 0 or len(out) >= limit:
                 return out[:limit]
 
+    async def watched(
+        self, event_id: str, since_ms_max: int, offset: int = 0, limit: int = 1000
+    ) -> tuple[int, list[Charge]]:
+        """One page of the watch index (charges CHARGING since, or DECLINED/FAILED since, at
+        most `since_ms_max`), oldest first: what provider reconciliation asks about. Returns how
+        many index entries the page covered, and their charges."""
+        ids = await self._read(
+            self.client.zrangebyscore(
+                self._key(event_id, "watch"), "-inf", since_ms_max, start=offset, num=limit
+            )
+        )
+        return len(ids), await self.charges(event_id, ids)
+
     async def quarantined(self, event_id: str) -> list[Hold]:
         """Holds whose seat is BLOCKED (quarantined, or released with money in flight)."""
         ids = await self._read(self.client.zrange(self._key(event_id, "quarantines"), 0, -1))
@@ -175,6 +188,7 @@ class Reads:
             pipe.zrange(self._key(event_id, "deadlines"), 0, -1)
             pipe.zrange(self._key(event_id, "quarantines"), 0, -1)
             pipe.zrange(self._key(event_id, "refunds"), 0, -1)
+            pipe.zrange(self._key(event_id, "watch"), 0, -1)
             (
                 ev,
                 seats,
@@ -186,6 +200,7 @@ class Reads:
                 deadlines,
                 quarantines,
                 refunds,
+                watch,
             ) = await self._read(pipe.execute())
         return audit(
             Snapshot(
@@ -197,6 +212,6 @@ class Reads:
                 [Hold.from_json(r) for r in hold_rows],
                 [Charge.from_json(r) for r in charge_rows],
                 [f for _i, f in outbox],
-                timers=(set(deadlines), set(quarantines), set(refunds)),
+                timers=(set(deadlines), set(quarantines), set(refunds), set(watch)),
             )
         )

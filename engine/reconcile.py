@@ -51,6 +51,7 @@ def provider_record_outcome(provider_event_id: str, found: ProviderCharge) -> Pr
 
 
 class ProviderReconciler:
+    PAGE = 500  # charges read from the watch index per round trip
     def __init__(
         self, store: Store, provider: ProviderClient, *, stale_ms: int, watch_ms: int = 0
     ) -> None:
@@ -65,29 +66,46 @@ class ProviderReconciler:
     async def run_once(self) -> None:
         now = await self.store.read.server_time_ms()
         for event_id in await self.store.read.event_ids():
-            currency = ""
-            for charge in await self.store.read.scan_charges(event_id):
-                if (
-                    charge.state == ChargeState.CHARGING
-                    and now - charge.created_ms >= self.stale_ms
-                ):
+            await self._run_event(event_id, now)
+
+    async def _run_event(self, event_id: str, now: int) -> None:
+        """The event's watch index, oldest first, in pages: charges CHARGING for at least
+        `stale_ms`, and declines between `stale_ms` and `watch_ms` old (older ones leave the
+        index; the nightly reconciliation covers them). A charge settled here leaves the range
+        (its index entry goes, or moves to the decision's time), so the next page starts after
+        the entries that stayed."""
+        currency, offset = "", 0
+        while True:
+            covered, page = await self.store.read.watched(
+                event_id, now - self.stale_ms, offset, self.PAGE
+            )
+            aged_out, settled = [], 0
+            for charge in page:
+                if charge.state == ChargeState.CHARGING:
                     currency = currency or (await self.store.read.availability(event_id)).currency
-                    await self._settle_stale(event_id, charge, currency)
+                    settled += await self._settle_stale(event_id, charge, currency)
                 elif self._watched(charge, now):
-                    await self._recheck_decline(event_id, charge)
+                    settled += await self._recheck_decline(event_id, charge)
+                elif charge.state in (ChargeState.DECLINED, ChargeState.FAILED):
+                    aged_out.append(charge.charge_id)
+            await self.store.unwatch(event_id, aged_out)
+            offset += covered - len(aged_out) - settled
+            if covered < self.PAGE:
+                return
 
     def _watched(self, charge: Charge, now: int) -> bool:
         age = now - charge.decided_ms
         declined = charge.state in (ChargeState.DECLINED, ChargeState.FAILED)
         return declined and self.stale_ms <= age < self.watch_ms
 
-    async def _settle_stale(self, event_id: str, charge: Charge, currency: str) -> None:
+    async def _settle_stale(self, event_id: str, charge: Charge, currency: str) -> bool:
+        """Whether the charge was settled (it then leaves the watched range)."""
         self.stats.examined += 1
         try:
             found = await self.provider.find_charge(charge.key)
         except ProviderTimeout:
             self.stats.provider_unavailable += 1
-            return
+            return False
         if found is None:
             outcome = ProviderOutcome(
                 f"recon:{charge.charge_id}:absent",
@@ -104,22 +122,26 @@ class ProviderReconciler:
             outcome = provider_record_outcome(f"recon:{found.attempt_id}:{found.status}", found)
         else:
             self.stats.still_processing += 1
-            return
+            return False
         result = await self.store.apply_outcome(event_id, outcome)
         self.stats.resolved += 1
         log.info("reconciled %s/%s: %s", event_id, charge.charge_id, result.decision)
+        return True
 
-    async def _recheck_decline(self, event_id: str, charge: Charge) -> None:
+    async def _recheck_decline(self, event_id: str, charge: Charge) -> bool:
+        """Whether a capture contradicting the decline was applied (the charge then leaves
+        the index for the refund path)."""
         self.stats.rechecked += 1
         try:
             found = await self.provider.find_charge(charge.key)
         except ProviderTimeout:
             self.stats.provider_unavailable += 1
-            return
+            return False
         if found is None or found.status != "captured":
-            return
+            return False
         outcome = provider_record_outcome(f"recon:{found.attempt_id}:captured", found)
         result = await self.store.apply_outcome(event_id, outcome)
         if result.first_seen:
             self.stats.contradictions += 1
             log.warning("capture after decline %s/%s: %s", event_id, charge.key, result.decision)
+        return True

@@ -317,6 +317,13 @@ class Store:
             )
         )
 
+    async def unwatch(self, event_id: str, charge_ids: Sequence[str]) -> None:
+        """Drop declines past the watch window from the watch index. An index entry, not a
+        state: a DECLINED or FAILED charge is only ever re-indexed with the same score, and a
+        charge moving on removes itself, so this plain ZREM cannot lose a charge to watch."""
+        if charge_ids:
+            await self._read(self.client.zrem(self.key(event_id, "watch"), *charge_ids))
+
     async def refund_result(
         self, event_id: str, charge_id: str, *, refunded: bool, retry_delay_ms: int = 0
     ) -> RefundCode:

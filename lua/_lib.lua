@@ -9,6 +9,7 @@ KEYS[11] attempts hash (attempt id -> charge)  KEYS[12] callbacks hash (provider
 KEYS[13] outbox stream                         KEYS[14] sections hash (seat -> section)
 KEYS[15] alerts hash (alert id -> json): provider messages we refused to act on, for ops
 KEYS[16] restock channel (pub/sub; passed with the keys so no script builds a name)
+KEYS[17] watch zset (charge -> since ms): CHARGING since created, DECLINED/FAILED since decided
 Invariants kept here: free + held + blocked + sold = seats_total; a seat is in the free zset
 iff it has no owner entry; every terminal transition XADDs exactly one outbox record. ]]
 
@@ -16,6 +17,7 @@ local K_EVENT, K_SEATS, K_FREE, K_OWNERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_HOLDS, K_CHARGES, K_LOGINS, K_DEADLINES = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_QUARANTINES, K_REFUNDS, K_ATTEMPTS, K_CALLBACKS = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local K_OUTBOX, K_SECTIONS, K_ALERTS, K_RESTOCKED = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
+local K_WATCH = KEYS[17]
 local ALERTS_MAX = 100000  -- the alerts hash stops growing here; the outbox still records all
 
 -- Hold states (engine/states.py HoldState) and charge states (ChargeState).
@@ -61,9 +63,19 @@ local function get_charge(charge_id)
   return CHARGES[charge_id] or nil
 end
 
+-- Every charge write keeps the watch index: provider reconciliation asks about a charge still
+-- CHARGING (since it was created) or recently DECLINED/FAILED (since it was decided) by reading
+-- this zset, never by scanning every charge of the event.
 local function put_charge(c)
   CHARGES[c.id] = c
   redis.call('HSET', K_CHARGES, c.id, cjson.encode(c))
+  if c.state == CHARGING then
+    redis.call('ZADD', K_WATCH, c.created_ms, c.id)
+  elseif c.state == DECLINED or c.state == FAILED then
+    redis.call('ZADD', K_WATCH, c.decided_ms, c.id)
+  else
+    redis.call('ZREM', K_WATCH, c.id)
+  end
 end
 
 -- Outbox: one record per decision, in the same atomic step that makes it. decision_id is

@@ -1,5 +1,5 @@
 --[[ charge_start: register a charge (our charge id, minted by the server = the provider idempotency key) on a live hold.
-KEYS[1..16] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..17] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] hold_id   ARGV[2] login   ARGV[3] charge_id   ARGV[4] amount (minor units)
 Returns {code, ...}: OK charge_id expires_ms | REPLAY charge_id state | CHARGE_IN_FLIGHT charge_id |
   HOLD_NOT_LIVE state | NOT_OWNER | NOT_FOUND | IDEMPOTENCY_KEY_REUSED

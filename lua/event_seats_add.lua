@@ -1,5 +1,5 @@
 --[[ event_seats_add: add a chunk of seats (id, rank, section) to a DRAFT event, all or none.
-KEYS[1..16] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..17] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1..3n] seat_id, rank, section triples
 Returns {code, ...}: ADDED n | NOT_FOUND | NOT_DRAFT | DUPLICATE_SEAT seat_id
 Invariants: seats are only added before the sale opens; a chunk is checked whole before any write. ]]

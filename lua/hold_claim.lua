@@ -1,5 +1,5 @@
 --[[ hold_claim: claim a specific seat if FREE, or the best FREE seat by rank (ZPOPMIN, O(log n)).
-KEYS[1..16] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..17] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] hold_id (the idempotency key)   ARGV[2] login   ARGV[3] seat_id, '' for best available
 Returns {code, ...}: OK hold_id seat expires_ms | REPLAY hold_id seat expires_ms state |
   SOLD_OUT restocks (times the event came back from sold out) | SEAT_TAKEN | UNKNOWN_SEAT |

@@ -36,10 +36,16 @@ def _key(sale: Sale, name: str) -> str:
     return sale.store.keys(sale.event_id)[EVENT_KEYS.index(name)]
 
 
+async def _unwatched_charge(sale: Sale) -> None:
+    await sale.store.start_charge(sale.event_id, "h2", "bob", "c2", 100)
+    await sale.store.client.zrem(_key(sale, "watch"), "c2")
+
+
 Plant = Callable[[Sale], Awaitable[object]]
 PLANTS: list[tuple[str, Plant, Invariant]] = [
     ("a live hold out of the deadline index",
      lambda s: s.store.client.zrem(_key(s, "deadlines"), "h2"), Invariant.TIMERS_INDEXED),
+    ("a charge in flight out of the watch index", _unwatched_charge, Invariant.TIMERS_INDEXED),
     ("a counter that drifted",
      lambda s: s.store.client.hincrby(_key(s, "event"), "sold", 1), Invariant.COUNTERS_AGREE),
     ("a sold seat also free",

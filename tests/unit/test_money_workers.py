@@ -144,13 +144,56 @@ async def test_a_recent_decline_is_asked_about_again_and_a_contradicting_capture
     await fresh.run_once()  # the decline is younger than stale_ms: not yet
     assert fresh.stats.rechecked == 0
     await asyncio.sleep(0.005)
-    unwatched = ProviderReconciler(fake_store, provider, stale_ms=1, watch_ms=2)
-    await unwatched.run_once()  # older than the watch window: left to the nightly run
-    assert unwatched.stats.rechecked == 0
     watching = ProviderReconciler(fake_store, provider, stale_ms=1, watch_ms=60_000)
     await watching.run_once()
     assert (watching.stats.rechecked, watching.stats.contradictions) == (1, 1)
     c = await fake_store.read.charge(sale.event_id, key)
     assert (c.state, c.captured) == (ChargeState.REFUNDING, PRICE)
     assert await fake_store.read.due_refunds(sale.event_id, 2**62) == [key]
+    assert await watched_ids(fake_store, sale) == []  # on the refund path: no longer watched
+    await sale.audit_ok()
+
+
+async def test_a_decline_older_than_the_watch_window_leaves_the_index_unasked(
+    fake_store: Store, provider: ProviderClient
+) -> None:
+    sale = await open_sale(fake_store, 1)
+    await fake_store.claim(sale.event_id, "cy", "h1")
+    key = keys.charge_key(sale.event_id, "h1", "cy", "k")
+    await fake_store.start_charge(sale.event_id, "h1", "cy", key, PRICE)
+    created = await provider.create_charge(key, PRICE, "EUR", {"event_id": sale.event_id})
+    await callback(sale, key, "DECLINED", attempt=created.attempt_id, intent_id=created.intent_id)
+    assert await watched_ids(fake_store, sale) == [key]
+    await asyncio.sleep(0.005)
+    unwatched = ProviderReconciler(fake_store, provider, stale_ms=1, watch_ms=2)
+    await unwatched.run_once()  # left to the nightly run
+    assert unwatched.stats.rechecked == 0
+    assert await watched_ids(fake_store, sale) == []
+
+
+async def watched_ids(store: Store, sale: Sale) -> list[str]:
+    ids: list[str] = await store.client.zrange(store.key(sale.event_id, "watch"), 0, -1)
+    return ids
+
+
+async def test_reconciliation_reads_the_watch_index_page_by_page_not_every_charge(
+    fake_store: Store, provider: ProviderClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seven charges the provider never saw, three captured ones: only the seven are in the
+    index, and a pass in pages of two settles all seven (settled ones leave the range, the
+    pages do not skip any)."""
+    sale = await open_sale(fake_store, 10)
+    for n in range(10):
+        await fake_store.claim(sale.event_id, f"b{n}", f"h{n}")
+        await fake_store.start_charge(sale.event_id, f"h{n}", f"b{n}", f"c{n}", PRICE)
+    for n in range(3):
+        await callback(sale, f"c{n}", "CAPTURED", attempt=f"a{n}", amount=PRICE)
+    assert sorted(await watched_ids(fake_store, sale)) == [f"c{n}" for n in range(3, 10)]
+    await asyncio.sleep(0.005)
+    monkeypatch.setattr(ProviderReconciler, "PAGE", 2)
+    reconciler = ProviderReconciler(fake_store, provider, stale_ms=1, watch_ms=2)
+    await reconciler.run_once()
+    assert (reconciler.stats.examined, reconciler.stats.never_reached_provider) == (7, 7)
+    states = [c.state for c in await fake_store.read.scan_charges(sale.event_id)]
+    assert sorted(states) == [ChargeState.CAPTURED] * 3 + [ChargeState.FAILED] * 7
     await sale.audit_ok()
