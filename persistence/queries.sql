@@ -39,6 +39,15 @@ on conflict (event_id, charge_id) do nothing
 insert into ledger_alerts (event_id, stream_id, decision_id, problem, record)
 values ($1, $2, $3, $4, $5) on conflict (event_id, stream_id) do nothing
 
+-- name: insert_raw_callback
+-- The first delivery of a provider event is its evidence; duplicates add nothing.
+insert into raw_callbacks (provider_event_id, event_id, body, received_at_ms)
+values ($1, $2, $3, $4) on conflict (provider_event_id) do nothing
+
+-- name: event_raw_callbacks
+select provider_event_id, body, received_at_ms from raw_callbacks
+where event_id = $1 order by received_at_ms, provider_event_id
+
 -- name: insert_event
 insert into events (event_id) values ($1) on conflict do nothing
 

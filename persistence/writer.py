@@ -9,6 +9,9 @@
   which the conflict clauses make harmless.
 - A row a constraint refuses (say, a second terminal decision for one hold) is not dropped: the
   batch is replayed row by row and the refused row lands in ledger_alerts with the reason.
+- Verified raw callbacks (the event's capped `raw_callbacks` stream) are copied the same way
+  into `raw_callbacks`, the first delivery of each provider event id kept: the provider's own
+  words stay available after Redis trims or loses them.
 - PostgreSQL down: the batch stays pending, the worker backs off (capped, jittered) and
   catches up when it returns; Redis keeps the entries meanwhile (the lag is reported)."""
 
@@ -67,6 +70,7 @@ class WriterStats:
     reclaimed: int = 0
     alerts: int = 0
     errors: int = 0
+    raw_callbacks: int = 0
 
 
 def _split_id(stream_id: str) -> tuple[int, int]:
@@ -128,14 +132,18 @@ class LedgerWriter:
     def _stream(self, event_id: str) -> str:
         return keys.event_key(event_id, "outbox", self.prefix)
 
+    def _raw_stream(self, event_id: str) -> str:
+        return keys.event_key(event_id, "raw_callbacks", self.prefix)
+
     async def _ensure_group(self, event_id: str) -> None:
         if event_id in self._groups:
             return
-        try:
-            await self.redis.xgroup_create(self._stream(event_id), GROUP, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        for stream in (self._stream(event_id), self._raw_stream(event_id)):
+            try:
+                await self.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
         if await self.mirror_event(event_id):
             self._groups.add(event_id)
 
@@ -176,9 +184,28 @@ class LedgerWriter:
         return True
 
     async def step(self, event_id: str) -> int:
-        """Move at most one batch of one event into the ledger; returns entries handled."""
+        """Move at most one batch of one event's outbox, and one of its raw callbacks, into
+        the ledger; returns the entries handled (both streams)."""
         await self._ensure_group(event_id)
         stream = self._stream(event_id)
+        entries = await self._take(event_id, stream)
+        if entries:
+            await self.write(event_id, entries)
+            await self.redis.xack(stream, GROUP, *[entry_id for entry_id, _ in entries])
+            if self.retention_ms is not None:
+                await self.trim(event_id)
+            self.stats.batches += 1
+            self.stats.entries += len(entries)
+        raw_stream = self._raw_stream(event_id)
+        raw = await self._take(event_id, raw_stream)
+        if raw:
+            await self.write_raw(event_id, raw)
+            await self.redis.xack(raw_stream, GROUP, *[entry_id for entry_id, _ in raw])
+        return len(entries) + len(raw)
+
+    async def _take(self, event_id: str, stream: str) -> list[tuple[str, dict[str, str]]]:
+        """A batch of the stream: first entries a dead consumer left pending, then new ones.
+        An entry trimmed while pending comes back without fields and is only acknowledged."""
         try:
             _next, entries, *_ = await self.redis.xautoclaim(
                 stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch_max
@@ -195,16 +222,26 @@ class LedgerWriter:
                 raise
             # The stream was deleted and recreated (Redis lost, event rebuilt): start again.
             self._groups.discard(event_id)
-            return 0
-        if not entries:
-            return 0
-        await self.write(event_id, entries)
-        await self.redis.xack(stream, GROUP, *[entry_id for entry_id, _ in entries])
-        if self.retention_ms is not None:
-            await self.trim(event_id)
-        self.stats.batches += 1
-        self.stats.entries += len(entries)
-        return len(entries)
+            return []
+        gone = [entry_id for entry_id, fields in entries if not fields]
+        if gone:
+            await self.redis.xack(stream, GROUP, *gone)
+        return [(entry_id, fields) for entry_id, fields in entries if fields]
+
+    async def write_raw(self, event_id: str, entries: list[tuple[str, dict[str, str]]]) -> None:
+        """Verified callbacks, byte for byte, first delivery of each provider event kept."""
+        rows = [
+            (
+                fields["provider_event_id"],
+                event_id,
+                fields["body"].encode() if isinstance(fields["body"], str) else fields["body"],
+                _split_id(entry_id)[0],
+            )
+            for entry_id, fields in entries
+        ]
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.executemany(Q["insert_raw_callback"], rows)
+        self.stats.raw_callbacks += len(rows)
 
     async def write(self, event_id: str, entries: list[tuple[str, dict[str, str]]]) -> None:
         rows = [(sid, fields, (sid, OutboxRecord.from_fields(fields))) for sid, fields in entries]

@@ -172,6 +172,43 @@ async def test_stream_mirrors_into_ledger_and_replays_write_nothing_twice(
     assert await writer.lag(event_id) == (0, 0.0)
 
 
+async def test_verified_raw_callbacks_reach_the_ledger_once_byte_for_byte(
+    real_store: Store, pool: asyncpg.Pool
+) -> None:
+    """The raw stream (as the callback route keeps it) lands in raw_callbacks: the first
+    delivery of each provider event, byte for byte, with Redis's receive time; a duplicate
+    delivery and a replay of the stream add nothing; an entry trimmed while pending is skipped."""
+    sale = await open_sale(real_store, 1)
+    bodies = {f"evt_{n}": f'{{"id":"evt_{n}","amount":{n},"note":"caf\u00e9 é"}}' for n in range(3)}
+    for pev, body in [*bodies.items(), ("evt_1", '{"id":"evt_1","duplicate":true}')]:
+        await real_store.keep_raw_callback(sale.event_id, pev, body.encode(), 1000)
+    writer = LedgerWriter(real_store.client, pool, prefix=real_store.prefix, consumer="r")
+    await drain(writer, sale.event_id)
+    raw_stream = keys.event_key(sale.event_id, "raw_callbacks", real_store.prefix)
+    first_ms = int((await real_store.client.xrange(raw_stream, count=1))[0][0].split("-")[0])
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(Q["event_raw_callbacks"], sale.event_id)
+    assert {r["provider_event_id"]: bytes(r["body"]).decode() for r in rows} == bodies
+    assert all(r["received_at_ms"] >= first_ms for r in rows)
+    await real_store.client.xgroup_destroy(raw_stream, w.GROUP)
+    writer._groups.clear()
+    await drain(writer, sale.event_id)  # replayed from the start: nothing new
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("select count(*) from raw_callbacks") == 3
+    # Delivered, then trimmed away before the ack (the stream is capped): acknowledged, skipped.
+    await real_store.keep_raw_callback(sale.event_id, "evt_9", b"{}", 1000)
+    reply = await real_store.client.xreadgroup(w.GROUP, "dead", {raw_stream: ">"}, count=10)
+    await real_store.client.xtrim(raw_stream, maxlen=0)
+    slow = LedgerWriter(
+        real_store.client, pool, prefix=real_store.prefix, consumer="s", claim_idle_ms=0
+    )
+    await drain(slow, sale.event_id)
+    assert len(reply[0][1]) == 1
+    assert (await real_store.client.xpending(raw_stream, w.GROUP))["pending"] == 0
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("select count(*) from raw_callbacks") == 3
+
+
 async def test_a_refused_row_becomes_an_alert_and_the_batch_still_lands(
     real_store: Store, pool: asyncpg.Pool
 ) -> None:
