@@ -197,17 +197,10 @@ async def _reconcile(
             task = progress.add_task("reconciling events", total=len(events))
             async with pool.acquire() as conn:
                 for event_id in events:
-                    reports.append(
-                        await reconcile_event(
-                            store,
-                            conn,
-                            writer,
-                            entries,
-                            event_id,
-                            provider=provider,
-                            grace_ms=grace_ms,
-                        )
+                    one = reconcile_event(
+                        store, conn, writer, entries, event_id, provider=provider, grace_ms=grace_ms
                     )
+                    reports.append(await one)
                     progress.advance(task)
     finally:
         await provider.aclose()
@@ -271,7 +264,7 @@ async def _ledger(command: str, settings: "LedgerSettings") -> int:
         client = settings.engine.redis_client()
         from prometheus_client import start_http_server
 
-        from persistence.writer import LedgerMetrics
+        from persistence.metrics import LedgerMetrics
 
         writer = LedgerWriter(
             client,

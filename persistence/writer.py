@@ -27,6 +27,7 @@ from redis.exceptions import RedisError, ResponseError
 from engine import keys
 from engine.loops import repeat
 from engine.records import OutboxRecord
+from persistence.metrics import LedgerMetrics
 from persistence.queries import Q
 
 log = logging.getLogger("onsale.ledger")
@@ -34,33 +35,6 @@ log = logging.getLogger("onsale.ledger")
 GROUP = "ledger"
 # Money that went back to the buyer, by who started it.
 REFUND_STATES = {"REFUNDED": "merchant", "PROVIDER_REFUNDED": "provider"}
-
-
-class LedgerMetrics:
-    """Prometheus series of the writer: throughput, refusals, and lag per event."""
-
-    def __init__(self) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge
-
-        self.registry = CollectorRegistry()
-        self.entries = Counter(
-            "onsale_ledger_entries_total", "Outbox entries written", registry=self.registry
-        )
-        self.alerts = Counter(
-            "onsale_ledger_alerts_total", "Rows the ledger refused", registry=self.registry
-        )
-        self.lag_entries = Gauge(
-            "onsale_ledger_lag_entries",
-            "Outbox entries not in the ledger",
-            ["event"],
-            registry=self.registry,
-        )
-        self.lag_seconds = Gauge(
-            "onsale_ledger_lag_seconds",
-            "Age of the oldest of them",
-            ["event"],
-            registry=self.registry,
-        )
 
 
 @dataclass

@@ -46,3 +46,32 @@ def test_the_check_sees_a_lazy_upward_import(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from persistence.writer import LedgerWriter\n")
     assert imported_packages(bad) == {"persistence"}
+
+
+PRODUCT = ("engine", "api", "persistence", "onsale")
+MODULE_LINES_MAX, FUNCTION_LINES_MAX = 400, 60
+
+
+def oversized(path: Path) -> list[str]:
+    """What in one module passes the size caps (a newcomer reads a module in one sitting)."""
+    source = path.read_text()
+    found = []
+    if len(source.splitlines()) > MODULE_LINES_MAX:
+        found.append(f"{path.name}: {len(source.splitlines())} lines")
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > FUNCTION_LINES_MAX:
+                found.append(f"{path.name}:{node.lineno} {node.name}: {length} lines")
+    return found
+
+
+def test_product_modules_and_functions_stay_small() -> None:
+    found = [f for pkg in PRODUCT for p in sorted((ROOT / pkg).rglob("*.py")) for f in oversized(p)]
+    assert found == []
+
+
+def test_the_size_check_sees_a_long_function(tmp_path: Path) -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(FUNCTION_LINES_MAX))
+    (tmp_path / "long.py").write_text(f"def long():\n{body}\n")
+    assert oversized(tmp_path / "long.py") == [f"long.py:1 long: {FUNCTION_LINES_MAX + 1} lines"]
