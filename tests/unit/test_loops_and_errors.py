@@ -1,12 +1,14 @@
-"""engine/loops.repeat (the loop every worker runs), the API's error table and its input
-validators: in process, no server."""
+"""engine/loops.repeat (the loop every worker runs), the API's error table, its input
+validators and its bounded JSON bodies: in process, no server."""
 
 import asyncio
 import logging
 
 import pytest
+from starlette.requests import Request
 
 from api.errors import STATUS, ApiError
+from api.responses import json_response, read_json
 from api.validate import idempotency_key, ident, integer, obj
 from engine import errors
 from engine.loops import repeat
@@ -73,3 +75,44 @@ def test_good_input_passes_through() -> None:
     assert ident({}, "seat_id", required=False) is None
     assert integer({}, "n", default=3) == 3
     assert idempotency_key(None, "fallback") == "fallback"
+
+
+def _request(body: bytes, headers: dict[str, str]) -> Request:
+    chunks = [body[i : i + 5] for i in range(0, len(body), 5)] or [b""]
+
+    async def receive() -> dict[str, object]:
+        chunk = chunks.pop(0) if chunks else b""
+        return {"type": "http.request", "body": chunk, "more_body": bool(chunks)}
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }
+    return Request(scope, receive)
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "code"),
+    [
+        (b"x" * 40, {}, 413, "body_too_large"),  # no Content-Length: counted while streaming
+        (b"{}", {"content-length": "99"}, 413, "body_too_large"),  # refused on the header
+        (b"{}", {"content-length": "2x"}, 400, "invalid_request"),
+        (b"  ", {}, 400, "invalid_request"),  # a body is required
+        (b"{nope", {}, 400, "invalid_request"),
+        (b"{}", {"content-type": "text/plain"}, 415, "unsupported_media_type"),
+    ],
+)
+async def test_request_bodies_are_bounded_and_must_be_json(
+    body: bytes, headers: dict[str, str], status: int, code: str
+) -> None:
+    with pytest.raises(ApiError) as caught:
+        await read_json(_request(body, headers), max_bytes=32)
+    assert (caught.value.status, caught.value.code) == (status, code)
+
+
+async def test_a_json_body_within_bounds_is_read_and_answered_with_orjson() -> None:
+    assert await read_json(_request(b'{"a": [1, 2]}', {}), max_bytes=32) == {"a": [1, 2]}
+    assert await read_json(_request(b"", {}), max_bytes=32, allow_empty=True) == {}
+    r = json_response({"b": 1}, status=201)
+    assert (r.status_code, r.body, r.media_type) == (201, b'{"b":1}', "application/json")
