@@ -172,8 +172,7 @@ async def test_a_decline_older_than_the_watch_window_leaves_the_index_unasked(
 
 
 async def watched_ids(store: Store, sale: Sale) -> list[str]:
-    ids: list[str] = await store.client.zrange(store.key(sale.event_id, "watch"), 0, -1)
-    return ids
+    return [str(i) for i in await store.client.zrange(store.key(sale.event_id, "watch"), 0, -1)]
 
 
 async def test_reconciliation_reads_the_watch_index_page_by_page_not_every_charge(
