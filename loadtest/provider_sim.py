@@ -198,12 +198,15 @@ class Simulator:
         key = request.headers.get("Idempotency-Key", "")
         if not key:
             return _json({"error": "idempotency_key_required"}, 400)
+        # The body is read before the key is looked up: from the lookup to the registration
+        # nothing awaits, so two concurrent requests with one key make one attempt (as the
+        # provider's idempotency promises), never two.
+        body = orjson.loads(await request.body())
         if key in self.by_key:
             existing = self.by_key[key]
             if time.time() < existing.late_until_s:
                 return _json({"error": "timeout"}, 504)
             return _json(self._charge_data(existing))
-        body = orjson.loads(await request.body())
         n = next(self.ids)
         a = Attempt(
             f"att_{self.run}_{n}",

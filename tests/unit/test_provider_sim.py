@@ -4,6 +4,7 @@ points nowhere and delivery is retried in the background, which these tests do n
 import asyncio
 
 import httpx
+import orjson
 import pytest
 
 from loadtest.provider_sim import SimConfig, create_app
@@ -103,3 +104,35 @@ async def test_plants_move_money_as_a_provider_would(sim: httpx.AsyncClient) -> 
     assert [e.get("contradicted") for e in ledger["entries"] if e["attempt_id"] == d] == [True]
     assert ledger["net"] == 1  # only the contradicting capture is still held
     assert all("at_s" in e for e in ledger["entries"])
+
+
+async def test_concurrent_requests_with_one_key_make_one_attempt() -> None:
+    """Bodies arrive in pieces, as over a socket: every request is inside the endpoint, waiting
+    for its body, before any of them registers the key."""
+    app = create_app(SimConfig(webhook_url="http://127.0.0.1:9/none", retries_max=1))
+    body = orjson.dumps({"amount": 4500, "metadata": {"event_id": "e"}})
+
+    async def post() -> tuple[int, dict[str, object]]:
+        sent: list[dict[str, object]] = []
+        parts = [body[:5], body[5:]]
+
+        async def receive() -> dict[str, object]:
+            await asyncio.sleep(0.01)
+            chunk = parts.pop(0)
+            return {"type": "http.request", "body": chunk, "more_body": bool(parts)}
+
+        async def send(message: dict[str, object]) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "http", "method": "POST", "path": "/v1/charges", "query_string": b"",
+            "headers": [(b"idempotency-key", b"same"), (b"content-type", b"application/json")],
+        }  # fmt: skip
+        await app(scope, receive, send)
+        status = int(str(sent[0]["status"]))
+        return status, orjson.loads(b"".join(bytes(m.get("body", b"")) for m in sent[1:]))
+
+    async with app.router.lifespan_context(app):
+        answers = await asyncio.gather(*(post() for _ in range(8)))
+    assert sorted(status for status, _ in answers) == [200] * 7 + [201]
+    assert len({data["attempt_id"] for _, data in answers}) == 1
