@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from starlette.requests import Request
 from starlette.responses import Response
@@ -49,6 +49,19 @@ class Metrics:
         )
         self.decisions = Counter(
             "onsale_decisions_total", "API-made decisions by kind", ["kind"], registry=self.registry
+        )
+        # Read from Redis at each scrape, not reported by the writer: a dead writer shows.
+        self.ledger_behind = Gauge(
+            "onsale_ledger_behind_entries",
+            "Outbox entries not yet in the ledger",
+            ["event"],
+            registry=self.registry,
+        )
+        self.ledger_oldest = Gauge(
+            "onsale_ledger_oldest_unmirrored_seconds",
+            "Age of the oldest decision not yet in the ledger",
+            ["event"],
+            registry=self.registry,
         )
         # Labelled children looked up once: labels() takes a lock and builds a key each call.
         self._latency: dict[tuple[str, int], Any] = {}

@@ -41,6 +41,7 @@ STATUS: dict[str, int] = {
     "unsupported_media_type": 415,
     e.IdempotencyKeyReused.code: 422,
     e.StoreUnavailable.code: 503,
+    "not_yet_durable": 503,
     "provider_unavailable": 502,
 }
 

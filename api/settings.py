@@ -13,6 +13,13 @@ def _required(env: Mapping[str, str], name: str) -> str:
     return value
 
 
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    value = env.get(name, allowed[0])
+    if value not in allowed:
+        raise MissingSetting(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class ApiSettings:
     engine: Settings
@@ -25,6 +32,9 @@ class ApiSettings:
     admin_body_max_bytes: int = 8 * 1024 * 1024  # seat maps
     webhook_tolerance_s: int = 300
     provider_timeout_ms: int = 2_000
+    # "ledger": a sale is told (buyer, provider) once the ledger holds it; "redis": at once
+    confirm_after: str = "ledger"
+    durable_wait_ms: int = 2_000  # a callback waits this long for its sale to be durable
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "ApiSettings":
@@ -45,4 +55,6 @@ class ApiSettings:
             provider_timeout_ms=int_setting(
                 env, "ONSALE_PROVIDER_TIMEOUT_MS", cls.provider_timeout_ms
             ),
+            confirm_after=_choice(env, "ONSALE_CONFIRM_AFTER", ("ledger", "redis")),
+            durable_wait_ms=int_setting(env, "ONSALE_DURABLE_WAIT_MS", cls.durable_wait_ms),
         )

@@ -31,6 +31,9 @@ class Hold:
     reason: str
     charge_ids: tuple[str, ...]
     given_up: bool = False  # QUARANTINED and released by its owner: no capture may confirm it
+    # The outbox id of the sale's last record: the sale is durable once the ledger holds it
+    # ("" for a sale restored from the ledger, durable by construction).
+    record: str = ""
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> "Hold":
@@ -50,6 +53,7 @@ class Hold:
             reason=d["reason"],
             charge_ids=tuple(c for c in d["charges"].split(",") if c),
             given_up=bool(d.get("given_up")),
+            record=str(d.get("record", "")),
         )
 
 

@@ -4,6 +4,7 @@ operators, workers and reconciliation. Reads decide nothing: only a script call 
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -23,6 +24,28 @@ async def timed(coro: Any, timeout_s: float) -> Any:
             return await coro
     except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
         raise errors.StoreUnavailable(repr(exc)) from exc
+
+
+LEDGER_GROUP = "ledger"  # the ledger writer's consumer group on every outbox
+
+
+def stream_id(value: str) -> tuple[int, int]:
+    ms, _, seq = value.partition("-")
+    return int(ms), int(seq or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerProgress:
+    """How far the ledger writer has got in one event's outbox, read from Redis itself (so a
+    dead writer shows): every entry below `floor` is committed in the ledger."""
+
+    floor: tuple[int, int]
+    behind: int  # entries not yet in the ledger (pending or never delivered)
+    oldest_ms: int  # stream time of the oldest of them (0: none)
+
+    def holds(self, record: str) -> bool:
+        """Whether the ledger holds the outbox entry `record`."""
+        return stream_id(record) < self.floor
 
 
 class Reads:
@@ -107,6 +130,37 @@ class Reads:
             )
         )
         return len(ids), await self.charges(event_id, ids)
+
+    async def ledger_progress(self, event_id: str) -> LedgerProgress:
+        """The ledger group's position in the event's outbox: below the oldest entry it holds
+        pending, and past the last one it was delivered; nothing is durable without a group."""
+        stream = self._key(event_id, "outbox")
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.xinfo_groups(stream)
+            pipe.xpending(stream, LEDGER_GROUP)
+            pipe.xrange(stream, count=1)
+            replies = await self._read(pipe.execute(raise_on_error=False))
+        groups, pending, first = replies
+        group = None
+        if isinstance(groups, list):
+            group = next((g for g in groups if g["name"] == LEDGER_GROUP), None)
+        if group is None or isinstance(pending, Exception):
+            oldest = stream_id(first[0][0])[0] if first else 0
+            length = int(await self._read(self.client.xlen(stream)))
+            return LedgerProgress((0, 0), length, oldest)
+        delivered = stream_id(str(group["last-delivered-id"]))
+        floor = (delivered[0], delivered[1] + 1)
+        behind = int(group.get("lag") or 0) + int(pending["pending"])
+        oldest_ms = 0
+        if pending["pending"]:
+            floor = min(floor, stream_id(str(pending["min"])))
+            oldest_ms = floor[0]
+        elif behind:
+            after = await self._read(
+                self.client.xrange(stream, min=f"({delivered[0]}-{delivered[1]}", count=1)
+            )
+            oldest_ms = stream_id(after[0][0])[0] if after else 0
+        return LedgerProgress(floor, behind, oldest_ms)
 
     async def quarantined(self, event_id: str) -> list[Hold]:
         """Holds whose seat is BLOCKED (quarantined, or released with money in flight)."""

@@ -74,6 +74,8 @@ class LocalStack:
             "ONSALE_PROVIDER_URL": self.sim_url,
             "ONSALE_PG_DSN": self.ledger_dsn,
             "ONSALE_LEDGER_METRICS_PORT": str(self.ledger_metrics_port),
+            # Without a ledger nothing could ever be durable in it: decisions are told at once.
+            "ONSALE_CONFIRM_AFTER": "ledger" if self.ledger_dsn else "redis",
             **self.extra_env,
         }
 

@@ -83,7 +83,7 @@ end
 local function emit(ctx, kind, id, from, to, terminal, h, c, reason, suffix)
   local decision_id = kind .. ':' .. id .. ':' .. to
   if suffix then decision_id = decision_id .. ':' .. suffix end
-  redis.call('XADD', K_OUTBOX, '*',
+  return redis.call('XADD', K_OUTBOX, '*',
     'decision_id', decision_id, 'event', ctx.cfg.id, 'kind', kind, 'id', id,
     'from', from, 'to', to, 'terminal', terminal,
     'hold', h and h.id or (c and c.hold or ''), 'charge', c and c.id or '',
@@ -110,7 +110,7 @@ local function charge_record(ctx, c, from, h, reason, suffix)
   end
   c.final = final
   put_charge(c)
-  emit(ctx, 'charge', c.id, from, c.state, terminal, h, c, reason, suffix)
+  return emit(ctx, 'charge', c.id, from, c.state, terminal, h, c, reason, suffix)
 end
 
 -- A provider message we refuse to act on (or only partly): kept for ops in the alerts hash

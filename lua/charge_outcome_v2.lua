@@ -170,7 +170,10 @@ if c.state == CHARGING then
       if h.charge == c.id then h.charge = '' end
       h.winner = c.id
       hold_end(ctx, h, CONFIRMED, via)
-      charge_record(ctx, c, CHARGING, h, 'winner')
+      -- The sale is durable once the ledger holds its last record: the API tells the buyer
+      -- CONFIRMED (and the provider 200) only then (ADR 0016).
+      h.record = charge_record(ctx, c, CHARGING, h, 'winner')
+      put_hold(h)
       code = 'CONFIRMED'
     else
       local why = 'hold_not_live'

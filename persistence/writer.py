@@ -26,13 +26,14 @@ from redis.exceptions import RedisError, ResponseError
 
 from engine import keys
 from engine.loops import repeat
+from engine.reads import LEDGER_GROUP, Reads, stream_id
 from engine.records import OutboxRecord
 from persistence.metrics import LedgerMetrics
 from persistence.queries import Q
 
 log = logging.getLogger("onsale.ledger")
 
-GROUP = "ledger"
+GROUP = LEDGER_GROUP
 # Money that went back to the buyer, by who started it.
 REFUND_STATES = {"REFUNDED": "merchant", "PROVIDER_REFUNDED": "provider"}
 
@@ -47,16 +48,11 @@ class WriterStats:
     raw_callbacks: int = 0
 
 
-def _split_id(stream_id: str) -> tuple[int, int]:
-    ms, _, seq = stream_id.partition("-")
-    return int(ms), int(seq)
-
-
-def to_row(event_id: str, stream_id: str, r: OutboxRecord) -> tuple[Any, ...]:
+def to_row(event_id: str, entry_id: str, r: OutboxRecord) -> tuple[Any, ...]:
     """The `decisions` row of one outbox record (insert_decision's parameter order)."""
     # Pair the assertion made when the script XADDed the record with one at the ledger.
     assert r.event_id == event_id, f"record of {r.event_id} in the outbox of {event_id}"
-    ms, seq = _split_id(stream_id)
+    ms, seq = stream_id(entry_id)
     return (
         event_id,
         r.decision_id,
@@ -101,6 +97,7 @@ class LedgerWriter:
         self.retention_ms = retention_ms
         self.consumer, self.batch_max, self.claim_idle_ms = consumer, batch_max, claim_idle_ms
         self.stats = WriterStats()
+        self.reads = Reads(redis, prefix=prefix, timeout_s=30.0)
         self._groups: set[str] = set()  # events whose group exists and config is mirrored
 
     def _stream(self, event_id: str) -> str:
@@ -209,7 +206,7 @@ class LedgerWriter:
                 fields["provider_event_id"],
                 event_id,
                 fields["body"].encode() if isinstance(fields["body"], str) else fields["body"],
-                _split_id(entry_id)[0],
+                stream_id(entry_id)[0],
             )
             for entry_id, fields in entries
         ]
@@ -250,7 +247,7 @@ class LedgerWriter:
         await conn.executemany(Q["insert_decision"], [to_row(r.event_id, s, r) for s, r in records])
         holds, charges, refunds = [], [], []
         for sid, r in records:
-            ms, seq = _split_id(sid)
+            ms, seq = stream_id(sid)
             common = (r.policy, r.decided_ms, ms, seq)
             if r.moves_hold:
                 holds.append(
@@ -292,48 +289,23 @@ class LedgerWriter:
         """XTRIM MINID below both the oldest entry the ledger may not hold yet (pending or
         undelivered) and the retention horizon: never past what the ledger holds."""
         assert self.retention_ms is not None
-        stream = self._stream(event_id)
-        groups = {g["name"]: g for g in await self.redis.xinfo_groups(stream)}
-        group = groups.get(GROUP)
-        if group is None:
+        progress = await self.reads.ledger_progress(event_id)
+        if progress.floor == (0, 0):
             return 0
-        pending = await self.redis.xpending(stream, GROUP)
-        floor = _split_id(str(group["last-delivered-id"]))
-        floor = (floor[0], floor[1] + 1)
-        if pending["pending"]:
-            floor = min(floor, _split_id(str(pending["min"])))
-        seconds, micros = await self.redis.time()
-        horizon = int(seconds) * 1000 + int(micros) // 1000 - self.retention_ms
-        minid = min(floor, (horizon, 0))
+        horizon = await self.reads.server_time_ms() - self.retention_ms
+        minid = min(progress.floor, (horizon, 0))
         trimmed: int = await self.redis.xtrim(
-            stream, minid=f"{minid[0]}-{minid[1]}", approximate=False
+            self._stream(event_id), minid=f"{minid[0]}-{minid[1]}", approximate=False
         )
         return trimmed
 
     async def lag(self, event_id: str) -> tuple[int, float]:
         """(entries not yet in the ledger, age in seconds of the oldest of them)."""
-        stream = self._stream(event_id)
-        groups = {g["name"]: g for g in await self.redis.xinfo_groups(stream)}
-        group = groups.get(GROUP)
-        if group is None:
-            length = int(await self.redis.xlen(stream))
-            first = await self.redis.xrange(stream, count=1)
-            oldest = first[0][0] if first else None
-        else:
-            pending = await self.redis.xpending(stream, GROUP)
-            undelivered = int(group.get("lag") or 0)
-            length = int(pending["pending"]) + undelivered
-            oldest = pending["min"] if pending["pending"] else None
-            if oldest is None and undelivered:
-                after = await self.redis.xrange(
-                    stream, min=f"({group['last-delivered-id']}", count=1
-                )
-                oldest = after[0][0] if after else None
-        if not length or oldest is None:
-            return length, 0.0
-        seconds, micros = await self.redis.time()
-        now_ms = int(seconds) * 1000 + int(micros) // 1000
-        return length, max(0.0, (now_ms - _split_id(str(oldest))[0]) / 1000)
+        progress = await self.reads.ledger_progress(event_id)
+        if not progress.behind or not progress.oldest_ms:
+            return progress.behind, 0.0
+        now_ms = await self.reads.server_time_ms()
+        return progress.behind, max(0.0, (now_ms - progress.oldest_ms) / 1000)
 
     async def run(
         self, stop: asyncio.Event, *, idle_s: float = 0.1, metrics: LedgerMetrics | None = None

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.context import ctx, endpoint
+from api.durable import wait_durable
 from api.errors import ApiError
 from api.responses import json_response, read_body
 from engine.holds import OutcomeResult, ProviderOutcome
@@ -52,6 +53,13 @@ async def provider_callback(request: Request) -> Response:
     if isinstance(message, ProviderOutcome):
         result = await c.store.apply_outcome(parsed.event_id, message)
         c.metrics.outcomes.labels(result.decision, str(result.first_seen).lower()).inc()
+        # A sale is acknowledged only once it is durable: until then the provider retries,
+        # and its retry is a duplicate answered from the same record (ADR 0016).
+        told = result.decision == "CONFIRMED" and c.settings.confirm_after == "ledger"
+        if told and not await wait_durable(
+            c.store, parsed.event_id, result.hold_id, c.settings.durable_wait_ms
+        ):
+            raise ApiError(503, "not_yet_durable", "the sale is not in the ledger yet")
     else:
         result = await c.store.apply_reversal(parsed.event_id, message)
         c.metrics.decisions.labels(f"reversal_{result.decision.lower()}").inc()

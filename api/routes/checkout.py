@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.context import ctx, endpoint, path_id
+from api.durable import CONFIRMING, sale_durable
 from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.validate import idempotency_key, ident, obj
@@ -94,11 +95,13 @@ async def claim(request: Request) -> Response:
     return claimed_response(claimed)
 
 
-def hold_view(h: Hold, charges: list[Charge]) -> dict[str, object]:
+def hold_view(h: Hold, charges: list[Charge], *, durable: bool = True) -> dict[str, object]:
+    """`durable`: False while the hold's sale is decided but not yet in the ledger; the buyer
+    then reads CONFIRMING (ADR 0016)."""
     return {
         "hold_id": h.hold_id,
         "seat_id": h.seat_id,
-        "state": h.state,
+        "state": h.state if durable else CONFIRMING,
         "expires_ms": h.expires_ms,
         "winner": h.winner or None,
         "charge_in_flight": h.charge_in_flight or None,
@@ -133,7 +136,9 @@ async def owned_hold(request: Request) -> tuple[str, str, Hold]:
 async def hold_status(request: Request) -> Response:
     c = ctx(request)
     event_id, _login, h = await owned_hold(request)
-    return json_response(hold_view(h, await c.store.read.charges(event_id, h.charge_ids)))
+    durable = c.settings.confirm_after != "ledger" or await sale_durable(c.store, event_id, h)
+    charges = await c.store.read.charges(event_id, h.charge_ids)
+    return json_response(hold_view(h, charges, durable=durable))
 
 
 @endpoint("release")

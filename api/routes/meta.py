@@ -22,7 +22,14 @@ async def readyz(request: Request) -> Response:
 
 @endpoint("metrics")
 async def metrics(request: Request) -> Response:
-    body = generate_latest(ctx(request).metrics.registry)
+    c = ctx(request)
+    now_ms = await c.store.read.server_time_ms()
+    for event_id in await c.store.read.event_ids():
+        progress = await c.store.read.ledger_progress(event_id)
+        age_s = (now_ms - progress.oldest_ms) / 1000 if progress.oldest_ms else 0.0
+        c.metrics.ledger_behind.labels(event_id).set(progress.behind)
+        c.metrics.ledger_oldest.labels(event_id).set(max(0.0, age_s))
+    body = generate_latest(c.metrics.registry)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 

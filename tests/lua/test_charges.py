@@ -231,3 +231,20 @@ async def test_a_given_up_quarantined_hold_is_never_confirmed(store: Store) -> N
     assert res.decision == "REFUND"
     assert (await store.read.hold(sale.event_id, "h1")).state == HoldState.QUARANTINED
     await sale.audit_ok()
+
+
+async def test_a_sale_names_its_last_outbox_record(store: Store) -> None:
+    """The hold keeps the id of the sale's last record (the charge's CAPTURED), which the API
+    compares with the ledger's position before telling anyone (ADR 0016); a duplicate capture
+    does not move it."""
+    sale = await open_sale(store, 1)
+    await store.claim(sale.event_id, "ann", "h1")
+    await store.start_charge(sale.event_id, "h1", "ann", "c1", 100)
+    assert (await store.read.hold(sale.event_id, "h1")).record == ""
+    await callback(sale, "c1", "CAPTURED")
+    entries = await store.read.outbox_entries(sale.event_id, newest=True)
+    last_id, last = entries[0]
+    assert (last["kind"], last["id"], last["to"]) == ("charge", "c1", "CAPTURED")
+    assert (await store.read.hold(sale.event_id, "h1")).record == last_id
+    await callback(sale, "c1", "CAPTURED")
+    assert (await store.read.hold(sale.event_id, "h1")).record == last_id
