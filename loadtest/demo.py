@@ -35,6 +35,8 @@ from rich.table import Table
 from engine.audit import Invariant
 from engine.settings import Settings
 from engine.store import Store
+from loadtest import buyer
+from loadtest.buyer import Answer, AsyncSend, BuyerApi, Call, Journey, Patience, Trip, drive_async
 from loadtest.stack import QUICK_SETTLE_ENV, LocalStack
 
 PRICE = 4500
@@ -72,63 +74,19 @@ def seat_map(n: int) -> list[dict[str, Any]]:
     ]
 
 
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    body: dict[str, Any]
+def aiohttp_send(http: aiohttp.ClientSession) -> AsyncSend:
+    """The buyers' transport (aiohttp: httpx's pool cannot feed 10k clients)."""
 
+    async def send(call: Call) -> Answer:
+        async with http.request(call.method, call.path, json=call.json, headers=call.headers) as r:
+            return Answer.of(r.status, await r.read())
 
-class Client:
-    """One simulated buyer's view of the API (aiohttp: httpx's pool cannot feed 10k clients)."""
-
-    def __init__(self, http: aiohttp.ClientSession, event_id: str, login: str, token: str) -> None:
-        self.http, self.event_id, self.login = http, event_id, login
-        self.headers = {"Authorization": f"Bearer {token}"}
-
-    async def _call(
-        self, method: str, path: str, *, json: Any = None, headers: dict[str, str] | None = None
-    ) -> Answer:
-        async with self.http.request(
-            method, path, json=json, headers={**self.headers, **(headers or {})}
-        ) as r:
-            return Answer(r.status, await r.json(loads=orjson.loads))
-
-    async def claim(self, key: str, seat_id: str | None = None) -> Answer:
-        body = {"seat_id": seat_id} if seat_id else {}
-        return await self._call(
-            "POST", f"/v1/events/{self.event_id}/holds", json=body, headers={"Idempotency-Key": key}
-        )
-
-    async def hold(self, hold_id: str) -> dict[str, Any]:
-        return (await self._call("GET", f"/v1/events/{self.event_id}/holds/{hold_id}")).body
-
-    async def pay(self, hold_id: str) -> Answer:
-        return await self._call("POST", f"/v1/events/{self.event_id}/holds/{hold_id}/charges")
-
-    async def abandon(self, hold_id: str, charge_id: str) -> None:
-        await self._call(
-            "POST", f"/v1/events/{self.event_id}/holds/{hold_id}/charges/{charge_id}/abandon"
-        )
-
-    async def release(self, hold_id: str) -> None:
-        await self._call("DELETE", f"/v1/events/{self.event_id}/holds/{hold_id}")
-
-    async def pay_until_decided(self, hold_id: str, deadline: float, tries_max: int = 3) -> str:
-        """Pay; on a decline pay again (a new charge); wait for a truthful end state."""
-        tries = 0
-        while time.monotonic() < deadline:
-            h = await self.hold(hold_id)
-            if h["state"] in ("CONFIRMED", "EXPIRED", "RELEASED"):
-                return str(h["state"])
-            if h["state"] == "RESERVED" and not h["charge_in_flight"] and tries < tries_max:
-                tries += 1
-                await self.pay(hold_id)
-            await asyncio.sleep(0.2)
-        return "gave up waiting"
+    return send
 
 
 async def burst(
-    clients: list[Client],
+    send: AsyncSend,
+    fans: dict[str, BuyerApi],
     t0_ms: int,
     server_now_ms: int,
     seats: list[str],
@@ -136,33 +94,56 @@ async def burst(
 ) -> Burst:
     res = Burst()
     rng = random.Random(1)
-    task_id = progress.add_task("T0 burst: clients answered", total=len(clients))
+    task_id = progress.add_task("T0 burst: clients answered", total=len(fans))
     start_at = time.monotonic() + (t0_ms - server_now_ms) / 1000
 
-    async def one(n: int, c: Client) -> None:
+    async def one(n: int, login: str, api: BuyerApi) -> None:
         want = rng.choice(seats) if rng.random() < 0.2 else None
         await asyncio.sleep(max(0.0, start_at - time.monotonic()))
         began = time.monotonic()
         try:
-            r = await c.claim(f"t0-{n}", want)
-            key = str(r.status) if r.status < 300 else r.body["error"]["code"]
+            r = await send(api.claim(f"t0-{n}", want))
             if r.status == 201:
-                res.winners.append((c.login, r.body["hold_id"]))
+                res.winners.append((login, r.body["hold_id"]))
                 res.last_seat_ms = max(res.last_seat_ms, (time.monotonic() - start_at) * 1000)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            key = f"transport error: {type(exc).__name__}"
+            r = Answer.transport_error(exc)
         ended = time.monotonic()
-        res.statuses[key] += 1
+        res.statuses[r.code] += 1
         res.latencies_ms.append((ended - began) * 1000)
         res.all_answered_ms = max(res.all_answered_ms, (ended - start_at) * 1000)
         progress.advance(task_id)
 
-    await asyncio.gather(*(one(n, c) for n, c in enumerate(clients)))
+    await asyncio.gather(*(one(n, login, api) for n, (login, api) in enumerate(fans.items())))
     return res
 
 
+def winner_journey(
+    api: BuyerApi, hold_id: str, roll: float, deadline: float
+) -> tuple[str, Journey[Trip]]:
+    """(what the report calls it, the journey) for a winner who rolled `roll`."""
+    wait = Patience(tries_max=3, poll_s=0.2, deadline=deadline, keep_waiting=True)
+    if roll < 0.62:
+        return "pays (pays again after a decline)", buyer.pays(api, hold_id, wait)
+    if roll < 0.72:
+        return "walks away", buyer.walks_away(hold_id)
+    if roll < 0.82:
+        return "two tabs: tab 1 gives up, tab 2 pays", buyer.abandons_and_pays_again(
+            api, hold_id, wait
+        )
+    if roll < 0.92:
+        return "drops the seat while paying, grabs another", buyer.drops_and_grabs(
+            api, hold_id, wait, lambda: buyer.ask(api.claim(f"regrab-{hold_id}"))
+        )
+    return "releases", buyer.releases(api, hold_id)
+
+
 async def buyers(
-    clients: dict[str, Client], winners: list[tuple[str, str]], cfg: DemoConfig, progress: Progress
+    send: AsyncSend,
+    fans: dict[str, BuyerApi],
+    winners: list[tuple[str, str]],
+    cfg: DemoConfig,
+    progress: Progress,
 ) -> Counter[str]:
     rng = random.Random(cfg.seed)
     deadline = time.monotonic() + (cfg.hold_ttl_ms + cfg.quarantine_ms) / 1000 + 15
@@ -170,29 +151,8 @@ async def buyers(
     task_id = progress.add_task("winners paying", total=len(winners))
 
     async def one(login: str, hold_id: str) -> None:
-        c = clients[login]
-        roll = rng.random()
-        if roll < 0.62:
-            kind = "pays (pays again after a decline)"
-            await c.pay_until_decided(hold_id, deadline)
-        elif roll < 0.72:
-            kind = "walks away"
-        elif roll < 0.82:
-            kind = "two tabs: tab 1 gives up, tab 2 pays"
-            first = (await c.pay(hold_id)).body
-            if "charge_id" in first:
-                await c.abandon(hold_id, first["charge_id"])
-            await c.pay_until_decided(hold_id, deadline)
-        elif roll < 0.92:
-            kind = "drops the seat while paying, grabs another"
-            await c.pay(hold_id)
-            await c.release(hold_id)
-            r = await c.claim(f"regrab-{hold_id}")
-            if r.status == 201:
-                await c.pay_until_decided(r.body["hold_id"], deadline)
-        else:
-            kind = "releases"
-            await c.release(hold_id)
+        kind, journey = winner_journey(fans[login], hold_id, rng.random(), deadline)
+        await drive_async(journey, send)
         kinds[kind] += 1
         progress.advance(task_id)
 
@@ -200,26 +160,24 @@ async def buyers(
     return kinds
 
 
-async def second_wave(
-    http: httpx.AsyncClient, event_id: str, clients: list[Client], deadline: float
-) -> int:
+async def second_wave(send: AsyncSend, fans: list[BuyerApi], deadline: float) -> int:
     """Fans told "sold out" keep trying while seats may still come back, and pay."""
+    wait = Patience(tries_max=3, poll_s=0.2, deadline=deadline, keep_waiting=True)
     sold, n = 0, 0
-    while time.monotonic() < deadline and n < len(clients):
-        a = (await http.get(f"/v1/events/{event_id}")).json()
+    while time.monotonic() < deadline and n < len(fans):
+        fan = fans[n]
+        a = (await send(fan.availability())).body
         if not a["free"]:
-            if not (a["held"] or a["blocked"]):
+            if not buyer.could_come_back(a):
                 break  # nothing left that could come back
             await asyncio.sleep(0.1)
             continue
-        c = clients[n]
         n += 1
-        r = await c.claim(f"wave-{n}")
-        if (
-            r.status == 201
-            and await c.pay_until_decided(r.body["hold_id"], deadline) == "CONFIRMED"
-        ):
-            sold += 1
+        r = await send(fan.claim(f"wave-{n}"))
+        if r.status == 201:
+            end = await drive_async(wait.decide(fan, r.body["hold_id"]), send)
+            if end.state == "CONFIRMED":
+                sold += 1
     return sold
 
 
@@ -310,22 +268,11 @@ async def run_demo(
         log_dir=Path(".services") / "demo-logs",
         api_workers=cfg.api_workers,
         sim_args=(
-            "--decline-rate",
-            "0.1",
-            "--fail-rate",
-            "0.03",
-            "--late-rate",
-            "0.1",
-            "--late-delay-ms",
-            str(cfg.hold_ttl_ms + cfg.quarantine_ms // 2),
-            "--duplicate-rate",
-            "0.3",
-            "--loss-rate",
-            "0.05",
-            "--contradict-rate",  # every decline is captured anyway, later: given back
-            "1.0",
-            "--seed",
-            str(cfg.seed),
+            *("--decline-rate", "0.1", "--fail-rate", "0.03", "--late-rate", "0.1"),
+            *("--late-delay-ms", str(cfg.hold_ttl_ms + cfg.quarantine_ms // 2)),
+            *("--duplicate-rate", "0.3", "--loss-rate", "0.05"),
+            *("--contradict-rate", "1.0"),  # every decline is captured anyway, later: given back
+            *("--seed", str(cfg.seed)),
         ),
         extra_env=dict(QUICK_SETTLE_ENV),
     )
@@ -374,10 +321,11 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
             f"hold {cfg.hold_ttl_ms} ms, quarantine {cfg.quarantine_ms} ms"
         )
         # Clients logged in before T0 (tokens signed as POST /v1/login would sign them).
-        fans = [
-            Client(fan_http, event_id, f"fan{i}", str(signer.dumps({"l": f"fan{i}"})))
+        fans = {
+            f"fan{i}": BuyerApi(event_id, str(signer.dumps({"l": f"fan{i}"})))
             for i in range(cfg.clients)
-        ]
+        }
+        send = aiohttp_send(fan_http)
         columns = (
             TextColumn("{task.description}"),
             BarColumn(),
@@ -397,17 +345,18 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
             )
         with Progress(*columns, console=console) as progress:
             result = await burst(
+                send,
                 fans,
                 t0_ms,
                 await store.read.server_time_ms(),
                 [s["seat_id"] for s in seats],
                 progress,
             )
-            by_login = {c.login: c for c in fans}
             wave_deadline = time.monotonic() + (cfg.hold_ttl_ms + cfg.quarantine_ms) / 1000 + 15
-            losers = [c for c in fans if c.login not in {w for w, _ in result.winners}]
-            wave = asyncio.create_task(second_wave(http, event_id, losers[:200], wave_deadline))
-            kinds = await buyers(by_login, result.winners, cfg, progress)
+            won = {login for login, _ in result.winners}
+            losers = [api for login, api in fans.items() if login not in won]
+            wave = asyncio.create_task(second_wave(send, losers[:200], wave_deadline))
+            kinds = await buyers(send, fans, result.winners, cfg, progress)
             late_sold = await wave
             settle = progress.add_task("refunds and callbacks settling", total=None)
             settled = await _wait_settled(http, stack, event_id, admin, timeout_s=30)
@@ -444,22 +393,9 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
     should_hold = sum(c.holds_money for c in await store.read.scan_charges(event_id))
     alive = stack.alive()
     return _report(
-        console,
-        cfg,
-        event_id,
-        result,
-        kinds,
-        late_sold,
-        avail,
-        ledger,
-        report,
-        settled,
-        alive,
-        metrics,
-        ledger_view,
-        should_hold,
-        nightly,
-    )
+        console, cfg, event_id, result, kinds, late_sold, avail, ledger, report, settled, alive,
+        metrics, ledger_view, should_hold, nightly,
+    )  # fmt: skip
 
 
 async def nightly_report(stack: LocalStack, event_id: str) -> dict[str, Any]:

@@ -34,16 +34,18 @@ import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import gevent
 import gevent.event
-import orjson
 from locust import FastHttpUser, between, events, task
 from locust.env import Environment
 from locust.stats import CSV_STATS_INTERVAL_SEC
+
+from loadtest import buyer
+from loadtest.buyer import Answer, BuyerApi, Call, Journey, Patience, Trip, drive_sync
 
 # Refusals a client can act on: the engine answered, clearly, and changed nothing wrong.
 CLEAR_REFUSALS = frozenset(
@@ -55,11 +57,12 @@ CLEAR_REFUSALS = frozenset(
         "charge_in_flight",
     }
 )
-HOLD_ENDED = frozenset({"CONFIRMED", "EXPIRED", "RELEASED"})
 SEATS_SAMPLE_MAX = 500  # the API's own limit for GET .../seats
 POLL_INTERVAL_S = 0.25
 CHARGE_TRIES_MAX = 3  # a declined or failed charge is retried with a new charge, this often
 REFUSALS_MAX = 20  # a sold-out user comes back this often while seats may still return
+# How the report calls an end that the buyer's journeys name otherwise.
+OUTCOMES = {buyer.GAVE_UP_WAITING: "still undecided when polling stopped"}
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,7 @@ class RunState:
 
 RUN = RunState()
 USER_NUMBERS = itertools.count()
+T = TypeVar("T")
 
 
 def target_users(environment: Environment) -> int:
@@ -153,7 +157,7 @@ def finish(environment: Environment) -> NoReturn:
 @events.test_start.add_listener
 def load_seats(environment: Environment, **_kwargs: Any) -> None:
     RUN.started_s = time.time()
-    url = f"{environment.host}/v1/events/{SETTINGS.event_id}/seats?limit={SEATS_SAMPLE_MAX}"
+    url = f"{environment.host}{BuyerApi(SETTINGS.event_id).free_seats(SEATS_SAMPLE_MAX).path}"
     with urllib.request.urlopen(url, timeout=10) as r:
         RUN.seat_ids = list(json.loads(r.read())["seats"])
 
@@ -198,11 +202,8 @@ def write_report(environment: Environment, **_kwargs: Any) -> None:
     Path(SETTINGS.report_path).write_text(json.dumps(report, indent=2))
 
 
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    code: str  # "201", a refusal code such as "sold_out", "503", "transport:<error>"
-    body: dict[str, Any]
+def new_key() -> str:
+    return uuid.uuid4().hex
 
 
 class Buyer(FastHttpUser):
@@ -219,54 +220,35 @@ class Buyer(FastHttpUser):
         self.rng = random.Random(SETTINGS.seed * 1_000_003 + self.number)
         self.login = f"u{self.number}-{uuid.uuid4().hex[:6]}"
         self.token = ""
-        answer = self.call("login", "POST", "/v1/login", json={"login": self.login}, auth=False)
+        self.api = BuyerApi(SETTINGS.event_id, mint_key=new_key)
+        answer = self.send(self.api.login(self.login))
         if answer.status == 200:
             self.token = str(answer.body["token"])
+            self.api = replace(self.api, token=self.token)
 
-    @property
-    def event_path(self) -> str:
-        return f"/v1/events/{SETTINGS.event_id}"
-
-    def call(
-        self,
-        name: str,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        key: str = "",
-        auth: bool = True,
-    ) -> Answer:
-        headers = {"Authorization": f"Bearer {self.token}"} if auth else {}
-        if key:
-            headers["Idempotency-Key"] = key
+    def send(self, call: Call) -> Answer:
         with self.client.request(
-            method, path, name=name, json=json, headers=headers, catch_response=True
+            call.method,
+            call.path,
+            name=call.name,
+            json=call.json,
+            headers=dict(call.headers),
+            catch_response=True,
         ) as r:
             status = int(r.status_code or 0)
-            body: dict[str, Any] = {}
-            if status and r.content:
-                try:
-                    parsed = orjson.loads(r.content)
-                    body = parsed if isinstance(parsed, dict) else {}
-                except orjson.JSONDecodeError:
-                    body = {}
-            if status == 0:
-                code = f"transport:{type(getattr(r, 'error', None)).__name__}"
-            elif status < 300 or status >= 500:
-                code = str(status)
+            if status:
+                answer = Answer.of(status, r.content or b"")
             else:
-                code = str(body.get("error", {}).get("code", status))
-            RUN.count(name, code)
-            if status and (status < 300 or code in CLEAR_REFUSALS):
+                answer = Answer.transport_error(getattr(r, "error", None))
+            RUN.count(call.name, answer.code)
+            if status and (status < 300 or answer.code in CLEAR_REFUSALS):
                 r.success()
             else:
-                r.failure(f"{code} ({status})")
-        return Answer(status, code, body)
+                r.failure(f"{answer.code} ({status})")
+        return answer
 
-    def claim(self, name: str, seat_id: str | None = None) -> Answer:
-        body = {"seat_id": seat_id} if seat_id else {}
-        return self.call(name, "POST", f"{self.event_path}/holds", json=body, key=uuid.uuid4().hex)
+    def drive(self, journey: Journey[T]) -> T:
+        return drive_sync(journey, self.send, gevent.sleep)
 
 
 class BurstBuyer(Buyer):
@@ -291,9 +273,9 @@ class BurstBuyer(Buyer):
         if not self.token:
             RUN.count("claim", "login_failed")
         elif specific:
-            self.claim("claim specific seat", self.rng.choice(RUN.seat_ids))
+            self.send(self.api.claim(seat_id=self.rng.choice(RUN.seat_ids)))
         else:
-            self.claim("claim best available")
+            self.send(self.api.claim())
         RUN.answered_after_t0_ms.append((time.time() - RUN.gate_opened_s) * 1000)
         finish(self.environment)
 
@@ -331,59 +313,29 @@ class FlowBuyer(Buyer):
         self.journeys_left = SETTINGS.journeys_max
         self.refusals = 0
         self.bought = False
+        self.patience = Patience(
+            tries_max=CHARGE_TRIES_MAX, poll_s=POLL_INTERVAL_S, wait_s=SETTINGS.poll_max_ms / 1000
+        )
 
     def done(self) -> NoReturn:
         finish(self.environment)
 
-    def claim_any(self, name: str = "claim") -> Answer:
-        """Best available, or a specific seat picked from the free-seat hint (a race)."""
-        if self.rng.random() < SETTINGS.specific_share:
-            hint = self.call("free seats", "GET", f"{self.event_path}/seats?limit=20")
-            seats = hint.body.get("seats") or []
-            if seats:
-                return self.claim(f"{name} specific seat", str(self.rng.choice(seats)))
-        return self.claim(f"{name} best available")
+    def claim_any(self, name: str = "claim") -> Journey[Answer]:
+        return buyer.claim_any(self.api, self.rng, SETTINGS.specific_share, name)
 
-    def hold(self, hold_id: str) -> Answer:
-        return self.call("hold status", "GET", f"{self.event_path}/holds/{hold_id}")
-
-    def pay(self, hold_id: str) -> Answer:
-        return self.call(
-            "start charge",
-            "POST",
-            f"{self.event_path}/holds/{hold_id}/charges",
-            key=uuid.uuid4().hex,
-        )
-
-    def abandon(self, hold_id: str, charge_id: str) -> Answer:
-        return self.call(
-            "abandon charge",
-            "POST",
-            f"{self.event_path}/holds/{hold_id}/charges/{charge_id}/abandon",
-        )
-
-    def release(self, hold_id: str) -> Answer:
-        return self.call("release", "DELETE", f"{self.event_path}/holds/{hold_id}")
-
-    def pay_until_decided(self, hold_id: str, paying: bool = False) -> None:
-        """Pay (again after a decline or failure) and poll the hold to its end state, bounded;
-        `paying`: a charge of this buyer is already in flight."""
-        deadline = time.monotonic() + SETTINGS.poll_max_ms / 1000
-        tries = 1 if paying else 0
-        while time.monotonic() < deadline:
-            h = self.hold(hold_id)
-            state = str(h.body.get("state", ""))
-            if state in HOLD_ENDED:
-                self.ended(state, str(h.body.get("seat_id", "")))
-                return
-            if state == "RESERVED" and not h.body.get("charge_in_flight"):
-                if tries >= CHARGE_TRIES_MAX:
-                    RUN.outcomes["gave up paying"] += 1
-                    return
-                tries += 1
-                self.pay(hold_id)
-            gevent.sleep(POLL_INTERVAL_S)
-        RUN.outcomes["still undecided when polling stopped"] += 1
+    def trip(self, kind: str, hold_id: str) -> Journey[Trip]:
+        api, wait = self.api, self.patience
+        if kind == "pays":
+            return buyer.pays(api, hold_id, wait)
+        if kind == "abandons the charge, pays again":
+            return buyer.abandons_and_pays_again(api, hold_id, wait)
+        if kind == "two tabs":
+            return buyer.two_tabs(api, hold_id, wait, self.rng)
+        if kind == "drops the seat while paying, grabs another":
+            return buyer.drops_and_grabs(api, hold_id, wait, lambda: self.claim_any("claim again"))
+        if kind == "releases, comes back":
+            return buyer.releases(api, hold_id)
+        return buyer.walks_away(hold_id)
 
     def ended(self, state: str, seat_id: str) -> None:
         RUN.outcomes[state] += 1
@@ -397,7 +349,7 @@ class FlowBuyer(Buyer):
     def journey(self) -> None:
         if not self.token or self.journeys_left <= 0:
             self.done()
-        first = self.claim_any()
+        first = self.drive(self.claim_any())
         if first.status != 201:
             self.after_refusal(first)
             return
@@ -407,58 +359,12 @@ class FlowBuyer(Buyer):
             [k for k, _ in self.JOURNEYS], weights=[w for _, w in self.JOURNEYS]
         )[0]
         RUN.journeys[kind] += 1
-        if kind == "pays":
-            self.pay_until_decided(hold_id)
-        elif kind == "abandons the charge, pays again":
-            charge = self.pay(hold_id)
-            if charge.status == 202:
-                self.abandon(hold_id, str(charge.body["charge_id"]))
-            self.pay_until_decided(hold_id)
-        elif kind == "two tabs":
-            self.two_tabs(hold_id)
-        elif kind == "drops the seat while paying, grabs another":
-            self.pay(hold_id)
-            self.release(hold_id)
-            RUN.outcomes["RELEASED"] += 1
-            again = self.claim_any("claim again")
-            if again.status == 201:
-                self.pay_until_decided(str(again.body["hold_id"]))
-        elif kind == "releases, comes back":
-            self.release(hold_id)
-            RUN.outcomes["RELEASED"] += 1
-        else:
-            RUN.outcomes["walked away (expires)"] += 1
+        trip = self.drive(self.trip(kind, hold_id))
+        RUN.surprises.extend(trip.surprises)
+        for end in trip.ended:
+            self.ended(OUTCOMES.get(end.state, end.state), end.seat_id)
+        if kind == "walks away" or self.bought:
             self.done()
-        if self.bought:
-            self.done()
-
-    def two_tabs(self, first_id: str) -> None:
-        """Same login in two tabs. Either tab 2 claims while tab 1 is idle (the engine releases
-        tab 1's hold, so paying it must be refused), or while tab 1 pays (the claim is refused
-        while the charge is in flight)."""
-        if self.rng.random() < 0.5:
-            second = self.claim("claim best available (tab 2)")
-            if second.status != 201:
-                self.pay_until_decided(first_id)
-                return
-            if self.pay(first_id).status == 202:
-                RUN.surprises.append(f"charge accepted on hold {first_id}, replaced by tab 2")
-            RUN.outcomes["RELEASED"] += 1
-            self.pay_until_decided(str(second.body["hold_id"]))
-            return
-        paying = self.pay(first_id)
-        second = self.claim("claim best available (tab 2)")
-        if second.status != 201:
-            self.pay_until_decided(first_id, paying=paying.status == 202)
-            return
-        # Tab 1's charge was decided before tab 2 claimed: a declined one leaves the hold to be
-        # replaced, a captured one leaves it sold and tab 2 buys a second seat.
-        h = self.hold(first_id).body
-        if h.get("state") == "CONFIRMED":
-            self.ended("CONFIRMED", str(h.get("seat_id", "")))
-        elif h.get("state") == "RESERVED":
-            RUN.surprises.append(f"hold {first_id} still RESERVED after tab 2 claimed")
-        self.pay_until_decided(str(second.body["hold_id"]))
 
     def after_refusal(self, answer: Answer) -> None:
         """Sold out or seat taken: come back later while seats may still return; anything
@@ -468,8 +374,7 @@ class FlowBuyer(Buyer):
             RUN.outcomes[f"stopped after {answer.code}"] += 1
             self.done()
         if answer.code == "sold_out":
-            a = self.call("availability", "GET", self.event_path).body
-            if not (a.get("free") or a.get("held") or a.get("blocked")):
+            if not buyer.could_come_back(self.send(self.api.availability()).body):
                 RUN.outcomes["sold out"] += 1
                 self.done()
             gevent.sleep(self.rng.uniform(0.5, 1.5))

@@ -10,6 +10,7 @@ import httpx
 import pytest
 import redis
 
+from loadtest.buyer import Answer, BuyerApi, Call, bearer
 from loadtest.stack import LocalStack
 from tests.conftest import REDIS_URL
 
@@ -30,11 +31,24 @@ class Stack:
     def admin_headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {ADMIN}"}
 
-    def login(self, name: str) -> dict[str, str]:
+    def send(self, call: Call) -> Answer:
+        """A buyer's request, as the load tools send it (a connection of its own)."""
         with self.client() as c:
-            r = c.post("/v1/login", json={"login": name})
-            r.raise_for_status()
-            return {"Authorization": f"Bearer {r.json()['token']}"}
+            r = c.request(call.method, call.path, json=call.json, headers=dict(call.headers))
+        return Answer.of(r.status_code, r.content)
+
+    def token(self, name: str) -> str:
+        answer = self.send(BuyerApi.login(name))
+        assert answer.status == 200, answer
+        return str(answer.body["token"])
+
+    def login(self, name: str) -> dict[str, str]:
+        """The Authorization header of a new login (for requests no buyer would send)."""
+        return bearer(self.token(name))
+
+    def buyer(self, event_id: str, name: str) -> BuyerApi:
+        """A new login of `name` (a tab of its own) on the event."""
+        return BuyerApi(event_id, self.token(name))
 
     def sim_config(self, **changes: Any) -> None:
         httpx.put(f"{self.sim}/v1/config", json=changes, timeout=5).raise_for_status()

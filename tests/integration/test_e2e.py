@@ -13,6 +13,7 @@ import redis.asyncio as redis_asyncio
 
 from engine.signing import HEADER, sign
 from engine.store import Store
+from loadtest.buyer import BuyerApi
 from tests.conftest import REDIS_URL
 from tests.integration.conftest import WEBHOOK_SECRET, Stack
 
@@ -30,28 +31,22 @@ def eventually(check: Callable[[], Any], timeout_s: float = 15.0) -> Any:
     raise AssertionError(f"not reached within {timeout_s}s (last: {last!r})")
 
 
-def hold_state(stack: Stack, event_id: str, hold_id: str, auth: dict[str, str]) -> dict[str, Any]:
-    with stack.client() as c:
-        r = c.get(f"/v1/events/{event_id}/holds/{hold_id}", headers=auth)
-        assert r.status_code == 200, r.text
-        data: dict[str, Any] = r.json()
-        return data
+def hold_state(stack: Stack, buyer: BuyerApi, hold_id: str) -> dict[str, Any]:
+    answer = stack.send(buyer.hold(hold_id))
+    assert answer.status == 200, answer
+    return answer.body
 
 
-def claim(stack: Stack, event_id: str, auth: dict[str, str], **body: Any) -> dict[str, Any]:
-    with stack.client() as c:
-        r = c.post(f"/v1/events/{event_id}/holds", json=body, headers=auth)
-        assert r.status_code == 201, r.text
-        data: dict[str, Any] = r.json()
-        return data
+def claim(stack: Stack, buyer: BuyerApi, seat_id: str | None = None) -> dict[str, Any]:
+    answer = stack.send(buyer.claim(seat_id=seat_id))
+    assert answer.status == 201, answer
+    return answer.body
 
 
-def pay(stack: Stack, event_id: str, hold_id: str, auth: dict[str, str]) -> dict[str, Any]:
-    with stack.client() as c:
-        r = c.post(f"/v1/events/{event_id}/holds/{hold_id}/charges", headers=auth)
-        assert r.status_code == 202, r.text
-        data: dict[str, Any] = r.json()
-        return data
+def pay(stack: Stack, buyer: BuyerApi, hold_id: str) -> dict[str, Any]:
+    answer = stack.send(buyer.pay(hold_id))
+    assert answer.status == 202, answer
+    return answer.body
 
 
 @pytest.fixture(autouse=True)
@@ -63,19 +58,16 @@ def honest_provider(stack: Stack) -> None:
 
 def test_happy_path(stack: Stack) -> None:
     event_id = stack.new_event(3)
-    alice = stack.login("alice")
-    h = claim(stack, event_id, alice)
+    alice = stack.buyer(event_id, "alice")
+    h = claim(stack, alice)
     assert h["seat_id"] == "s0" and h["state"] == "RESERVED"
-    charge = pay(stack, event_id, h["hold_id"], alice)
+    charge = pay(stack, alice, h["hold_id"])
     assert (charge["state"], charge["amount"]) == ("CHARGING", 4500)
     final = eventually(
-        lambda: (
-            (s := hold_state(stack, event_id, h["hold_id"], alice))["state"] == "CONFIRMED" and s
-        )
+        lambda: (s := hold_state(stack, alice, h["hold_id"]))["state"] == "CONFIRMED" and s
     )
     assert final["winner"] == charge["charge_id"]
-    with stack.client() as c:
-        avail = c.get(f"/v1/events/{event_id}").json()
+    avail = stack.send(alice.availability()).body
     assert (avail["sold"], avail["free"]) == (1, 2)
     captures = [e for e in stack.ledger()["entries"] if e["idempotency_key"] == charge["charge_id"]]
     assert [e["kind"] for e in captures] == ["capture"]
@@ -83,36 +75,30 @@ def test_happy_path(stack: Stack) -> None:
 
 def test_decline_then_pay_again(stack: Stack) -> None:
     event_id = stack.new_event(2)
-    bob = stack.login("bob")
-    h = claim(stack, event_id, bob)
+    bob = stack.buyer(event_id, "bob")
+    h = claim(stack, bob)
     stack.sim_config(decline_rate=1.0)
-    first = pay(stack, event_id, h["hold_id"], bob)
-    eventually(
-        lambda: hold_state(stack, event_id, h["hold_id"], bob)["charges"][0]["state"] == "DECLINED"
-    )
-    assert hold_state(stack, event_id, h["hold_id"], bob)["state"] == "RESERVED"
+    first = pay(stack, bob, h["hold_id"])
+    eventually(lambda: hold_state(stack, bob, h["hold_id"])["charges"][0]["state"] == "DECLINED")
+    assert hold_state(stack, bob, h["hold_id"])["state"] == "RESERVED"
     stack.sim_config(decline_rate=0.0)
-    second = pay(stack, event_id, h["hold_id"], bob)
+    second = pay(stack, bob, h["hold_id"])
     assert second["charge_id"] != first["charge_id"]
-    eventually(lambda: hold_state(stack, event_id, h["hold_id"], bob)["state"] == "CONFIRMED")
+    eventually(lambda: hold_state(stack, bob, h["hold_id"])["state"] == "CONFIRMED")
 
 
 def test_late_success_after_the_hold_died_is_refunded(stack: Stack) -> None:
     event_id = stack.new_event(1, hold_ttl_ms=1000, quarantine_ms=1000, policy="release_refund")
-    carol, dave = stack.login("carol"), stack.login("dave")
-    h = claim(stack, event_id, carol)
+    carol, dave = stack.buyer(event_id, "carol"), stack.buyer(event_id, "dave")
+    h = claim(stack, carol)
     stack.sim_config(late_rate=1.0, late_delay_ms=2500)
-    charge = pay(stack, event_id, h["hold_id"], carol)
+    charge = pay(stack, carol, h["hold_id"])
     assert charge["provider_status"] == "timeout"  # the client is told "timed out"
-    eventually(lambda: hold_state(stack, event_id, h["hold_id"], carol)["state"] == "EXPIRED")
+    eventually(lambda: hold_state(stack, carol, h["hold_id"])["state"] == "EXPIRED")
     stack.sim_config(late_rate=0.0)
-    resold = claim(stack, event_id, dave)  # the seat went back on sale and is sold again
+    resold = claim(stack, dave)  # the seat went back on sale and is sold again
     assert resold["seat_id"] == h["seat_id"]
-    eventually(
-        lambda: (
-            hold_state(stack, event_id, h["hold_id"], carol)["charges"][0]["state"] == "REFUNDED"
-        )
-    )
+    eventually(lambda: hold_state(stack, carol, h["hold_id"])["charges"][0]["state"] == "REFUNDED")
     kinds = [
         e["kind"] for e in stack.ledger()["entries"] if e["idempotency_key"] == charge["charge_id"]
     ]
@@ -121,30 +107,26 @@ def test_late_success_after_the_hold_died_is_refunded(stack: Stack) -> None:
 
 def test_two_tabs_one_wins_the_other_is_refunded(stack: Stack) -> None:
     event_id = stack.new_event(2)
-    tab1 = stack.login("erin")
-    tab2 = stack.login("erin")  # same login, second tab: one identity
-    h = claim(stack, event_id, tab1)
+    tab1 = stack.buyer(event_id, "erin")
+    tab2 = stack.buyer(event_id, "erin")  # same login, second tab: one identity
+    h = claim(stack, tab1)
     stack.sim_config(late_rate=1.0, late_delay_ms=1500)
-    c1 = pay(stack, event_id, h["hold_id"], tab1)
-    with stack.client() as c:
-        r = c.post(f"/v1/events/{event_id}/holds/{h['hold_id']}/charges", headers=tab2)
-        assert (r.status_code, r.json()["error"]["code"]) == (409, "charge_in_flight")
-        r = c.post(
-            f"/v1/events/{event_id}/holds/{h['hold_id']}/charges/{c1['charge_id']}/abandon",
-            headers=tab1,
-        )
-        assert r.json()["abandoned"] is True
+    c1 = pay(stack, tab1, h["hold_id"])
+    r = stack.send(tab2.pay(h["hold_id"]))
+    assert (r.status, r.code) == (409, "charge_in_flight")
+    r = stack.send(tab1.abandon(h["hold_id"], c1["charge_id"]))
+    assert r.body["abandoned"] is True
     stack.sim_config(late_rate=0.0)
-    c2 = pay(stack, event_id, h["hold_id"], tab2)
+    c2 = pay(stack, tab2, h["hold_id"])
     final = eventually(
-        lambda: (s := hold_state(stack, event_id, h["hold_id"], tab2))["state"] == "CONFIRMED" and s
+        lambda: (s := hold_state(stack, tab2, h["hold_id"]))["state"] == "CONFIRMED" and s
     )
     assert final["winner"] == c2["charge_id"]
     eventually(
         lambda: (
             {
                 ch["charge_id"]: ch["state"]
-                for ch in hold_state(stack, event_id, h["hold_id"], tab1)["charges"]
+                for ch in hold_state(stack, tab1, h["hold_id"])["charges"]
             }
             == {c1["charge_id"]: "REFUNDED", c2["charge_id"]: "CAPTURED"}
         )
@@ -192,11 +174,11 @@ def _sim_record(stack: Stack, charge_id: str) -> dict[str, Any]:
 
 def test_duplicate_and_reordered_callbacks_process_once(stack: Stack) -> None:
     event_id = stack.new_event(2)
-    frank = stack.login("frank")
-    h = claim(stack, event_id, frank)
+    frank = stack.buyer(event_id, "frank")
+    h = claim(stack, frank)
     stack.sim_config(duplicate_rate=1.0)  # every callback delivered two or three times
-    charge = pay(stack, event_id, h["hold_id"], frank)
-    eventually(lambda: hold_state(stack, event_id, h["hold_id"], frank)["state"] == "CONFIRMED")
+    charge = pay(stack, frank, h["hold_id"])
+    eventually(lambda: hold_state(stack, frank, h["hold_id"])["state"] == "CONFIRMED")
     # Replays of our own: the same provider event, then a new event id for the same attempt.
     record = _sim_record(stack, charge["charge_id"])
     evt = _capture_event(event_id, charge["charge_id"], "evt-replay-1")
@@ -205,16 +187,16 @@ def test_duplicate_and_reordered_callbacks_process_once(stack: Stack) -> None:
     assert first.status_code == again.status_code == 200
     assert again.json()["duplicate"] is True
     assert again.json()["decision"] == first.json()["decision"] == "CONFIRMED"
-    final = hold_state(stack, event_id, h["hold_id"], frank)
+    final = hold_state(stack, frank, h["hold_id"])
     assert [c["state"] for c in final["charges"]] == ["CAPTURED"]
 
 
 def test_forged_and_stale_callbacks_change_nothing(stack: Stack) -> None:
     event_id = stack.new_event(1)
-    gina = stack.login("gina")
-    h = claim(stack, event_id, gina)
+    gina = stack.buyer(event_id, "gina")
+    h = claim(stack, gina)
     stack.sim_config(late_rate=1.0, late_delay_ms=60_000)  # the real capture will not come
-    charge = pay(stack, event_id, h["hold_id"], gina)
+    charge = pay(stack, gina, h["hold_id"])
     forged = _signed_post(
         stack, _capture_event(event_id, charge["charge_id"], "evt-f1"), secret="not-the-secret"
     )
@@ -225,27 +207,28 @@ def test_forged_and_stale_callbacks_change_nothing(stack: Stack) -> None:
     assert stale.status_code == 401
     unsigned = httpx.post(f"{stack.api}/v1/provider/callbacks", json={"id": "x"}, timeout=5)
     assert unsigned.status_code == 401
-    state = hold_state(stack, event_id, h["hold_id"], gina)
+    state = hold_state(stack, gina, h["hold_id"])
     assert state["state"] == "RESERVED" and state["charges"][0]["state"] == "CHARGING"
 
 
 def test_other_users_hold_is_forbidden(stack: Stack) -> None:
     event_id = stack.new_event(2)
-    alice, mallory = stack.login("alice2"), stack.login("mallory")
-    h = claim(stack, event_id, alice)
-    path = f"/v1/events/{event_id}/holds/{h['hold_id']}"
-    with stack.client() as c:
-        for method, url in (("GET", path), ("DELETE", path), ("POST", f"{path}/charges")):
-            r = c.request(method, url, headers=mallory)
-            assert (r.status_code, r.json()["error"]["code"]) == (403, "not_owner"), url
-    assert hold_state(stack, event_id, h["hold_id"], alice)["state"] == "RESERVED"
+    alice, mallory = stack.buyer(event_id, "alice2"), stack.buyer(event_id, "mallory")
+    h = claim(stack, alice)
+    for call in (
+        mallory.hold(h["hold_id"]),
+        mallory.release(h["hold_id"]),
+        mallory.pay(h["hold_id"]),
+    ):
+        r = stack.send(call)
+        assert (r.status, r.code) == (403, "not_owner"), call
+    assert hold_state(stack, alice, h["hold_id"])["state"] == "RESERVED"
 
 
 def test_claims_before_t0_are_refused(stack: Stack) -> None:
     event_id = stack.new_event(2, opens_at_ms=int(time.time() * 1000) + 3_600_000)
-    with stack.client() as c:
-        r = c.post(f"/v1/events/{event_id}/holds", json={}, headers=stack.login("early"))
-    assert (r.status_code, r.json()["error"]["code"]) == (409, "sale_not_open")
+    r = stack.send(stack.buyer(event_id, "early").claim())
+    assert (r.status, r.code) == (409, "sale_not_open")
 
 
 @pytest.mark.parametrize(
@@ -287,10 +270,9 @@ def test_bad_input_gets_a_clear_4xx(
 
 def test_auth_is_required(stack: Stack) -> None:
     event_id = stack.new_event(1)
+    assert stack.send(BuyerApi(event_id).claim()).status == 401  # no token
+    assert stack.send(BuyerApi(event_id, "forged.token.value").claim()).status == 401
     with stack.client() as c:
-        assert c.post(f"/v1/events/{event_id}/holds", json={}).status_code == 401
-        bad = {"Authorization": "Bearer forged.token.value"}
-        assert c.post(f"/v1/events/{event_id}/holds", json={}, headers=bad).status_code == 401
         r = c.post(
             "/v1/admin/events", json={"event_id": "x", "seats": []}, headers=stack.login("ivan")
         )
@@ -328,16 +310,16 @@ def test_ops_exceptions_metrics_and_readiness(stack: Stack) -> None:
 
 def test_lost_callback_is_found_by_reconciliation(stack: Stack) -> None:
     event_id = stack.new_event(1)
-    jo = stack.login("jo")
-    h = claim(stack, event_id, jo)
+    jo = stack.buyer(event_id, "jo")
+    h = claim(stack, jo)
     stack.sim_config(loss_rate=1.0)  # the provider captures but never calls back
-    charge = pay(stack, event_id, h["hold_id"], jo)
+    charge = pay(stack, jo, h["hold_id"])
     eventually(
         lambda: any(e["idempotency_key"] == charge["charge_id"] for e in stack.ledger()["entries"])
     )
     stack.sim_config(loss_rate=0.0)  # the capture above was emitted (and lost) already
     final = eventually(
-        lambda: (s := hold_state(stack, event_id, h["hold_id"], jo))["state"] == "CONFIRMED" and s
+        lambda: (s := hold_state(stack, jo, h["hold_id"]))["state"] == "CONFIRMED" and s
     )
     assert final["charges"][0]["state"] == "CAPTURED"
 
@@ -346,8 +328,8 @@ def test_charge_the_provider_never_saw_is_closed_as_failed(stack: Stack) -> None
     """A crash between registering the charge and calling the provider: reconciliation asks,
     the provider has never heard of it, the charge is closed FAILED and the buyer can pay."""
     event_id = stack.new_event(1)
-    kim = stack.login("kim")
-    h = claim(stack, event_id, kim)
+    kim = stack.buyer(event_id, "kim")
+    h = claim(stack, kim)
 
     async def register_only() -> None:
         client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
@@ -356,20 +338,18 @@ def test_charge_the_provider_never_saw_is_closed_as_failed(stack: Stack) -> None
         await client.aclose()
 
     asyncio.run(register_only())
-    eventually(
-        lambda: hold_state(stack, event_id, h["hold_id"], kim)["charges"][0]["state"] == "FAILED"
-    )
-    assert hold_state(stack, event_id, h["hold_id"], kim)["state"] == "RESERVED"
-    pay(stack, event_id, h["hold_id"], kim)
-    eventually(lambda: hold_state(stack, event_id, h["hold_id"], kim)["state"] == "CONFIRMED")
+    eventually(lambda: hold_state(stack, kim, h["hold_id"])["charges"][0]["state"] == "FAILED")
+    assert hold_state(stack, kim, h["hold_id"])["state"] == "RESERVED"
+    pay(stack, kim, h["hold_id"])
+    eventually(lambda: hold_state(stack, kim, h["hold_id"])["state"] == "CONFIRMED")
 
 
 def test_verified_callbacks_are_kept_raw_and_forged_ones_are_not(stack: Stack) -> None:
     event_id = stack.new_event(1)
-    lee = stack.login("lee")
-    h = claim(stack, event_id, lee)
+    lee = stack.buyer(event_id, "lee")
+    h = claim(stack, lee)
     stack.sim_config(late_rate=1.0, late_delay_ms=600_000)  # no real capture will interfere
-    charge = pay(stack, event_id, h["hold_id"], lee)
+    charge = pay(stack, lee, h["hold_id"])
     stack.sim_config(late_rate=0.0)
     good = _capture_event(event_id, charge["charge_id"], "evt-raw-good")
     bad = _capture_event(event_id, charge["charge_id"], "evt-raw-forged")

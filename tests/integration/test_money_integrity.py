@@ -21,6 +21,7 @@ import redis.asyncio as redis_asyncio
 
 from engine.provider import ProviderClient
 from engine.store import Store
+from loadtest.buyer import BuyerApi
 from persistence import database
 from persistence.database import create_pool
 from persistence.migrate import migrate
@@ -116,19 +117,17 @@ def exceptions(stack: Stack, event_id: str) -> dict[str, Any]:
         return data
 
 
-def state_is(
-    stack: Stack, event_id: str, hold_id: str, auth: dict[str, str], want: str
-) -> Callable[[], Any]:
-    return lambda: (s := hold_state(stack, event_id, hold_id, auth))["state"] == want and s
+def state_is(stack: Stack, buyer: BuyerApi, hold_id: str, want: str) -> Callable[[], Any]:
+    return lambda: (s := hold_state(stack, buyer, hold_id))["state"] == want and s
 
 
-def bought(stack: Stack, event_id: str, name: str) -> tuple[dict[str, str], dict[str, Any], str]:
-    """A buyer who claimed and paid: (auth, hold, charge id), the hold CONFIRMED."""
-    auth = stack.login(name)
-    h = claim(stack, event_id, auth)
-    charge = pay(stack, event_id, h["hold_id"], auth)
-    eventually(state_is(stack, event_id, h["hold_id"], auth, "CONFIRMED"))
-    return auth, h, charge["charge_id"]
+def bought(stack: Stack, event_id: str, name: str) -> tuple[BuyerApi, dict[str, Any], str]:
+    """A buyer who claimed and paid: (buyer, hold, charge id), the hold CONFIRMED."""
+    buyer = stack.buyer(event_id, name)
+    h = claim(stack, buyer)
+    charge = pay(stack, buyer, h["hold_id"])
+    eventually(state_is(stack, buyer, h["hold_id"], "CONFIRMED"))
+    return buyer, h, charge["charge_id"]
 
 
 def test_a_capture_after_the_providers_decline_is_refunded(
@@ -136,24 +135,21 @@ def test_a_capture_after_the_providers_decline_is_refunded(
 ) -> None:
     event_id = stack.new_event(2)
     reconciled.append(event_id)
-    auth = stack.login("dora")
-    h = claim(stack, event_id, auth)
+    buyer = stack.buyer(event_id, "dora")
+    h = claim(stack, buyer)
     stack.sim_config(decline_rate=1.0)
-    first = pay(stack, event_id, h["hold_id"], auth)["charge_id"]
-    eventually(
-        lambda: hold_state(stack, event_id, h["hold_id"], auth)["charges"][0]["state"] == "DECLINED"
-    )
+    first = pay(stack, buyer, h["hold_id"])["charge_id"]
+    eventually(lambda: hold_state(stack, buyer, h["hold_id"])["charges"][0]["state"] == "DECLINED")
     stack.sim_config(decline_rate=0.0)
     attempt = attempt_of(stack, first)
     sim_post(stack, f"/v1/test/attempts/{attempt}/capture")  # the provider changes its mind
-    second = pay(stack, event_id, h["hold_id"], auth)["charge_id"]
-    final = eventually(state_is(stack, event_id, h["hold_id"], auth, "CONFIRMED"))
+    second = pay(stack, buyer, h["hold_id"])["charge_id"]
+    final = eventually(state_is(stack, buyer, h["hold_id"], "CONFIRMED"))
     assert final["winner"] == second
     # The contradicting capture is money to give back: refunded, exactly once.
     eventually(lambda: money_of(stack, attempt) == ["capture", "refund"])
     charges = {
-        c["charge_id"]: c["state"]
-        for c in hold_state(stack, event_id, h["hold_id"], auth)["charges"]
+        c["charge_id"]: c["state"] for c in hold_state(stack, buyer, h["hold_id"])["charges"]
     }
     assert charges == {first: "REFUNDED", second: "CAPTURED"}
     seen = exceptions(stack, event_id)
@@ -167,15 +163,14 @@ def test_a_refund_made_at_the_provider_leaves_a_visible_exception(
 ) -> None:
     event_id = stack.new_event(2, reversal_policy=policy)
     reconciled.append(event_id)
-    auth, h, charge_id = bought(stack, event_id, "ella")
+    buyer, h, charge_id = bought(stack, event_id, "ella")
     attempt = attempt_of(stack, charge_id)
     sim_post(stack, f"/v1/test/attempts/{attempt}/refund")  # from the provider's dashboard
     want = "EXCEPTION" if policy == "manual" else "REVOKED"
-    final = eventually(state_is(stack, event_id, h["hold_id"], auth, want))
+    final = eventually(state_is(stack, buyer, h["hold_id"], want))
     assert final["charges"][0]["state"] == "PROVIDER_REFUNDED"
     seen = exceptions(stack, event_id)
-    with stack.client() as c:
-        avail = c.get(f"/v1/events/{event_id}").json()
+    avail = stack.send(buyer.availability()).body
     if policy == "manual":
         assert [s["hold_id"] for s in seen["seats_without_money"]] == [h["hold_id"]]
         assert avail["sold"] == 1  # still assigned, for an operator to decide
@@ -185,7 +180,7 @@ def test_a_refund_made_at_the_provider_leaves_a_visible_exception(
             assert (r.status_code, r.json()["state"]) == (200, "REVOKED"), r.text
             again = c.post(path, headers=stack.admin_headers())
             assert (again.status_code, again.json()["error"]["code"]) == (409, "not_an_exception")
-            avail = c.get(f"/v1/events/{event_id}").json()
+        avail = stack.send(buyer.availability()).body
     assert (avail["sold"], avail["free"]) == (0, 2)  # the seat is on sale again
     assert money_of(stack, attempt) == ["capture", "refund"]  # we never refunded it twice
 
@@ -195,18 +190,18 @@ def test_a_dispute_opens_an_exception_and_its_outcome_settles_it(
 ) -> None:
     event_id = stack.new_event(3, reversal_policy="revoke")
     reconciled.append(event_id)
-    auth, won, won_charge = bought(stack, event_id, "fay")
-    auth2, lost, lost_charge = bought(stack, event_id, "gus")
+    buyer, won, won_charge = bought(stack, event_id, "fay")
+    buyer2, lost, lost_charge = bought(stack, event_id, "gus")
     for charge_id in (won_charge, lost_charge):
         sim_post(stack, f"/v1/test/attempts/{attempt_of(stack, charge_id)}/dispute", status="open")
-    eventually(state_is(stack, event_id, won["hold_id"], auth, "EXCEPTION"))
-    eventually(state_is(stack, event_id, lost["hold_id"], auth2, "EXCEPTION"))
+    eventually(state_is(stack, buyer, won["hold_id"], "EXCEPTION"))
+    eventually(state_is(stack, buyer2, lost["hold_id"], "EXCEPTION"))
     assert len(exceptions(stack, event_id)["disputes"]) == 2
     sim_post(stack, f"/v1/test/attempts/{attempt_of(stack, won_charge)}/dispute", status="won")
     sim_post(stack, f"/v1/test/attempts/{attempt_of(stack, lost_charge)}/dispute", status="lost")
-    back = eventually(state_is(stack, event_id, won["hold_id"], auth, "CONFIRMED"))
+    back = eventually(state_is(stack, buyer, won["hold_id"], "CONFIRMED"))
     assert back["charges"][0]["state"] == "CAPTURED"
-    gone = eventually(state_is(stack, event_id, lost["hold_id"], auth2, "REVOKED"))
+    gone = eventually(state_is(stack, buyer2, lost["hold_id"], "REVOKED"))
     assert gone["charges"][0]["state"] == "CHARGED_BACK"
 
 
@@ -215,7 +210,7 @@ def test_a_capture_naming_another_event_never_refunds_the_winner(
 ) -> None:
     event_id, other = stack.new_event(2), stack.new_event(2)
     reconciled += [event_id, other]
-    auth, h, charge_id = bought(stack, event_id, "hugo")
+    buyer, h, charge_id = bought(stack, event_id, "hugo")
     attempt = attempt_of(stack, charge_id)
     sim_post(
         stack,
@@ -227,7 +222,7 @@ def test_a_capture_naming_another_event_never_refunds_the_winner(
     alert = exceptions(stack, event_id)["alerts"][0]
     assert alert["reason"] == "mismatch:event" and alert["charge_id"] == charge_id
     assert exceptions(stack, other)["captured_without_seat"] == []
-    assert hold_state(stack, event_id, h["hold_id"], auth)["state"] == "CONFIRMED"
+    assert hold_state(stack, buyer, h["hold_id"])["state"] == "CONFIRMED"
     assert money_of(stack, attempt) == ["capture"]  # nobody asked to refund the winner
 
 
@@ -236,22 +231,18 @@ def test_a_client_key_reused_across_events_buys_nothing_twice(
 ) -> None:
     a, b, c = stack.new_event(1), stack.new_event(1), stack.new_event(1)
     reconciled += [a, b, c]
-    auth = stack.login("ivy")
-    key = {"Idempotency-Key": "K-123"}
+    token = stack.token("ivy")  # one login, three events
     paid: dict[str, str] = {}
     for event_id in (a, b, c):
-        h = claim(stack, event_id, auth)
-        with stack.client() as client:
-            r = client.post(
-                f"/v1/events/{event_id}/holds/{h['hold_id']}/charges", headers={**auth, **key}
-            )
-            assert r.status_code == 202, r.text
-        paid[event_id] = r.json()["charge_id"]
+        buyer = BuyerApi(event_id, token)
+        h = claim(stack, buyer)
+        r = stack.send(buyer.pay(h["hold_id"], key="K-123"))
+        assert r.status == 202, r
+        paid[event_id] = r.body["charge_id"]
         if event_id == c:
-            with stack.client() as client:
-                client.delete(f"/v1/events/{event_id}/holds/{h['hold_id']}", headers=auth)
+            stack.send(buyer.release(h["hold_id"]))
         else:
-            eventually(state_is(stack, event_id, h["hold_id"], auth, "CONFIRMED"))
+            eventually(state_is(stack, buyer, h["hold_id"], "CONFIRMED"))
     # Three server-minted keys: three provider attempts, three captures, one refund (C's).
     assert len(set(paid.values())) == 3 and "K-123" not in paid.values()
     attempts = {e: attempt_of(stack, k) for e, k in paid.items()}
@@ -277,21 +268,20 @@ def test_an_incoherent_capture_message_confirms_nothing_and_moves_no_money(
 ) -> None:
     event_id = stack.new_event(1)
     reconciled.append(event_id)
-    auth = stack.login(f"jan-{uuid.uuid4().hex[:6]}")
-    h = claim(stack, event_id, auth)
+    buyer = stack.buyer(event_id, f"jan-{uuid.uuid4().hex[:6]}")
+    h = claim(stack, buyer)
     stack.sim_config(late_rate=1.0, late_delay_ms=600_000)  # the real outcome will not come
-    charge_id = pay(stack, event_id, h["hold_id"], auth)["charge_id"]
+    charge_id = pay(stack, buyer, h["hold_id"])["charge_id"]
     stack.sim_config(late_rate=0.0)
     attempt = attempt_of(stack, charge_id)
     claimed = {"status": "captured", **data}  # a capture message, wrong in one field
     sim_post(stack, f"/v1/test/attempts/{attempt}/callback", type="charge.captured", data=claimed)
     eventually(lambda: exceptions(stack, event_id)["alerts"])
     assert problem in exceptions(stack, event_id)["alerts"][0]["reason"]
-    state = hold_state(stack, event_id, h["hold_id"], auth)
+    state = hold_state(stack, buyer, h["hold_id"])
     assert (state["state"], state["charges"][0]["state"]) == ("RESERVED", "CHARGING")
     # Nothing moved at the provider either: let it fail so the event ends clean.
-    with stack.client() as c:
-        c.delete(f"/v1/events/{event_id}/holds/{h['hold_id']}", headers=auth)
+    stack.send(buyer.release(h["hold_id"]))
 
 
 @pytest.mark.parametrize("captured", [{"amount": 1}, {"amount": 9999}, {"currency": "USD"}])
@@ -300,17 +290,17 @@ def test_a_capture_of_other_money_is_refunded_and_the_buyer_pays_again(
 ) -> None:
     event_id = stack.new_event(1)
     reconciled.append(event_id)
-    auth = stack.login(f"kai-{uuid.uuid4().hex[:6]}")
-    h = claim(stack, event_id, auth)
+    buyer = stack.buyer(event_id, f"kai-{uuid.uuid4().hex[:6]}")
+    h = claim(stack, buyer)
     stack.sim_config(late_rate=1.0, late_delay_ms=600_000)
-    first = pay(stack, event_id, h["hold_id"], auth)["charge_id"]
+    first = pay(stack, buyer, h["hold_id"])["charge_id"]
     stack.sim_config(late_rate=0.0)
     attempt = attempt_of(stack, first)
     sim_post(stack, f"/v1/test/attempts/{attempt}/capture", **captured)
     eventually(lambda: money_of(stack, attempt) == ["capture", "refund"])
-    assert hold_state(stack, event_id, h["hold_id"], auth)["state"] == "RESERVED"
-    second = pay(stack, event_id, h["hold_id"], auth)["charge_id"]
-    final = eventually(state_is(stack, event_id, h["hold_id"], auth, "CONFIRMED"))
+    assert hold_state(stack, buyer, h["hold_id"])["state"] == "RESERVED"
+    second = pay(stack, buyer, h["hold_id"])["charge_id"]
+    final = eventually(state_is(stack, buyer, h["hold_id"], "CONFIRMED"))
     assert final["winner"] == second
 
 
@@ -319,17 +309,15 @@ def test_a_second_attempt_after_a_decline_confirms_and_reconciles_clean(
 ) -> None:
     event_id = stack.new_event(1)
     reconciled.append(event_id)
-    auth = stack.login("lia")
-    h = claim(stack, event_id, auth)
+    buyer = stack.buyer(event_id, "lia")
+    h = claim(stack, buyer)
     stack.sim_config(decline_rate=1.0)
-    charge_id = pay(stack, event_id, h["hold_id"], auth)["charge_id"]
-    eventually(
-        lambda: hold_state(stack, event_id, h["hold_id"], auth)["charges"][0]["state"] == "DECLINED"
-    )
+    charge_id = pay(stack, buyer, h["hold_id"])["charge_id"]
+    eventually(lambda: hold_state(stack, buyer, h["hold_id"])["charges"][0]["state"] == "DECLINED")
     stack.sim_config(decline_rate=0.0)
     # A new authorization attempt on the same intent and key (the buyer retried the card).
     retry = sim_post(stack, f"/v1/test/attempts/{attempt_of(stack, charge_id)}/retry").json()
-    final = eventually(state_is(stack, event_id, h["hold_id"], auth, "CONFIRMED"))
+    final = eventually(state_is(stack, buyer, h["hold_id"], "CONFIRMED"))
     assert final["winner"] == f"{charge_id}/{retry['attempt_id']}"
     # The fixture's nightly run asserts no discrepancy for this legitimate two-attempt charge.
 
@@ -344,13 +332,11 @@ def test_nightly_finds_what_the_provider_did_without_telling_us(
     event_id = stack.new_event(4)
     _, refunded, refunded_charge = bought(stack, event_id, "mo")
     _, disputed, disputed_charge = bought(stack, event_id, "ned")
-    auth = stack.login("ola")
-    h = claim(stack, event_id, auth)
+    buyer = stack.buyer(event_id, "ola")
+    h = claim(stack, buyer)
     stack.sim_config(decline_rate=1.0)
-    declined = pay(stack, event_id, h["hold_id"], auth)["charge_id"]
-    eventually(
-        lambda: hold_state(stack, event_id, h["hold_id"], auth)["charges"][0]["state"] == "DECLINED"
-    )
+    declined = pay(stack, buyer, h["hold_id"])["charge_id"]
+    eventually(lambda: hold_state(stack, buyer, h["hold_id"])["charges"][0]["state"] == "DECLINED")
     stack.sim_config(decline_rate=0.0, loss_rate=1.0)  # from now on no webhook arrives
     sim_post(stack, f"/v1/test/attempts/{attempt_of(stack, refunded_charge)}/refund")
     sim_post(stack, f"/v1/test/attempts/{attempt_of(stack, disputed_charge)}/dispute")
@@ -375,7 +361,7 @@ def test_nightly_finds_what_the_provider_did_without_telling_us(
     stack.sim_config(loss_rate=0.0)
     eventually(lambda: money_of(stack, contradicting) == ["capture", "refund"])
     eventually(  # and the engine recorded it (else the next run records it: a repair)
-        lambda: hold_state(stack, event_id, h["hold_id"], auth)["charges"][0]["state"] == "REFUNDED"
+        lambda: hold_state(stack, buyer, h["hold_id"])["charges"][0]["state"] == "REFUNDED"
     )
 
     second = asyncio.run(_nightly(stack, ledger_dsn, event_id))
@@ -424,7 +410,7 @@ def test_a_capture_under_a_forged_key_never_refunds_the_money_it_names(
     money the attempt is, parks the refund instead of returning the winner's money."""
     event_id, other = stack.new_event(2), stack.new_event(2)
     reconciled += [event_id, other]
-    auth, h, charge_id = bought(stack, event_id, "pia")
+    buyer, h, charge_id = bought(stack, event_id, "pia")
     attempt = attempt_of(stack, charge_id)
     sim_post(
         stack,
@@ -436,7 +422,7 @@ def test_a_capture_under_a_forged_key_never_refunds_the_money_it_names(
     parked = eventually(lambda: exceptions(stack, other)["refunds_parked"])
     assert [(c["charge_id"], c["state"]) for c in parked] == [(f"orphan/{attempt}", "REFUNDING")]
     assert any(a["reason"].startswith("refund_parked") for a in exceptions(stack, other)["alerts"])
-    assert hold_state(stack, event_id, h["hold_id"], auth)["state"] == "CONFIRMED"
+    assert hold_state(stack, buyer, h["hold_id"])["state"] == "CONFIRMED"
     assert money_of(stack, attempt) == ["capture"]  # the winner's money never went back
 
 
@@ -444,10 +430,10 @@ def test_rebuild_keeps_a_seat_whose_money_left_as_an_exception(
     stack: Stack, ledger_dsn: str
 ) -> None:
     event_id = stack.new_event(3)
-    auth, h, charge_id = bought(stack, event_id, "quin")
-    _auth2, kept, _kept_charge = bought(stack, event_id, "rue")
+    buyer, h, charge_id = bought(stack, event_id, "quin")
+    _buyer2, kept, _kept_charge = bought(stack, event_id, "rue")
     sim_post(stack, f"/v1/test/attempts/{attempt_of(stack, charge_id)}/refund")
-    eventually(state_is(stack, event_id, h["hold_id"], auth, "EXCEPTION"))
+    eventually(state_is(stack, buyer, h["hold_id"], "EXCEPTION"))
 
     async def lose_redis_and_rebuild() -> tuple[Any, Any, Any, Any]:
         client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
@@ -475,7 +461,6 @@ def test_rebuild_keeps_a_seat_whose_money_left_as_an_exception(
     assert (hold.state, hold.seat_id, hold.winner) == ("EXCEPTION", h["seat_id"], charge_id)
     assert charge.state == "PROVIDER_REFUNDED"
     assert audit.ok, audit.violations
-    with stack.client() as c:
-        avail = c.get(f"/v1/events/{event_id}").json()
+    avail = stack.send(buyer.availability()).body
     assert (avail["sold"], avail["free"]) == (2, 1)
     assert kept["seat_id"] != h["seat_id"]

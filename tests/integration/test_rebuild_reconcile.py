@@ -57,29 +57,24 @@ def sales(stack: Stack, event_id: str) -> dict[str, Any]:
     stack.sim_config(decline_rate=0.0, fail_rate=0.0, late_rate=0.0, loss_rate=0.0)
     out: dict[str, Any] = {}
     for name in ("ann", "ben"):
-        auth = stack.login(name)
-        h = claim(stack, event_id, auth)
-        pay(stack, event_id, h["hold_id"], auth)
+        buyer = stack.buyer(event_id, name)
+        h = claim(stack, buyer)
+        pay(stack, buyer, h["hold_id"])
         eventually(
-            lambda h=h, auth=auth: (
-                hold_state(stack, event_id, h["hold_id"], auth)["state"] == "CONFIRMED"
-            )
+            lambda h=h, buyer=buyer: hold_state(stack, buyer, h["hold_id"])["state"] == "CONFIRMED"
         )
         out[name] = h
-    cat = stack.login("cat")
-    h = claim(stack, event_id, cat)
+    cat = stack.buyer(event_id, "cat")
+    h = claim(stack, cat)
     stack.sim_config(late_rate=1.0, late_delay_ms=800)
-    pay(stack, event_id, h["hold_id"], cat)
+    pay(stack, cat, h["hold_id"])
     stack.sim_config(late_rate=0.0)
-    with stack.client() as c:
-        c.delete(f"/v1/events/{event_id}/holds/{h['hold_id']}", headers=cat)
-    eventually(
-        lambda: hold_state(stack, event_id, h["hold_id"], cat)["charges"][0]["state"] == "REFUNDED"
-    )
-    dan = stack.login("dan")
-    h = claim(stack, event_id, dan)
+    stack.send(cat.release(h["hold_id"]))
+    eventually(lambda: hold_state(stack, cat, h["hold_id"])["charges"][0]["state"] == "REFUNDED")
+    dan = stack.buyer(event_id, "dan")
+    h = claim(stack, dan)
     stack.sim_config(late_rate=1.0, late_delay_ms=600_000)  # stays CHARGING
-    out["charging"] = pay(stack, event_id, h["hold_id"], dan)
+    out["charging"] = pay(stack, dan, h["hold_id"])
     stack.sim_config(late_rate=0.0)
     return out
 
@@ -142,8 +137,8 @@ async def test_rebuild_from_the_ledger(stack: Stack, ledger: Any) -> None:
     report_audit = await store.read.audit(event_id)
     assert report_audit.ok, report_audit.violations
     # The rebuilt event sells on, and never resells a sold seat.
-    eve = stack.login("eve")
-    fresh = await asyncio.to_thread(claim, stack, event_id, eve)
+    eve = stack.buyer(event_id, "eve")
+    fresh = await asyncio.to_thread(claim, stack, eve)
     assert fresh["seat_id"] not in {sold["ann"]["seat_id"], sold["ben"]["seat_id"]}
 
 
@@ -169,13 +164,9 @@ async def test_nightly_finds_each_planted_discrepancy_and_a_clean_run_finds_none
     # (1) money the engine never heard of: a capture whose callback was lost, for our event.
     await asyncio.to_thread(ghost_capture, stack, dirty)
     # (3) a decision the ledger does not hold yet; (2) and (4) planted in the ledger.
-    frank = stack.login("frank")
-    await asyncio.to_thread(claim, stack, dirty, frank, seat_id="s3")
-    with stack.client() as c:
-        c.delete(
-            f"/v1/events/{dirty}/holds/" + (await store.read.holds(dirty)).popitem()[0],
-            headers=frank,
-        )
+    frank = stack.buyer(dirty, "frank")
+    await asyncio.to_thread(claim, stack, frank, seat_id="s3")
+    stack.send(frank.release((await store.read.holds(dirty)).popitem()[0]))
     async with pool.acquire() as conn:
         await conn.execute(
             "insert into holds values ($1, 'phantom', 's9', 'x', 'CONFIRMED', 'nobody', "
