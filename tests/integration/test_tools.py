@@ -83,6 +83,14 @@ def test_ledger_bench_smoke() -> None:
     assert "COPY to temp" in out
 
 
+def test_confirm_cost_smoke() -> None:
+    out = run_tool(
+        "loadtest.confirm_cost", "--sales", "6", "--concurrency", "3",
+        env_extra={"ONSALE_PG_DSN": PG_DSN},
+    )  # fmt: skip
+    assert "buyer reads CONFIRMED" in out and "told after: ledger" in out
+
+
 @pytest.mark.skipif(shutil.which("redis-benchmark") is None, reason="needs redis-benchmark")
 def test_persistence_cost_smoke() -> None:
     out = run_tool("loadtest.persistence_cost", "--requests", "500", "--seats", "2000")
