@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 SHAPES = ((10_000, 80), (10_000, 10_000))
+Bursts = dict[tuple[str, int], list[dict[str, object]]]  # (target, seats) -> each trial's JSON
 
 
 def run(console: Console, title: str, *args: str) -> None:
@@ -72,19 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                 str(out / f"claim_rate_w{workers}.json"),
             ),
         )
-    bursts: dict[tuple[str, int], list[dict[str, object]]] = {}
-    for _clients, seats in SHAPES:
-        for trial in range(args.trials):
-            for target in ("engine", "pg"):
-                path = out / f"burst_{target}_{seats}_{trial}.json"
-                run(
-                    console,
-                    f"3-4. T0 burst on {target}: {clients:,} clients, {seats:,} seats, "
-                    f"trial {trial + 1}/{args.trials}",
-                    *("loadtest.burst", "--target", target, "--clients", str(clients)),
-                    *("--seats", str(min(seats, clients)), "--workers", "2", "--json", str(path)),
-                )
-                bursts.setdefault((target, seats), []).append(orjson.loads(path.read_bytes()))
+    bursts = run_bursts(console, out, clients, args.trials)
     ledger_path = out / "burst_ledger.json"
     run(
         console,
@@ -102,9 +91,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run_bursts(console: Console, out: Path, clients: int, trials: int) -> Bursts:
+    """The T0 burst in each shape, engine and PostgreSQL baseline alternated, `trials` times."""
+    bursts: Bursts = {}
+    for _clients, seats in SHAPES:
+        for trial in range(trials):
+            for target in ("engine", "pg"):
+                path = out / f"burst_{target}_{seats}_{trial}.json"
+                run(
+                    console,
+                    f"3-4. T0 burst on {target}: {clients:,} clients, {seats:,} seats, "
+                    f"trial {trial + 1}/{trials}",
+                    *("loadtest.burst", "--target", target, "--clients", str(clients)),
+                    *("--seats", str(min(seats, clients)), "--workers", "2", "--json", str(path)),
+                )
+                bursts.setdefault((target, seats), []).append(orjson.loads(path.read_bytes()))
+    return bursts
+
+
 def summary(
     console: Console,
-    bursts: dict[tuple[str, int], list[dict[str, object]]],
+    bursts: Bursts,
     ledger_run: dict[str, object],
     out: Path,
 ) -> None:

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -40,6 +40,7 @@ from rich.table import Table
 from api.context import Tokens
 from engine.store import Store
 from loadtest import pg_baseline
+from loadtest.burst_client import BurstClient, claim_request
 from loadtest.invariants import Verdict, check_burst, check_burst_pg
 from loadtest.stack import LocalStack
 from persistence import database
@@ -47,77 +48,6 @@ from persistence import database
 EVENT_ID = "burst"
 HOLD_TTL_MS = 600_000  # by default no hold ends during a run
 PG_SERVER_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-class BurstClient(asyncio.Protocol):
-    """One client on one keep-alive connection, speaking just enough HTTP/1.1 to send a request
-    and read a response with a Content-Length: at 10,000 clients a general HTTP client costs
-    more CPU than the server under test (aiohttp took 1.4 s only to send the 10,000 claims)."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.buf = bytearray()
-        self.waiter: asyncio.Future[tuple[int, bytes]] | None = None
-        self.answer = ""
-        self.sent = self.done = 0.0
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        end = self.buf.find(b"\r\n\r\n")
-        if end < 0 or self.waiter is None or self.waiter.done():
-            return
-        head = bytes(self.buf[:end]).lower()
-        at = head.find(b"content-length:")
-        length = int(head[at + 15 : head.find(b"\r\n", at) % (len(head) + 1)]) if at >= 0 else 0
-        if len(self.buf) < end + 4 + length:
-            return
-        self.done = time.monotonic()
-        body = bytes(self.buf[end + 4 : end + 4 + length])
-        del self.buf[: end + 4 + length]
-        self.waiter.set_result((int(head[9:12]), body))
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.done = time.monotonic()
-            self.waiter.set_exception(ConnectionError(f"connection lost: {exc!r}"))
-
-    def send(self, raw: bytes) -> "asyncio.Future[tuple[int, bytes]]":
-        assert self.transport is not None
-        self.waiter = asyncio.get_running_loop().create_future()
-        self.sent, self.done = time.monotonic(), 0.0
-        self.transport.write(raw)
-        return self.waiter
-
-    async def answer_of(self, sent: "asyncio.Future[tuple[int, bytes]]", timeout_s: float) -> None:
-        """Wait for the answer to the request just sent and record it: the status for a
-        success, the error code for a 4xx, the status for a 5xx, or the transport failure."""
-        try:
-            async with asyncio.timeout(timeout_s):
-                status, body = await sent
-            self.answer = str(status)
-            if 400 <= status < 500:
-                # Not our error envelope: the status says what there is.
-                with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError):
-                    self.answer = str(orjson.loads(body)["error"]["code"])
-        except (ConnectionError, TimeoutError) as exc:
-            self.done = self.done or time.monotonic()
-            self.answer = f"transport:{type(exc).__name__}"
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-
-def claim_request(host: str, event_id: str, token: str, key: str) -> bytes:
-    body = b"{}"
-    return (
-        f"POST /v1/events/{event_id}/holds HTTP/1.1\r\nHost: {host}\r\n"
-        f"Authorization: Bearer {token}\r\nIdempotency-Key: {key}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    ).encode() + body
 
 
 @dataclass(frozen=True)
@@ -296,14 +226,31 @@ async def run(args: argparse.Namespace, console: Console) -> int:
                     f"{ledger['expired_rows']:.0f} of {ledger['expected']:.0f}",
                 )
             )
+    result = burst_result(args, clients, t0, verdict, ledger)
+    print_report(console, args, result, verdict)
+    if args.json:
+        await asyncio.to_thread(
+            Path(args.json).write_bytes, orjson.dumps(result, option=orjson.OPT_INDENT_2)
+        )
+    return 0 if verdict.ok else 1
+
+
+def burst_result(
+    args: argparse.Namespace,
+    clients: list[BurstClient],
+    t0: float,
+    verdict: Verdict,
+    ledger: dict[str, float] | None,
+) -> dict[str, Any]:
+    """The run as --json writes it: answers, timings from the release instant `t0`, checks."""
     latencies = sorted((c.done - c.sent) * 1000 for c in clients)
     won = [c.done for c in clients if c.answer == "201"]
-    result: dict[str, Any] = {
+    return {
         "target": args.target,
         "clients": args.clients,
         "seats": args.seats,
         "api_workers": args.workers,
-        "answers": dict(answers),
+        "answers": dict(Counter(c.answer for c in clients)),
         "last_seat_ms": (max(won) - t0) * 1000 if won else None,
         "all_answered_ms": (max(c.done for c in clients) - t0) * 1000,
         "last_sent_ms": (max(c.sent for c in clients) - t0) * 1000,
@@ -316,13 +263,18 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         "ledger": ledger,
         "checks": [{"check": n, "ok": ok, "detail": d} for n, ok, d in verdict.checks],
     }
+
+
+def print_report(
+    console: Console, args: argparse.Namespace, result: dict[str, Any], verdict: Verdict
+) -> None:
     t = Table(
         title=f"T0 burst on {args.target}: {args.clients:,} clients, one connection each, "
         f"{args.seats} seats, {args.workers} API worker(s)"
     )
     t.add_column("measure")
     t.add_column("value", justify="right")
-    for k, n in sorted(answers.items()):
+    for k, n in sorted(result["answers"].items()):
         t.add_row(f"answer {k}", f"{n:,}")
     t.add_row("last seat held (ms after release)", f"{result['last_seat_ms'] or 0:.0f}")
     t.add_row("last request sent (ms after release)", f"{result['last_sent_ms']:.0f}")
@@ -331,6 +283,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     t.add_row(
         "latency p50 / p99 / max (ms)", f"{lat['p50']:.0f} / {lat['p99']:.0f} / {lat['max']:.0f}"
     )
+    ledger = result["ledger"]
     if ledger:
         t.add_row(
             "ledger: EXPIRED rows written / rows per s",
@@ -342,11 +295,6 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         )
     console.print(t)
     console.print(verdict.table("After the run"))
-    if args.json:
-        await asyncio.to_thread(
-            Path(args.json).write_bytes, orjson.dumps(result, option=orjson.OPT_INDENT_2)
-        )
-    return 0 if verdict.ok else 1
 
 
 def positive(raw: str) -> int:

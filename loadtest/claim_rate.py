@@ -224,6 +224,20 @@ def main() -> int:
     if shutil.which("wrk") is None:
         print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
         return 2
+    rows = measure(args)
+    print_report(args, rows)
+    if args.json:
+        Path(args.json).write_bytes(orjson.dumps({"workers": args.workers, "rows": rows}))
+    return 0
+
+
+Rows = dict[str, dict[str, float]]  # endpoint -> wrk's numbers (rps, p50, p99, non2xx)
+
+
+def measure(args: argparse.Namespace) -> Rows:
+    """Every endpoint, one after the other on a fresh stack: /healthz, the claim, the claim with
+    auto-pipelining off, the bare app's two endpoints and, with --pg, the PostgreSQL baseline.
+    The stack's keys are deleted afterwards."""
     redis_url = os.environ.get("ONSALE_REDIS_URL", "redis://127.0.0.1:6379/0")
     prefix = f"onsale:bench:{uuid.uuid4().hex[:8]}"
     stack = LocalStack(
@@ -236,18 +250,20 @@ def main() -> int:
     try:
         stack.create_event("bench", args.seats, hold_ttl_ms=600_000)
         script = claim_script(stack.token_secret, args.connections)
-        trivial = wrk(f"{stack.api_url}/healthz", args.seconds, args.connections)
+        rows = {"healthz": wrk(f"{stack.api_url}/healthz", args.seconds, args.connections)}
         if args.profile:
-            claim = profiled(stack, args, script)
+            rows["claim"] = profiled(stack, args, script)
         else:
-            claim = wrk(stack.api_url, args.seconds, args.connections, script)
+            rows["claim"] = wrk(stack.api_url, args.seconds, args.connections, script)
         # The same API with auto-pipelining off: each script call is its own round trip.
         stack.kill_api()
         stack.extra_env["ONSALE_REDIS_AUTOPIPELINE"] = "0"
         stack.start_api()
-        claim_single = wrk(stack.api_url, args.seconds, args.connections, script)
+        rows["claim_no_autopipeline"] = wrk(stack.api_url, args.seconds, args.connections, script)
         bare = run_bare(redis_url, prefix, args)
-        pg = run_pg(args) if args.pg else None
+        rows |= {"bare_trivial": bare["trivial"], "bare_claim": bare["claim"]}
+        if args.pg:
+            rows["pg_claim"] = run_pg(args)
     finally:
         stack.stop()
         import redis
@@ -255,38 +271,44 @@ def main() -> int:
         r = redis.Redis.from_url(redis_url)
         for key in r.scan_iter(match=f"{prefix}:*"):
             r.delete(key)
+    return rows
+
+
+ROW_NAMES = {
+    "healthz": "GET /healthz (API)",
+    "claim": "POST claim (API)",
+    "claim_no_autopipeline": "POST claim (API, auto-pipelining off)",
+    "bare_trivial": "GET /trivial (bare app)",
+    "bare_claim": "POST bare JSON+EVALSHA claim",
+    "pg_claim": "POST claim (PostgreSQL baseline)",
+}
+
+
+def print_report(args: argparse.Namespace, rows: Rows) -> None:
     t = Table(
         title=f"claim vs trivial endpoint, {args.workers} uvicorn worker(s), "
         f"{args.connections} connections, {args.seconds}s each (wrk)"
     )
     for col in ("endpoint", "req/s", "p50 ms", "p99 ms", "non-2xx"):
         t.add_column(col, justify="right")
-    for name, m in (
-        ("GET /healthz (API)", trivial),
-        ("POST claim (API)", claim),
-        ("POST claim (API, auto-pipelining off)", claim_single),
-        ("GET /trivial (bare app)", bare["trivial"]),
-        ("POST bare JSON+EVALSHA claim", bare["claim"]),
-        *((("POST claim (PostgreSQL baseline)", pg),) if pg else ()),
-    ):
+    for key, m in rows.items():
         t.add_row(
-            name, f"{m['rps']:,.0f}", f"{m['p50']:.2f}", f"{m['p99']:.2f}", f"{m['non2xx']:.0f}"
+            ROW_NAMES[key],
+            f"{m['rps']:,.0f}",
+            f"{m['p50']:.2f}",
+            f"{m['p99']:.2f}",
+            f"{m['non2xx']:.0f}",
         )
     Console().print(t)
-    if args.json:
-        rows = {"healthz": trivial, "claim": claim, "claim_no_autopipeline": claim_single}
-        rows |= {"bare_trivial": bare["trivial"], "bare_claim": bare["claim"]}
-        if pg:
-            rows["pg_claim"] = pg
-        Path(args.json).write_bytes(orjson.dumps({"workers": args.workers, "rows": rows}))
+    claim, pg = rows["claim"]["rps"], rows.get("pg_claim")
     Console().print(
-        f"claim / trivial = {claim['rps'] / trivial['rps']:.2f}; "
-        f"claim / bare JSON+EVALSHA = {claim['rps'] / bare['claim']['rps']:.2f}; "
-        f"auto-pipelining on / off = {claim['rps'] / claim_single['rps']:.2f}; "
-        f"bare claim / bare trivial = {bare['claim']['rps'] / bare['trivial']['rps']:.2f}"
-        + (f"; claim / PostgreSQL baseline = {claim['rps'] / pg['rps']:.2f}" if pg else "")
+        f"claim / trivial = {claim / rows['healthz']['rps']:.2f}; "
+        f"claim / bare JSON+EVALSHA = {claim / rows['bare_claim']['rps']:.2f}; "
+        f"auto-pipelining on / off = {claim / rows['claim_no_autopipeline']['rps']:.2f}; "
+        f"bare claim / bare trivial = "
+        f"{rows['bare_claim']['rps'] / rows['bare_trivial']['rps']:.2f}"
+        + (f"; claim / PostgreSQL baseline = {claim / pg['rps']:.2f}" if pg else "")
     )
-    return 0
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
-from engine.audit import Invariant
+from engine.audit import AuditReport, Invariant
 from engine.states import HoldState
 from engine.store import Store
 
@@ -129,8 +129,22 @@ async def check_flow(
     v = Verdict()
     avail = await store.read.availability(event_id)
     report = await store.read.audit(event_id)
+    _check_engine_state(v, report, avail.held + avail.sold + avail.blocked, seats_total)
+    v.checks.append(("everything settled before the checks", seen.settled, ""))
+    should_hold = sum(ch.holds_money for ch in await store.read.scan_charges(event_id))
+    _check_money(v, report.counts, provider_ledger, should_hold, avail.sold, price_minor)
+    sold_seats = {
+        h.seat_id
+        for h in (await store.read.holds(event_id)).values()
+        if h.state == HoldState.CONFIRMED
+    }
+    _check_seen(v, seen, sold_seats)
+    return v
+
+
+def _check_engine_state(v: Verdict, report: AuditReport, taken: int, seats_total: int) -> None:
+    """No more seats taken than there are, none sold twice, none sold unpaid, a clean audit."""
     c = report.counts
-    taken = avail.held + avail.sold + avail.blocked
     v.checks.append(("seats taken <= seats", taken <= seats_total, f"{taken} of {seats_total}"))
     sold_twice = report.of(Invariant.NEVER_OVERSELL)
     v.checks.append(
@@ -151,9 +165,19 @@ async def check_flow(
             "; ".join(map(str, report.violations[:3])) or "clean",
         )
     )
+
+
+def _check_money(
+    v: Verdict,
+    c: Mapping[str, int],
+    provider_ledger: dict[str, Any],
+    should_hold: int,
+    sold: int,
+    price_minor: int,
+) -> None:
+    """The provider's money movements against the engine's charges and the seats sold."""
     captures = [e for e in provider_ledger["entries"] if e["kind"] == "capture"]
     refunds = [e for e in provider_ledger["entries"] if e["kind"] == "refund"]
-    v.checks.append(("everything settled before the checks", seen.settled, ""))
     v.checks.append(
         (
             "every provider capture is a winner or refunded",
@@ -169,7 +193,6 @@ async def check_flow(
             f"provider {len(refunds)}, engine {c['refunded']}",
         )
     )
-    should_hold = sum(ch.holds_money for ch in await store.read.scan_charges(event_id))
     v.checks.append(
         (
             "the provider holds what our charges say (money invariant)",
@@ -181,15 +204,15 @@ async def check_flow(
     v.checks.append(
         (
             "money kept = seats sold x price",
-            kept == avail.sold * price_minor,
-            f"{kept} kept, {avail.sold} sold x {price_minor}",
+            kept == sold * price_minor,
+            f"{kept} kept, {sold} sold x {price_minor}",
         )
     )
-    sold_seats = {
-        h.seat_id
-        for h in (await store.read.holds(event_id)).values()
-        if h.state == HoldState.CONFIRMED
-    }
+
+
+def _check_seen(v: Verdict, seen: FlowSeen, sold_seats: set[str]) -> None:
+    """What the buyers saw: their CONFIRMED seats sold once each, every refusal where one was
+    due, and no answer they could not act on."""
     not_sold = sorted(set(seen.confirmed_seats) - sold_seats)
     v.checks.append(
         (
@@ -207,4 +230,3 @@ async def check_flow(
     )
     unclear = {k: n for k, n in seen.answers.items() if k not in FLOW_CLEAR_CODES}
     v.checks.append(("no 5xx, no timeout, no unclear answer", not unclear, str(unclear or "none")))
-    return v

@@ -28,12 +28,14 @@ import orjson
 import redis.asyncio as redis_asyncio
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from engine.store import Store
 from loadtest.burst import PG_SERVER_DSN
-from loadtest.demo import PRICE, nightly_report, refund_bound_table, seat_map
-from loadtest.invariants import FlowSeen, check_burst, check_flow
+from loadtest.demo import nightly_report
+from loadtest.demo_report import refund_bound_table
+from loadtest.demo_scenario import PRICE, seat_map
+from loadtest.invariants import FlowSeen, Verdict, check_burst, check_flow
+from loadtest.locust_run_report import print_report
 from loadtest.stack import QUICK_SETTLE_ENV, LocalStack
 from persistence import database
 
@@ -211,72 +213,6 @@ def read_stats(out: Path, scenario: str) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def stats_table(rows: list[dict[str, str]]) -> Table:
-    t = Table(title="Locust: requests (clear refusals count as successes)")
-    t.add_column("request")
-    for name in ("count", "failures", "p50 ms", "p95 ms", "p99 ms", "max ms", "req/s"):
-        t.add_column(name, justify="right")
-    for r in rows:
-        t.add_row(
-            f"{r['Type']} {r['Name']}".strip(),
-            r["Request Count"],
-            r["Failure Count"],
-            r["50%"],
-            r["95%"],
-            r["99%"],
-            f"{float(r['Max Response Time']):.0f}",
-            f"{float(r['Requests/s']):.1f}",
-        )
-    return t
-
-
-def answers_table(report: dict[str, Any]) -> Table:
-    t = Table(title="Answers by request and code")
-    t.add_column("request")
-    t.add_column("code")
-    t.add_column("count", justify="right")
-    for name, codes in sorted(report.get("answers", {}).items()):
-        for code, n in sorted(codes.items()):
-            t.add_row(name, code, f"{n:,}")
-    return t
-
-
-def run_table(args: argparse.Namespace, report: dict[str, Any]) -> Table:
-    t = Table(title=f"Locust {args.scenario}: {args.users:,} users on {args.seats} seats")
-    t.add_column("measure")
-    t.add_column("value", justify="right")
-
-    def ms(value: float | None) -> str:
-        return "-" if value is None else f"{value:,.0f}"
-
-    spawn_s = report.get("spawn_s")
-    t.add_row("users started / target", f"{report.get('users_started', 0):,} / {args.users:,}")
-    t.add_row("spawn rate asked (users/s)", f"{args.spawn_rate or args.users:,.0f}")
-    if spawn_s is not None:
-        t.add_row("every user spawned after (ms)", ms(spawn_s * 1000))
-        t.add_row(
-            "users / time to spawn them all (users/s)",
-            f"{report.get('users_target', 0) / spawn_s:,.0f}" if spawn_s > 0 else "-",
-        )
-    if args.scenario == "burst":
-        gate = report.get("gate_opened_s")
-        t.add_row(
-            "T0: all logged in, gate opened (ms after start)", ms(gate * 1000 if gate else None)
-        )
-        t.add_row("last claim sent (ms after T0)", ms(report.get("last_sent_after_t0_ms")))
-        t.add_row("last claim answered (ms after T0)", ms(report.get("last_answer_after_t0_ms")))
-    if "cpu_s" in report:
-        t.add_row(
-            "Locust process: CPU s / peak RSS MiB",
-            f"{report['cpu_s']:.1f} / {report['peak_rss_mb']:.0f}",
-        )
-    for kind, n in sorted(report.get("journeys", {}).items()):
-        t.add_row(f"journey: {kind}", f"{n:,}")
-    for outcome, n in sorted(report.get("outcomes", {}).items()):
-        t.add_row(f"ended: {outcome}", f"{n:,}")
-    return t
-
-
 def all_codes(report: dict[str, Any], prefix: str = "") -> Counter[str]:
     total: Counter[str] = Counter()
     for name, codes in report.get("answers", {}).items():
@@ -308,30 +244,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         rc = await run_locust(args, stack, event_id, out, console)
         settled = await settle(stack, store, event_id, console)
         report = await asyncio.to_thread(read_report, out / f"{args.scenario}_report.json")
-        if args.scenario == "burst":
-            verdict = await check_burst(
-                store, event_id, all_codes(report, "claim"), args.users, args.seats
-            )
-        else:
-            nightly = await nightly_report(stack, event_id)
-            settled = await settle(stack, store, event_id, console) and settled
-            async with httpx.AsyncClient(base_url=stack.sim_url, timeout=HTTP_TIMEOUT_S) as sim:
-                ledger = (await sim.get("/v1/ledger")).json()
-            seen = FlowSeen(
-                answers=all_codes(report),
-                confirmed_seats=list(report.get("confirmed_seats", [])),
-                surprises=list(report.get("surprises", [])),
-                settled=settled,
-            )
-            verdict = await check_flow(store, event_id, args.seats, PRICE, ledger, seen)
-            verdict.checks.append(
-                (
-                    "nightly reconciliation left nothing unrepaired",
-                    nightly["unrepaired"] == 0,
-                    f"{nightly['total']} found, {nightly['unrepaired']} left",
-                )
-            )
-            console.print(refund_bound_table(ledger["entries"]))
+        verdict = await check_run(args, stack, store, event_id, report, settled, console)
         alive = stack.alive()
     finally:
         await asyncio.to_thread(stack.stop)
@@ -341,9 +254,55 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         if ledger_db:
             await database.drop_database(pg_server, ledger_db)
     stats = read_stats(out, args.scenario)
+    verdict.checks += locust_checks(stats, rc, alive)
+    print_report(console, args, out, stats, report, verdict)
+    return 0 if verdict.ok else 1
+
+
+async def check_run(
+    args: argparse.Namespace,
+    stack: LocalStack,
+    store: Store,
+    event_id: str,
+    report: dict[str, Any],
+    settled: bool,
+    console: Console,
+) -> Verdict:
+    """The invariants once the run settled: the burst's from the engine's state and the claims'
+    answers; the purchase flow's after the nightly reconciliation, with the money."""
+    if args.scenario == "burst":
+        return await check_burst(
+            store, event_id, all_codes(report, "claim"), args.users, args.seats
+        )
+    nightly = await nightly_report(stack, event_id)
+    settled = await settle(stack, store, event_id, console) and settled
+    async with httpx.AsyncClient(base_url=stack.sim_url, timeout=HTTP_TIMEOUT_S) as sim:
+        ledger = (await sim.get("/v1/ledger")).json()
+    seen = FlowSeen(
+        answers=all_codes(report),
+        confirmed_seats=list(report.get("confirmed_seats", [])),
+        surprises=list(report.get("surprises", [])),
+        settled=settled,
+    )
+    verdict = await check_flow(store, event_id, args.seats, PRICE, ledger, seen)
+    verdict.checks.append(
+        (
+            "nightly reconciliation left nothing unrepaired",
+            nightly["unrepaired"] == 0,
+            f"{nightly['total']} found, {nightly['unrepaired']} left",
+        )
+    )
+    console.print(refund_bound_table(ledger["entries"]))
+    return verdict
+
+
+def locust_checks(
+    stats: list[dict[str, str]], rc: int | None, alive: bool
+) -> list[tuple[str, bool, str]]:
+    """Locust's own verdict (it finished, nothing failed) and the stack's (still running)."""
     failures = sum(int(r["Failure Count"]) for r in stats if r["Name"] == "Aggregated")
     requests = sum(int(r["Request Count"]) for r in stats if r["Name"] == "Aggregated")
-    verdict.checks += [
+    return [
         (
             "locust finished, exit code 0",
             rc == 0,
@@ -352,12 +311,6 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         ("locust: requests, no failures", requests > 0 and failures == 0, f"{failures} failed"),
         ("API, worker and simulator still running", alive, ""),
     ]
-    console.print(stats_table(stats))
-    console.print(answers_table(report))
-    console.print(run_table(args, report))
-    console.print(verdict.table("Invariants (after the run)"))
-    console.print(f"reports: {out}/{args.scenario}_stats.csv, {out}/{args.scenario}.html")
-    return 0 if verdict.ok else 1
 
 
 def main(argv: list[str] | None = None) -> int:

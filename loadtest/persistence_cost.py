@@ -12,12 +12,14 @@ own per-call time (INFO commandstats) for each."""
 
 import argparse
 import asyncio
+import contextlib
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import redis.asyncio as aioredis
@@ -91,46 +93,55 @@ def main() -> int:
     rows = []
     anatomy: list[tuple[str, float, float]] = []
     for mode, flags in MODES.items():
-        workdir = Path(tempfile.mkdtemp(prefix="onsale-aof-"))
-        port = spare_port()
-        proc = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--dir",
-                str(workdir),
-                *flags,
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        try:
-            time.sleep(0.3)
+        with private_server(flags) as port:
             sha, event_keys = asyncio.run(prepare(port, args.seats))
             set_rate = bench(port, args.requests, args.clients, "SET", "k:__rand_int__", "v")
+            claim = ["EVALSHA", sha, str(len(event_keys)), *event_keys]
             claim_rate = bench(
-                port,
-                args.requests,
-                args.clients,
-                "EVALSHA",
-                sha,
-                str(len(event_keys)),
-                *event_keys,
-                "h__rand_int__",
-                "u__rand_int__",
-                "",
+                port, args.requests, args.clients, *claim, "h__rand_int__", "u__rand_int__", ""
             )
             rows.append((mode, set_rate, claim_rate))
             if not anatomy:
                 anatomy = asyncio.run(claim_anatomy(port, args, sha, event_keys))
-        finally:
-            proc.terminate()
-            proc.wait(10)
-            shutil.rmtree(workdir, ignore_errors=True)
+    print_report(args, rows, anatomy)
+    return 0
+
+
+@contextlib.contextmanager
+def private_server(flags: list[str]) -> Iterator[int]:
+    """A redis-server of our own on a spare port, with these persistence flags; its port. Stopped
+    and its directory removed after."""
+    workdir = Path(tempfile.mkdtemp(prefix="onsale-aof-"))
+    port = spare_port()
+    proc = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--dir",
+            str(workdir),
+            *flags,
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(0.3)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def print_report(
+    args: argparse.Namespace,
+    rows: list[tuple[str, float, float]],
+    anatomy: list[tuple[str, float, float]],
+) -> None:
     t = Table(
         title=f"claim script vs SET, {args.requests:,} requests, {args.clients} clients "
         "(redis-benchmark)"
@@ -153,7 +164,6 @@ def main() -> int:
     for name, rate, usec in anatomy:
         t.add_row(name, f"{rate:,.0f}", f"{usec:.2f}")
     Console().print(t)
-    return 0
 
 
 async def claim_anatomy(

@@ -1,0 +1,308 @@
+"""The simulated payment provider's books and the API a merchant calls (loadtest/provider_sim.py
+describes its behaviour): authorization attempts decided at random from one seeded generator,
+refunds, every money movement with its time, and the signed callbacks it sends about them, at
+least once. The endpoints that make it contradict itself are in loadtest/provider_sim_plant.py."""
+
+import asyncio
+import itertools
+import logging
+import random
+import secrets
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import httpx
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from engine.signing import HEADER, sign
+
+log = logging.getLogger("onsale.provider_sim")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    webhook_url: str = "http://127.0.0.1:8000/v1/provider/callbacks"
+    webhook_secret: str = "whsec-dev"
+    decline_rate: float = 0.05
+    fail_rate: float = 0.02
+    late_rate: float = 0.0  # answer the create call 504, capture anyway after late_delay_ms
+    late_delay_ms: int = 3_000
+    delay_min_ms: int = 50
+    delay_max_ms: int = 400
+    duplicate_rate: float = 0.2  # share of callbacks sent twice (or three times)
+    loss_rate: float = 0.0  # share of callbacks never delivered (reconciliation must find them)
+    retry_base_ms: int = 100
+    retries_max: int = 12
+    refund_fail_rate: float = 0.0
+    contradict_rate: float = 0.0  # share of declines that capture anyway after late_delay_ms
+    seed: int = 7
+
+
+@dataclass
+class Attempt:
+    attempt_id: str
+    intent_id: str
+    idempotency_key: str
+    amount: int
+    currency: str
+    metadata: dict[str, Any]
+    status: str = "processing"  # processing | captured | declined | failed
+    created_s: float = field(default_factory=time.time)
+    late_until_s: float = 0.0  # a late success answers every call for its key 504 until then
+    refunds: list[str] = field(default_factory=list)
+    disputed: str = ""  # "" | open | won | lost
+    captured_amount: int = 0  # what was actually captured (a planted capture may differ)
+
+
+def reply(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+class Simulator:
+    def __init__(self, config: SimConfig) -> None:
+        self.config = config
+        self.rng = random.Random(config.seed)
+        self.ids = itertools.count(1)
+        # Provider ids are unique forever, across restarts of the simulator too.
+        self.run = secrets.token_hex(4)
+        self.by_key: dict[str, Attempt] = {}
+        self.by_attempt: dict[str, Attempt] = {}
+        self.refunds: dict[str, dict[str, Any]] = {}  # refund idempotency key -> refund
+        self.ledger: list[dict[str, Any]] = []
+        self.deliveries = 0
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.http: httpx.AsyncClient | None = None
+
+    # -- the books and the callbacks (the test endpoints use them too) ---------------------
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def _delay_s(self) -> float:
+        c = self.config
+        return self.rng.uniform(c.delay_min_ms, c.delay_max_ms) / 1000
+
+    def new_attempt(
+        self, key: str, amount: int, currency: str, metadata: dict[str, Any], intent_id: str = ""
+    ) -> Attempt:
+        """A new authorization attempt, on a new intent unless `intent_id` is given; from now on
+        it answers for its key."""
+        n = next(self.ids)
+        a = Attempt(
+            f"att_{self.run}_{n}",
+            intent_id or f"pi_{self.run}_{n}",
+            key,
+            amount,
+            currency,
+            metadata,
+        )
+        self.by_key[key] = a
+        self.by_attempt[a.attempt_id] = a
+        return a
+
+    async def _send(self, event: dict[str, Any], delay_s: float) -> None:
+        """Deliver one event at least once: retry with backoff until a 2xx answer."""
+        await asyncio.sleep(delay_s)
+        body = orjson.dumps(event)
+        assert self.http is not None
+        for attempt in range(self.config.retries_max):
+            headers = {
+                HEADER: sign(self.config.webhook_secret, body, int(time.time())),
+                "Content-Type": "application/json",
+            }
+            try:
+                r = await self.http.post(self.config.webhook_url, content=body, headers=headers)
+                self.deliveries += 1
+                if r.status_code < 300:
+                    return
+            except httpx.HTTPError:
+                pass
+            backoff = self.config.retry_base_ms * 2**attempt / 1000
+            await asyncio.sleep(min(backoff, 10) * self.rng.uniform(0.5, 1.0))
+        log.warning("gave up delivering %s", event["id"])
+
+    def emit(self, kind: str, data: dict[str, Any], delay_s: float) -> None:
+        event = {
+            "id": f"evt_{self.run}_{next(self.ids)}",
+            "type": kind,
+            "created": int(time.time()),
+            "data": data,
+        }
+        if self.rng.random() < self.config.loss_rate:
+            return
+        copies = 1
+        if self.rng.random() < self.config.duplicate_rate:
+            copies += self.rng.choice((1, 2))
+        for n in range(copies):
+            self.spawn(self._send(event, delay_s + n * self._delay_s()))
+
+    def charge_data(self, a: Attempt) -> dict[str, Any]:
+        return {
+            "attempt_id": a.attempt_id,
+            "intent_id": a.intent_id,
+            "idempotency_key": a.idempotency_key,
+            "amount": a.captured_amount if a.status == "captured" else a.amount,
+            "currency": a.currency,
+            "status": a.status,
+            "metadata": a.metadata,
+            "refunded": bool(a.refunds),
+            "disputed": a.disputed,
+        }
+
+    def money(self, kind: str, a: Attempt, amount: int) -> None:
+        """One money movement at the provider, with its time (for the money invariant and the
+        contradiction-to-refund bound)."""
+        self.ledger.append(
+            {
+                "kind": kind,
+                "attempt_id": a.attempt_id,
+                "idempotency_key": a.idempotency_key,
+                "amount": amount,
+                "event_id": a.metadata.get("event_id", ""),
+                "at_s": time.time(),
+            }
+        )
+
+    def capture(self, a: Attempt, amount: int) -> None:
+        contradicted = a.status in ("declined", "failed")
+        a.status = "captured"
+        a.captured_amount = amount
+        self.money("capture", a, amount)
+        self.ledger[-1]["contradicted"] = contradicted  # it said declined or failed before
+        self.emit("charge.captured", self.charge_data(a), 0.0)
+
+    async def decide(self, a: Attempt, outcome: str, delay_s: float) -> None:
+        await asyncio.sleep(delay_s)
+        if outcome == "captured":
+            self.capture(a, a.amount)
+            return
+        a.status = outcome
+        self.emit(f"charge.{outcome}", self.charge_data(a), 0.0)
+        if outcome == "declined" and self.rng.random() < self.config.contradict_rate:
+            # The provider changes its mind: it captures the attempt it said it declined.
+            await asyncio.sleep(self.config.late_delay_ms / 1000)
+            self.capture(a, a.amount)
+
+    # -- endpoints -------------------------------------------------------------------------
+
+    async def create_charge(self, request: Request) -> Response:
+        key = request.headers.get("Idempotency-Key", "")
+        if not key:
+            return reply({"error": "idempotency_key_required"}, 400)
+        # The body is read before the key is looked up: from the lookup to the registration
+        # nothing awaits, so two concurrent requests with one key make one attempt (as the
+        # provider's idempotency promises), never two.
+        body = orjson.loads(await request.body())
+        if key in self.by_key:
+            existing = self.by_key[key]
+            if time.time() < existing.late_until_s:
+                return reply({"error": "timeout"}, 504)
+            return reply(self.charge_data(existing))
+        a = self.new_attempt(
+            key,
+            int(body["amount"]),
+            str(body.get("currency", "EUR")),
+            dict(body.get("metadata", {})),
+        )
+        roll = self.rng.random()
+        c = self.config
+        if roll < c.decline_rate:
+            outcome = "declined"
+        elif roll < c.decline_rate + c.fail_rate:
+            outcome = "failed"
+        else:
+            outcome = "captured"
+        if outcome == "captured" and self.rng.random() < c.late_rate:
+            a.late_until_s = time.time() + c.late_delay_ms / 1000
+            self.spawn(self.decide(a, "captured", c.late_delay_ms / 1000))
+            return reply({"error": "timeout"}, 504)  # the client is told "timed out"
+        self.spawn(self.decide(a, outcome, self._delay_s()))
+        return reply(self.charge_data(a), 201)
+
+    async def get_charge(self, request: Request) -> Response:
+        a = self.by_attempt.get(request.path_params["attempt_id"])
+        return reply(self.charge_data(a)) if a else reply({"error": "not_found"}, 404)
+
+    async def find_charge(self, request: Request) -> Response:
+        a = self.by_key.get(request.query_params.get("idempotency_key", ""))
+        return reply(self.charge_data(a)) if a else reply({"error": "not_found"}, 404)
+
+    async def get_intent(self, request: Request) -> Response:
+        intent = request.path_params["intent_id"]
+        found = [self.charge_data(a) for a in self.by_attempt.values() if a.intent_id == intent]
+        return (
+            reply({"intent_id": intent, "attempts": found})
+            if found
+            else reply({"error": "not_found"}, 404)
+        )
+
+    async def create_refund(self, request: Request) -> Response:
+        key = request.headers.get("Idempotency-Key", "")
+        if not key:
+            return reply({"error": "idempotency_key_required"}, 400)
+        if key in self.refunds:
+            return reply(self.refunds[key])
+        body = orjson.loads(await request.body())
+        a = self.by_attempt.get(body.get("attempt_id", "")) or self.by_key.get(
+            body.get("idempotency_key", "")
+        )
+        if a is None or a.status != "captured":
+            return reply({"error": "not_captured"}, 409)
+        if a.refunds:  # never refunds more than it captured
+            return reply({"error": "already_refunded", "refund_id": a.refunds[0]}, 409)
+        if a.disputed in ("open", "lost"):
+            return reply({"error": "charge_disputed"}, 409)
+        if self.rng.random() < self.config.refund_fail_rate:
+            return reply({"error": "processor_unavailable"}, 503)
+        refund = self.refund(a, requested_by="merchant")
+        self.refunds[key] = refund
+        return reply(refund, 201)
+
+    def refund(self, a: Attempt, *, requested_by: str) -> dict[str, Any]:
+        refund_id = f"re_{self.run}_{next(self.ids)}"
+        refund = {
+            "refund_id": refund_id,
+            "attempt_id": a.attempt_id,
+            "idempotency_key": a.idempotency_key,
+            "amount": a.captured_amount,
+            "currency": a.currency,
+            "status": "succeeded",
+            "requested_by": requested_by,  # merchant (our API) | provider (its dashboard)
+            "metadata": a.metadata,
+        }
+        a.refunds.append(refund_id)
+        self.money("refund", a, a.captured_amount)
+        self.ledger[-1]["requested_by"] = requested_by
+        self.emit("refund.succeeded", refund, self._delay_s())
+        return refund
+
+    async def get_ledger(self, request: Request) -> Response:
+        captured = sum(e["amount"] for e in self.ledger if e["kind"] == "capture")
+        refunded = sum(e["amount"] for e in self.ledger if e["kind"] == "refund")
+        disputed = sum(e["amount"] for e in self.ledger if e["kind"] == "dispute_withdrawal")
+        reinstated = sum(e["amount"] for e in self.ledger if e["kind"] == "dispute_reinstatement")
+        return reply(
+            {
+                "entries": self.ledger,
+                "captured": captured,
+                "refunded": refunded,
+                "disputed": disputed,
+                "reinstated": reinstated,
+                "net": captured - refunded - disputed + reinstated,
+                "deliveries": self.deliveries,
+                "pending_deliveries": len(self.tasks),
+            }
+        )
+
+    async def put_config(self, request: Request) -> Response:
+        changes = orjson.loads(await request.body())
+        self.config = replace(self.config, **changes)
+        return reply(asdict(self.config))
+
+    async def health(self, request: Request) -> Response:
+        return reply({"ok": True})
