@@ -9,6 +9,7 @@ ONSALE_CONFIRM_AFTER=redis (a deployment without a ledger), the decision is told
 import asyncio
 import time
 
+from engine import errors
 from engine.holds import Hold
 from engine.states import HoldState
 from engine.store import Store
@@ -18,10 +19,17 @@ POLL_S = 0.01
 
 
 async def sale_durable(store: Store, event_id: str, hold: Hold) -> bool:
-    """Whether the ledger holds the hold's sale (True for anything that is not a fresh sale)."""
+    """Whether the ledger holds the hold's sale (True for anything that is not a fresh sale).
+    A sale the ledger refused is never durable; on a fenced event (its Redis went back in
+    time) nothing this Redis says is, and the answer is "recovering" (ADR 0017)."""
     if hold.state != HoldState.CONFIRMED or not hold.record:
         return True
-    return (await store.read.ledger_progress(event_id)).holds(hold.record)
+    if not (await store.read.ledger_progress(event_id)).holds(hold.record):
+        return False
+    withheld = await store.read.sale_withheld(event_id, hold.hold_id)
+    if withheld == "fenced":
+        raise errors.Recovering(f"event {event_id} is being recovered; retry later")
+    return withheld == ""
 
 
 async def wait_durable(store: Store, event_id: str, hold_id: str, wait_ms: int) -> bool:

@@ -42,6 +42,7 @@ STATUS: dict[str, int] = {
     e.IdempotencyKeyReused.code: 422,
     e.StoreUnavailable.code: 503,
     "not_yet_durable": 503,
+    e.Recovering.code: 503,
     "provider_unavailable": 502,
 }
 

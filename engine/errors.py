@@ -88,3 +88,10 @@ class InvariantViolation(Exception):
 class IllegalTransition(InvariantViolation):
     def __init__(self, automaton: str, state: object, event: object) -> None:
         super().__init__(f"illegal {automaton} transition: {event} in state {state}")
+
+
+class Recovering(EngineError):
+    """The event's Redis lost data or went back in time: nothing is decided for it until it
+    is rebuilt from the ledger (ADR 0017). Retry later."""
+
+    code = "recovering"

@@ -78,7 +78,8 @@ def event_key(event_id: str, name: str, prefix: str = PREFIX) -> str:
 
 
 # Keys of an event that no script touches (Python only), still under the event's hash tag.
-EXTRA_KEYS: tuple[str, ...] = ("raw_callbacks",)
+# raw_callbacks: verified provider messages; refused: holds whose decision the ledger refused.
+EXTRA_KEYS: tuple[str, ...] = ("raw_callbacks", "refused")
 
 
 def restock_pattern(prefix: str = PREFIX) -> str:
@@ -93,3 +94,9 @@ def event_of_channel(channel: str) -> str:
 def events_index(prefix: str = PREFIX) -> str:
     """The set of event ids the sweeper walks (not hash-tagged: touched by Python only)."""
     return f"{prefix}:events"
+
+
+def lost_events(prefix: str = PREFIX) -> str:
+    """Events the ledger has and this Redis lost (restarted empty): hash event id -> when it was
+    noticed. Set by the ledger writer, cleared by the rebuild; read only on a not-found answer."""
+    return f"{prefix}:lost"

@@ -68,6 +68,8 @@ class Reads:
     async def availability(self, event_id: str) -> Availability:
         raw = await self._read(self.client.hgetall(self._key(event_id, "event")))
         if not raw:
+            if await self.recovering(event_id):
+                raise errors.Recovering(f"event {event_id} is being recovered; retry later")
             raise errors.EventNotFound(event_id)
         return Availability(
             event_id=event_id,
@@ -89,8 +91,35 @@ class Reads:
     async def hold(self, event_id: str, hold_id: str) -> Hold:
         raw = await self._read(self.client.hget(self._key(event_id, "holds"), hold_id))
         if raw is None:
+            if await self.recovering(event_id):
+                raise errors.Recovering(f"event {event_id} is being recovered; retry later")
             raise errors.HoldNotFound(f"hold {hold_id}")
         return Hold.from_json(raw)
+
+    async def sale_withheld(self, event_id: str, hold_id: str) -> str:
+        """Why a decided sale must not be told (ADR 0016, 0017): "fenced" (this Redis went back
+        in time), "refused" (the ledger holds another decision for it), or ""."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hget(self._key(event_id, "event"), "status")
+            pipe.hexists(self._key(event_id, "refused"), hold_id)
+            status, refused = await self._read(pipe.execute())
+        return "fenced" if status == "fenced" else "refused" if refused else ""
+
+    async def event_fields(self, event_id: str, *names: str) -> list[str | None]:
+        fields: list[str | None] = await self._read(
+            self.client.hmget(self._key(event_id, "event"), list(names))
+        )
+        return fields
+
+    async def recovering(self, event_id: str) -> bool:
+        """Whether this Redis cannot answer truthfully for the event (ADR 0017): it lost it
+        (restarted empty), went back in time (fenced), or is being rebuilt. Asked only on the
+        way to a refusal, never on the hot path."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hmget(self._key(event_id, "event"), ["status", "rebuilding"])
+            pipe.hexists(keys.lost_events(self.prefix), event_id)
+            (status, rebuilding), lost = await self._read(pipe.execute())
+        return (status is None and bool(lost)) or status == "fenced" or rebuilding == "1"
 
     async def charge(self, event_id: str, charge_id: str) -> Charge:
         raw = await self._read(self.client.hget(self._key(event_id, "charges"), charge_id))

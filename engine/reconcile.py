@@ -52,6 +52,7 @@ def provider_record_outcome(provider_event_id: str, found: ProviderCharge) -> Pr
 
 class ProviderReconciler:
     PAGE = 500  # charges read from the watch index per round trip
+
     def __init__(
         self, store: Store, provider: ProviderClient, *, stale_ms: int, watch_ms: int = 0
     ) -> None:

@@ -45,6 +45,7 @@ OUTBOX_FIELDS: tuple[str, ...] = (
     "reason",
     "now_ms",
     "captured",
+    "seq",
 )
 HOLD_RECORDED: frozenset[str] = frozenset(s.value for s in HoldState) - {HoldState.RESERVED}
 CHARGE_RECORDED: frozenset[str] = frozenset(s.value for s in ChargeState)
@@ -71,6 +72,7 @@ class OutboxRecord:
     reason: str
     decided_ms: int  # the deciding script's server clock
     captured: int  # minor units the provider reported captured
+    seq: int = 0  # the event's decision number (1, 2, ...); 0 in records older than it
 
     @classmethod
     def from_fields(cls, f: Mapping[str, str]) -> "OutboxRecord":
@@ -95,6 +97,7 @@ class OutboxRecord:
             reason=f["reason"],
             decided_ms=int(f["now_ms"]),
             captured=int(f.get("captured") or 0),
+            seq=int(f.get("seq") or 0),
         )
 
     @property

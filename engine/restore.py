@@ -64,7 +64,30 @@ class Restore:
         )
         return RestoreCode(reply[0])
 
-    async def mark(self, event_id: str, at_ms: int) -> None:
+    async def mark(self, event_id: str, at_ms: int, last_seq: int = 0) -> None:
         """Decisions older than this were not made by this Redis: the outbox does not hold them
-        (the ledger does), and the audit does not expect them there."""
-        await self._read(self.client.hset(self._key(event_id, "event"), "restored_at_ms", at_ms))
+        (the ledger does), and the audit does not expect them there. The next decision is
+        numbered after the ledger's last one (ADR 0017)."""
+        event = self._key(event_id, "event")
+        await self._read(self.client.hset(event, items=["restored_at_ms", at_ms, "seq", last_seq]))
+
+    async def mark_refused(self, event_id: str, hold_id: str, reason: str) -> None:
+        """The ledger refused a decision of this hold: its sale, if it has one, is never told."""
+        await self._read(self.client.hset(self._key(event_id, "refused"), hold_id, reason))
+
+    async def mark_lost(self, event_id: str) -> None:
+        """The ledger has the event and this Redis does not: until it is rebuilt, a read or
+        claim of it answers "recovering" (ADR 0017)."""
+        now_ms = await self.store.read.server_time_ms()
+        await self._read(self.client.hsetnx(keys.lost_events(self.prefix), event_id, now_ms))
+
+    async def rebuilding(self, event_id: str, *, on: bool) -> None:
+        """While on, a not-found or not-open answer for the event says "recovering" (503);
+        the event is no longer lost once its rebuild starts."""
+        event = self._key(event_id, "event")
+        if on:
+            await self._read(self.client.hset(event, "rebuilding", "1"))
+            await self._read(self.client.hdel(keys.lost_events(self.prefix), event_id))
+        else:
+            await self._read(self.client.hdel(event, "rebuilding"))
+            await self._read(self.client.hdel(keys.lost_events(self.prefix), event_id))

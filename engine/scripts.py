@@ -47,6 +47,7 @@ class ChargeStartCode(StrEnum):
     NOT_OWNER = "NOT_OWNER"
     NOT_FOUND = "NOT_FOUND"
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    NOT_OPEN = "NOT_OPEN"
 
 
 class AbandonCode(StrEnum):
@@ -114,6 +115,12 @@ class OpenCode(StrEnum):
     NOT_FOUND = "NOT_FOUND"
 
 
+class FenceCode(StrEnum):
+    FENCED = "FENCED"
+    ALREADY_FENCED = "ALREADY_FENCED"
+    NOT_FOUND = "NOT_FOUND"
+
+
 class RestoreCode(StrEnum):
     RESTORED = "RESTORED"
     EXISTS = "EXISTS"
@@ -141,6 +148,7 @@ CHARGE_START_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType
         ChargeStartCode.NOT_OWNER: errors.NotOwner,
         ChargeStartCode.NOT_FOUND: errors.HoldNotFound,
         ChargeStartCode.IDEMPOTENCY_KEY_REUSED: errors.IdempotencyKeyReused,
+        ChargeStartCode.NOT_OPEN: errors.SaleNotOpen,
     }
 )
 
@@ -150,6 +158,7 @@ REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
         "event_seats_add": SeatsAddCode,
         "event_open": OpenCode,
         "event_restore": RestoreCode,
+        "event_fence": FenceCode,
         "hold_claim": ClaimCode,
         "hold_release": ReleaseCode,
         "hold_expire": SweepCode,

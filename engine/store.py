@@ -33,6 +33,7 @@ from engine.scripts import (
     ChargeStartCode,
     ClaimCode,
     EventCreateCode,
+    FenceCode,
     OpenCode,
     OutcomeCode,
     RefundCode,
@@ -187,6 +188,7 @@ class Store:
             return Claimed(reply[1], reply[2], int(reply[3]), False, HoldState.RESERVED)
         if code == ClaimCode.REPLAY:
             return Claimed(reply[1], reply[2], int(reply[3]), True, HoldState(reply[4]))
+        await self._refuse_truthfully(event_id, code)
         raise CLAIM_REFUSALS[code](f"claim {hold_id}: {code}", reply=reply[1:])
 
     async def release(self, event_id: str, hold_id: str, login: str) -> HoldState:
@@ -231,7 +233,18 @@ class Store:
             if state == HoldState.CONFIRMED:
                 raise errors.AlreadyConfirmed(f"hold {hold_id} is confirmed")
             raise errors.HoldExpired(f"hold {hold_id} is {state}", state=state)
+        await self._refuse_truthfully(event_id, code)
         raise CHARGE_START_REFUSALS[code](f"start charge {charge_id}: {code}", reply=reply[1:])
+
+    async def _refuse_truthfully(self, event_id: str, code: str) -> None:
+        """A refusal of an event that is being recovered says so (503, retry), instead of
+        "not open" or "not found" (ADR 0017)."""
+        if code in ("NOT_OPEN", "NOT_FOUND") and await self.read.recovering(event_id):
+            raise errors.Recovering(f"event {event_id} is being recovered; retry later")
+
+    async def fence(self, event_id: str, reason: str) -> FenceCode:
+        """Stop deciding anything for the event until it is rebuilt (ADR 0017)."""
+        return FenceCode((await self._run("event_fence", event_id, [reason]))[0])
 
     async def abandon_charge(self, event_id: str, hold_id: str, login: str, charge_id: str) -> bool:
         """The client stopped waiting for `charge_id`: True if it was in flight and now is
@@ -267,6 +280,7 @@ class Store:
         )
         code = OutcomeCode(reply[0])
         if code == OutcomeCode.NOT_FOUND:
+            await self._refuse_truthfully(event_id, code)  # lost: the provider retries later
             raise errors.EventNotFound(event_id)
         if code == OutcomeCode.RETRY_LATER:  # the event is being rebuilt: nothing was recorded
             raise errors.StoreUnavailable(f"event {event_id} is not open; retry later")
@@ -290,6 +304,7 @@ class Store:
         )
         code = ReversalCode(reply[0])
         if code == ReversalCode.NOT_FOUND:
+            await self._refuse_truthfully(event_id, code)
             raise errors.EventNotFound(event_id)
         if code == ReversalCode.RETRY_LATER:  # rebuilding, or the capture has not landed yet
             raise errors.StoreUnavailable(f"reversal for {reversal.charge_id}: retry later")

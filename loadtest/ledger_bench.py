@@ -42,6 +42,8 @@ COLUMNS = (
     "policy",
     "reason",
     "decided_at_ms",
+    "captured",
+    "seq",
 )
 
 
@@ -69,6 +71,7 @@ def rows(n: int, event_id: str) -> list[tuple[object, ...]]:
             "started",
             1_800_000_000_000 + i,
             0,
+            i + 1,
         )
         for i in range(n)
     ]

@@ -79,10 +79,13 @@ local function put_charge(c)
 end
 
 -- Outbox: one record per decision, in the same atomic step that makes it. decision_id is
--- deterministic so the ledger can insert it idempotently (ON CONFLICT DO NOTHING).
+-- deterministic so the ledger can insert it idempotently (ON CONFLICT DO NOTHING). `seq`
+-- numbers the event's decisions 1, 2, 3...: a Redis that went back in time (restarted from an
+-- older snapshot) numbers its next decisions with numbers the ledger already holds (ADR 0017).
 local function emit(ctx, kind, id, from, to, terminal, h, c, reason, suffix)
   local decision_id = kind .. ':' .. id .. ':' .. to
   if suffix then decision_id = decision_id .. ':' .. suffix end
+  local seq = redis.call('HINCRBY', K_EVENT, 'seq', 1)
   return redis.call('XADD', K_OUTBOX, '*',
     'decision_id', decision_id, 'event', ctx.cfg.id, 'kind', kind, 'id', id,
     'from', from, 'to', to, 'terminal', terminal,
@@ -91,7 +94,7 @@ local function emit(ctx, kind, id, from, to, terminal, h, c, reason, suffix)
     'winner', h and h.winner or '', 'amount', c and c.amount or 0,
     'attempt', c and c.attempt or '', 'intent', c and c.intent or '',
     'policy', ctx.cfg.policy, 'reason', reason or '', 'now_ms', ctx.now,
-    'captured', c and c.captured or 0)
+    'captured', c and c.captured or 0, 'seq', seq)
 end
 
 -- A charge's first terminal state is its one terminal record; later moves the provider forces

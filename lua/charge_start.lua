@@ -2,7 +2,7 @@
 KEYS[1..17] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] hold_id   ARGV[2] login   ARGV[3] charge_id   ARGV[4] amount (minor units)
 Returns {code, ...}: OK charge_id expires_ms | REPLAY charge_id state | CHARGE_IN_FLIGHT charge_id |
-  HOLD_NOT_LIVE state | NOT_OWNER | NOT_FOUND | IDEMPOTENCY_KEY_REUSED
+  HOLD_NOT_LIVE state | NOT_OWNER | NOT_FOUND | IDEMPOTENCY_KEY_REUSED | NOT_OPEN
 Invariants: at most one charge CHARGING per hold (the in-flight one); a charge is only started on
 a hold that is RESERVED and live by the deadline rule; the start is recorded in the outbox. ]]
 local hold_id, login, charge_id = ARGV[1], ARGV[2], ARGV[3]
@@ -15,6 +15,8 @@ if not ctx then return { 'NOT_FOUND' } end
 local h = get_hold(hold_id)
 if not h then return { 'NOT_FOUND' } end
 if h.login ~= login then return { 'NOT_OWNER' } end
+-- No money is asked for on an event that is not selling (fenced, or being rebuilt).
+if ctx.cfg.status ~= 'open' then return { 'NOT_OPEN' } end
 local existing = get_charge(charge_id)
 if existing then
   if existing.hold ~= hold_id then return { 'IDEMPOTENCY_KEY_REUSED' } end

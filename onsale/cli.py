@@ -16,7 +16,7 @@ from engine.settings import MissingSetting, Settings, int_setting
 
 if TYPE_CHECKING:
     from engine.store import Store
-    from persistence.nightly import EventReport
+    from persistence.nightly_report import EventReport
     from persistence.settings import LedgerSettings
 
 
@@ -146,7 +146,12 @@ async def _rebuild(settings: "LedgerSettings", event_id: str, force: bool) -> in
     t.add_row("ended holds restored as records", str(report.ended_holds))
     for state, n in sorted(report.charges.items()):
         t.add_row(f"charges {state}", str(n))
+    t.add_row(
+        "decisions of the replaced Redis superseded by the ledger", str(len(report.superseded))
+    )
     console.print(t)
+    for decision_id in report.superseded[:50]:
+        console.print(f"  superseded: {decision_id}")
     return 0
 
 
@@ -169,7 +174,8 @@ async def _reconcile(
 
     from engine.provider import ProviderClient
     from persistence.database import create_pool
-    from persistence.nightly import as_json, provider_entries, reconcile_event
+    from persistence.nightly import provider_entries, reconcile_event
+    from persistence.nightly_report import as_json
     from persistence.writer import LedgerWriter
 
     if not settings.engine.provider_url:
@@ -217,7 +223,7 @@ async def _reconcile(
 def _print_reconcile(console: Console, reports: list["EventReport"], left: int) -> None:
     from rich.table import Table
 
-    from persistence.nightly import CLASSES
+    from persistence.nightly_report import CLASSES
 
     found = [d for r in reports for d in r.discrepancies]
     t = Table(title="reconciliation: Redis vs ledger vs provider")

@@ -22,9 +22,13 @@ Classes:
 - refund_never_confirmed: a charge Redis is refunding that the provider already refunded
   (recorded now), or whose refund is overdue (re-requested; left for the refund queue).
 - money_invariant: what the provider holds for the event differs from what our charges say it
-  should hold (captured winners plus captures on their way back)."""
+  should hold (captured winners plus captures on their way back).
+- sale_lost_by_redis: a sale the ledger holds (a hold CONFIRMED, or EXCEPTION after it) that
+  Redis lacks or holds in another state: Redis lost data or went back in time. Never repaired
+  here, and its money is never refunded as "captured without a seat": the repair is
+  `onsale rebuild` (docs/recovery.md)."""
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -37,30 +41,15 @@ from engine.provider import (
     ProviderCharge,
     ProviderClient,
 )
+from engine.reads import stream_id
 from engine.reconcile import provider_record_outcome
 from engine.states import ChargeState, HoldState
 from engine.store import Store
+from persistence.nightly_report import CLASSES, Discrepancy, EventReport
 from persistence.queries import Q
 from persistence.writer import LedgerWriter
 
-CLASSES = (
-    "captured_without_seat_not_refunded",
-    "seat_sold_without_money",
-    "decision_missing_from_ledger",
-    "decision_refused_by_ledger",
-    "ledger_row_unknown_to_redis",
-    "refund_never_confirmed",
-    "money_invariant",
-)
-
-
-@dataclass(frozen=True)
-class Discrepancy:
-    cls: str
-    event_id: str
-    entity: str
-    detail: str
-    repaired: bool
+SOLD = (HoldState.CONFIRMED, HoldState.EXCEPTION)
 
 
 @dataclass
@@ -73,20 +62,6 @@ class ProviderAttempt:
     net: int = 0
     refunded: bool = False
     withdrawn: bool = False
-
-
-@dataclass
-class EventReport:
-    event_id: str
-    discrepancies: list[Discrepancy] = field(default_factory=list)
-    open_exceptions: dict[str, int] = field(default_factory=dict)
-    provider_net: int = 0
-    expected_net: int = 0
-
-
-def _stream_key(stream_id: str) -> tuple[int, int]:
-    ms, _, seq = stream_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 def owner_event(entry: dict[str, Any]) -> str:
@@ -129,6 +104,7 @@ class _Event:
         self.charges: dict[str, Charge] = {}
         self.holds: dict[str, Hold] = {}
         self.by_attempt: dict[str, str] = {}
+        self.ledger_winners: set[str] = set()  # winning charges of the ledger's sales
 
     def found(self, cls: str, entity: str, detail: str, repaired: bool) -> None:
         self.report.discrepancies.append(Discrepancy(cls, self.event_id, entity, detail, repaired))
@@ -163,8 +139,8 @@ class _Event:
     async def captured_without_seat(self) -> None:
         for att, pa in self.attempts.items():
             c = self.charge_of(att)
-            if pa.net <= 0 or self.accounted(c):
-                continue
+            if pa.net <= 0 or self.accounted(c) or pa.key in self.ledger_winners:
+                continue  # a ledger sale's money: kept, whatever Redis lost
             ours = c.state if c else "unknown"
             record = await self.record(att)
             if record is not None and record.status == "captured":
@@ -183,6 +159,19 @@ class _Event:
                 f"attempt {att} holds {pa.net} at the provider; ours: {ours}",
                 self.accounted(self.charge_of(att)),
             )
+
+    # -- 8. sales the ledger holds that Redis lost -----------------------------------------
+
+    async def sales_lost_by_redis(self) -> None:
+        for r in await self.conn.fetch(Q["event_holds"], self.event_id):
+            if HoldState(r["state"]) not in SOLD:
+                continue
+            self.ledger_winners.add(r["winner"])
+            h = self.holds.get(r["hold_id"])
+            if h is None or h.state not in SOLD or h.winner != r["winner"]:
+                ours = f"{h.state} (winner {h.winner or '-'})" if h else "missing"
+                detail = f"the ledger sold {r['seat_id']} to it; Redis: {ours}; run onsale rebuild"
+                self.found(CLASSES[7], r["hold_id"], detail, False)
 
     # -- 2. seats sold whose money is not at the provider -----------------------------------
 
@@ -267,7 +256,7 @@ class _Event:
             for sid, f in missing:
                 did = f["decision_id"]
                 # Decisions this run's own repairs made are written, not reported.
-                if did not in refused and _stream_key(sid) <= _stream_key(self.outbox_seen):
+                if did not in refused and stream_id(sid) <= stream_id(self.outbox_seen):
                     self.found(CLASSES[2], did, sid, did in in_ledger)
         for did, problem in refused.items():
             if did not in in_ledger:
@@ -356,6 +345,7 @@ async def reconcile_event(
     last = await store.read.outbox_entries(event_id, count=1, newest=True)
     run.outbox_seen = last[0][0] if last else "0-0"
     await run.reload()
+    await run.sales_lost_by_redis()
     await run.captured_without_seat()
     await run.refunds(now)
     # Decisions made so far (including the repairs above) reach the ledger before it is read.
@@ -371,24 +361,6 @@ async def reconcile_event(
     run.money(provider_attempts(await provider_entries(provider), event_id))
     run.exceptions()
     return run.report
-
-
-def as_json(reports: list[EventReport]) -> dict[str, Any]:
-    found = [d for r in reports for d in r.discrepancies]
-    by_class = {cls: [asdict(d) for d in found if d.cls == cls] for cls in CLASSES}
-    return {
-        "unrepaired": sum(not d.repaired for d in found),
-        "total": len(found),
-        "by_class": by_class,
-        "events": {
-            r.event_id: {
-                "provider_net": r.provider_net,
-                "expected_net": r.expected_net,
-                "open_exceptions": r.open_exceptions,
-            }
-            for r in reports
-        },
-    }
 
 
 async def provider_entries(provider: ProviderClient) -> list[dict[str, Any]]:

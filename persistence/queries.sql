@@ -4,9 +4,9 @@
 -- name: insert_decision
 insert into decisions (event_id, decision_id, stream_ms, stream_seq, kind, entity_id,
   from_state, to_state, terminal, hold_id, charge_id, seat_id, login, winner, amount,
-  attempt_id, intent_id, policy, reason, decided_at_ms, captured)
+  attempt_id, intent_id, policy, reason, decided_at_ms, captured, seq)
 values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-  $21)
+  $21, $22)
 on conflict (event_id, decision_id) do nothing
 
 -- name: upsert_hold
@@ -75,6 +75,13 @@ select decision_id from decisions where event_id = $1
 -- name: event_final_charges
 -- Charges whose one terminal record the ledger holds (later records are not terminal).
 select entity_id from decisions where event_id = $1 and kind = 'charge' and terminal
+
+-- name: ledger_events
+select event_id from event_configs order by event_id
+
+-- name: event_last_seq
+-- The highest decision number of the event the ledger holds (a Redis behind it went back in time).
+select coalesce(max(seq), 0) from decisions where event_id = $1
 
 -- name: event_refused_decisions
 select decision_id, problem from ledger_alerts where event_id = $1

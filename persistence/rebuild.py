@@ -10,8 +10,12 @@ ledger.
   still CHARGING is settled by provider reconciliation (a capture is then refunded); one that
   was captured without winning, or REFUNDING, is queued for its refund.
 - While it runs the event is a DRAFT: claims are refused and callbacks are told to retry.
+- The next decision is numbered after the ledger's last one.
 - It refuses to run over an event that still exists in Redis unless forced, and even forced it
-  refuses while the outbox holds decisions the ledger does not have yet (they would be lost)."""
+  refuses while the outbox holds decisions the ledger does not have yet (they would be lost),
+  unless the ledger refused them or the event is fenced (its Redis went back in time): then
+  the ledger wins, and the report lists the superseded decisions (ADR 0017).
+- While it runs, a read or claim of the event answers 503 "recovering", not "not found"."""
 
 from dataclasses import dataclass, field
 
@@ -38,20 +42,30 @@ class RebuildReport:
     sold: int = 0
     ended_holds: int = 0
     charges: dict[str, int] = field(default_factory=dict)
+    # Decisions of the replaced Redis the ledger refused or never got (the ledger won).
+    superseded: list[str] = field(default_factory=list)
 
 
-async def _check_outbox_in_ledger(store: Store, conn: asyncpg.Connection, event_id: str) -> None:
+async def _superseded(store: Store, conn: asyncpg.Connection, event_id: str) -> list[str]:
+    """The decisions of this Redis the ledger does not hold. Those the ledger refused (parked in
+    ledger_alerts: it holds another decision for the same seat, hold or number) and, on a fenced
+    event (its Redis went back in time, ADR 0017), all of them are superseded: the ledger wins
+    and the report lists them. Others are only not mirrored yet: the rebuild waits for them."""
     in_ledger = {r[0] for r in await conn.fetch(Q["event_decision_ids"], event_id)}
+    refused = {r[0] for r in await conn.fetch(Q["event_refused_decisions"], event_id)}
     missing = [
         f["decision_id"]
         for _sid, f in await store.read.outbox_entries(event_id)
         if f["decision_id"] not in in_ledger
     ]
-    if missing:
+    fenced = (await store.read.availability(event_id)).status == "fenced"
+    pending = [d for d in missing if d not in refused]
+    if pending and not fenced:
         raise RebuildRefused(
-            f"{len(missing)} decisions of {event_id} are in Redis but not yet in the ledger "
-            f"(e.g. {missing[0]}); let the ledger writer catch up first"
+            f"{len(pending)} decisions of {event_id} are in Redis but not yet in the ledger "
+            f"(e.g. {pending[0]}); let the ledger writer catch up first"
         )
+    return missing
 
 
 def _restored(code: RestoreCode, what: str) -> None:
@@ -59,14 +73,16 @@ def _restored(code: RestoreCode, what: str) -> None:
         raise RebuildRefused(f"could not restore {what}: {code}")
 
 
-async def _make_room(store: Store, conn: asyncpg.Connection, event_id: str, *, force: bool) -> None:
-    if await store.read.event_exists(event_id):
-        if not force:
-            raise RebuildRefused(
-                f"event {event_id} still exists in Redis; pass --force to replace it"
-            )
-        await _check_outbox_in_ledger(store, conn, event_id)
-        await store.restore.drop_event(event_id)
+async def _make_room(
+    store: Store, conn: asyncpg.Connection, event_id: str, *, force: bool
+) -> list[str]:
+    if not await store.read.event_exists(event_id):
+        return []
+    if not force:
+        raise RebuildRefused(f"event {event_id} still exists in Redis; pass --force to replace it")
+    superseded = await _superseded(store, conn, event_id)
+    await store.restore.drop_event(event_id)
+    return superseded
 
 
 Winners = dict[str, tuple[str, str, HoldState]]  # charge id -> (hold, seat, hold state)
@@ -75,16 +91,19 @@ Winners = dict[str, tuple[str, str, HoldState]]  # charge id -> (hold, seat, hol
 async def rebuild(
     store: Store, conn: asyncpg.Connection, event_id: str, *, force: bool = False
 ) -> RebuildReport:
-    await _make_room(store, conn, event_id, force=force)
     config = await conn.fetchrow(Q["event_config"], event_id)
     if config is None:
         raise RebuildRefused(f"the ledger has no configuration for event {event_id}")
-    report = RebuildReport(event_id)
+    superseded = await _make_room(store, conn, event_id, force=force)
+    report = RebuildReport(event_id, superseded=superseded)
     report.seats = await _create(store, conn, event_id, config)
+    await store.restore.rebuilding(event_id, on=True)
     winners = await _restore_holds(store, conn, event_id, report)
     await _restore_charges(store, conn, event_id, config, winners, report)
-    await store.restore.mark(event_id, await store.read.server_time_ms())
+    last_seq = await conn.fetchval(Q["event_last_seq"], event_id)
+    await store.restore.mark(event_id, await store.read.server_time_ms(), last_seq)
     await store.open_sale(event_id, config["opens_at_ms"])
+    await store.restore.rebuilding(event_id, on=False)
     return report
 
 

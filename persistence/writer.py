@@ -26,8 +26,10 @@ from redis.exceptions import RedisError, ResponseError
 
 from engine import keys
 from engine.loops import repeat
-from engine.reads import LEDGER_GROUP, Reads, stream_id
+from engine.reads import LEDGER_GROUP, stream_id
 from engine.records import OutboxRecord
+from engine.store import Store
+from persistence.fencing import Fencer
 from persistence.metrics import LedgerMetrics
 from persistence.queries import Q
 
@@ -75,6 +77,7 @@ def to_row(event_id: str, entry_id: str, r: OutboxRecord) -> tuple[Any, ...]:
         r.reason,
         r.decided_ms,
         r.captured,
+        r.seq,
     )
 
 
@@ -97,7 +100,10 @@ class LedgerWriter:
         self.retention_ms = retention_ms
         self.consumer, self.batch_max, self.claim_idle_ms = consumer, batch_max, claim_idle_ms
         self.stats = WriterStats()
-        self.reads = Reads(redis, prefix=prefix, timeout_s=30.0)
+        self.store = Store(redis, prefix=prefix, timeout_s=30.0, autopipeline=False)
+        self.reads = self.store.read
+        self.fencer = Fencer(self.store, pool)
+        self._collided: set[str] = set()  # events whose decision number the ledger already held
         self._groups: set[str] = set()  # events whose group exists and config is mirrored
 
     def _stream(self, event_id: str) -> str:
@@ -158,10 +164,15 @@ class LedgerWriter:
         """Move at most one batch of one event's outbox, and one of its raw callbacks, into
         the ledger; returns the entries handled (both streams)."""
         await self._ensure_group(event_id)
+        if (await self.reads.event_fields(event_id, "status"))[0] == "fenced":
+            return 0  # its Redis went back in time: what it decides now is not mirrored
         stream = self._stream(event_id)
         entries = await self._take(event_id, stream)
         if entries:
             await self.write(event_id, entries)
+            if event_id in self._collided:
+                self._collided.discard(event_id)
+                await self.fencer.fence(event_id, "a decision number the ledger already held")
             await self.redis.xack(stream, GROUP, *[entry_id for entry_id, _ in entries])
             if self.retention_ms is not None:
                 await self.trim(event_id)
@@ -231,6 +242,10 @@ class LedgerWriter:
                 except asyncpg.IntegrityConstraintViolationError as exc:
                     self.stats.alerts += 1
                     log.error("ledger refused %s %s: %s", event_id, sid, exc)
+                    if getattr(exc, "constraint_name", "") == "decisions_seq":
+                        self._collided.add(event_id)
+                    if row[1].hold_id:
+                        await self.store.restore.mark_refused(event_id, row[1].hold_id, str(exc))
                     await conn.execute(
                         Q["insert_alert"],
                         event_id,
@@ -317,6 +332,7 @@ class LedgerWriter:
         async def one_pass() -> bool:
             nonlocal reported
             moved = 0
+            await self.fencer.check_due()
             events = await self.redis.smembers(keys.events_index(self.prefix))
             for event_id in sorted(str(e) for e in events):
                 try:

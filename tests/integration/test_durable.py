@@ -153,3 +153,27 @@ async def test_without_a_ledger_the_sale_is_told_at_once(real_store: Store) -> N
         r = await b.capture_callback()
         assert r.status_code == 200 and r.json()["decision"] == "CONFIRMED"
         assert await b.state() == "CONFIRMED"
+
+
+async def test_a_sale_the_ledger_refused_is_never_told(
+    buyer: Buyer, real_store: Store, pool: asyncpg.Pool
+) -> None:
+    """The ledger already holds another sale of the seat (say, from before a Redis that went
+    back in time): it refuses this one, and the buyer never reads CONFIRMED."""
+    event_id = buyer.sale.event_id
+    seat = (await real_store.read.hold(event_id, "h1")).seat_id
+    async with pool.acquire() as conn:
+        await conn.execute("insert into events (event_id) values ($1)", event_id)
+        await conn.execute(
+            "insert into holds (event_id, hold_id, seat_id, login, state, winner, policy,"
+            " decided_at_ms, stream_ms, stream_seq) values ($1, 'other', $2, 'zed',"
+            " 'CONFIRMED', 'cz', 'quarantine', 1, 1, 0)",
+            event_id,
+            seat,
+        )
+    assert (await buyer.capture_callback()).status_code == 503
+    writer = LedgerWriter(real_store.client, pool, prefix=real_store.prefix, consumer="w")
+    await drain(writer, event_id)
+    assert writer.stats.alerts >= 1
+    assert await buyer.state() == "CONFIRMING"
+    assert (await buyer.capture_callback()).status_code == 503

@@ -219,7 +219,12 @@ async def test_a_refused_row_becomes_an_alert_and_the_batch_still_lands(
         for r in await real_store.read.outbox(event_id)
         if r["kind"] == "hold" and r["terminal"] == "1"
     )
-    forged = {**terminal, "decision_id": terminal["decision_id"] + ":forged", "to": "EXPIRED"}
+    forged = {
+        **terminal,
+        "decision_id": terminal["decision_id"] + ":forged",
+        "to": "EXPIRED",
+        "seq": "0",  # refused for what it says, not for its number
+    }
     await real_store.client.xadd(stream, forged)
     writer = LedgerWriter(
         real_store.client, pool, prefix=real_store.prefix, consumer="t", batch_max=1000
@@ -246,7 +251,9 @@ async def test_kill_9_mid_batch_loses_nothing_and_duplicates_nothing(
         for n in range(20_000):
             base = sample[n % len(sample)]
             pipe.xadd(
-                stream, {**base, "decision_id": f"bulk:{n}", "terminal": "0", "kind": "alert"}
+                stream,
+                # planted, not decided: no decision number (as records older than it)
+                {**base, "decision_id": f"bulk:{n}", "terminal": "0", "kind": "alert", "seq": "0"},
             )
         await pipe.execute()
     total = await real_store.client.xlen(stream)
@@ -341,7 +348,10 @@ async def test_writer_recovers_when_the_stream_is_recreated(
     stream = keys.event_key(event_id, "outbox", real_store.prefix)
     record = (await real_store.read.outbox(event_id))[0]
     await real_store.client.delete(stream)  # Redis lost the stream (group and all)
-    await real_store.client.xadd(stream, {**record, "decision_id": "after-the-loss"})
+    seq = await real_store.client.hincrby(
+        keys.event_key(event_id, "event", real_store.prefix), "seq", 1
+    )
+    await real_store.client.xadd(stream, {**record, "decision_id": "after-the-loss", "seq": seq})
     assert await writer.step(event_id) == 0  # NOGROUP: forgets the group, recreates next time
     await drain(writer, event_id)
     async with pool.acquire() as conn:

@@ -25,7 +25,8 @@ from loadtest.buyer import BuyerApi
 from persistence import database
 from persistence.database import create_pool
 from persistence.migrate import migrate
-from persistence.nightly import EventReport, reconcile_event
+from persistence.nightly import reconcile_event
+from persistence.nightly_report import EventReport
 from persistence.rebuild import rebuild
 from persistence.writer import LedgerWriter
 from tests.conftest import REDIS_URL

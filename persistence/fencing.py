@@ -1,0 +1,74 @@
+"""Noticing a Redis that lost an event or went back in time (ADR 0017), from the one place that
+sees both Redis and the ledger: the ledger writer.
+
+- **Lost**: the ledger has an event this Redis does not (it restarted empty). The event is
+  listed in `<prefix>:lost`, so that reads and claims answer 503 "recovering" instead of "not
+  found" until `onsale rebuild` puts it back.
+- **Gone back in time**: the event's decision number in Redis (`seq`, counted by every outbox
+  record) is below the last one the ledger holds: Redis restarted from an older snapshot, or
+  failed over to a replica that had not received the last writes. The event is fenced
+  (`event_fence`): nothing is decided for it until it is rebuilt, so a seat the ledger shows
+  as sold is never sold again. A new decision numbered with a number the ledger already holds
+  is refused by the ledger's unique index and fences the event the same way (the writer)."""
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from engine.store import Store
+from persistence.queries import Q
+
+log = logging.getLogger("onsale.fencing")
+
+
+@dataclass
+class FenceReport:
+    lost: list[str] = field(default_factory=list)
+    fenced: list[str] = field(default_factory=list)
+
+
+class Fencer:
+    def __init__(self, store: Store, pool: asyncpg.Pool, *, interval_s: float = 1.0) -> None:
+        self.store, self.pool, self.interval_s = store, pool, interval_s
+        self._last_check = 0.0
+
+    async def check_due(self) -> FenceReport | None:
+        """`check`, at most once per `interval_s`."""
+        if time.monotonic() - self._last_check < self.interval_s:
+            return None
+        self._last_check = time.monotonic()
+        return await self.check()
+
+    async def check(self) -> FenceReport:
+        report = FenceReport()
+        in_redis = set(await self.store.read.event_ids())
+        async with self.pool.acquire() as conn:
+            for event_id in [r[0] for r in await conn.fetch(Q["ledger_events"])]:
+                status, seq, rebuilding = await self._state(event_id)
+                if rebuilding == "1" or status == "fenced":
+                    continue
+                if status is None and event_id not in in_redis:
+                    await self._lost(event_id)
+                    report.lost.append(event_id)
+                    continue
+                last = int(await conn.fetchval(Q["event_last_seq"], event_id))
+                if status is not None and int(seq or 0) < last:
+                    await self.fence(event_id, f"redis decision number {seq or 0} < ledger {last}")
+                    report.fenced.append(event_id)
+        return report
+
+    async def _state(self, event_id: str) -> tuple[str | None, str | None, str | None]:
+        status, seq, rebuilding = await self.store.read.event_fields(
+            event_id, "status", "seq", "rebuilding"
+        )
+        return status, seq, rebuilding
+
+    async def _lost(self, event_id: str) -> None:
+        log.error("event %s: the ledger has it, Redis does not; rebuild it", event_id)
+        await self.store.restore.mark_lost(event_id)
+
+    async def fence(self, event_id: str, reason: str) -> None:
+        log.error("event %s fenced: %s; rebuild it from the ledger", event_id, reason)
+        await self.store.fence(event_id, reason)
