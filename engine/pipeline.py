@@ -49,6 +49,7 @@ class PipelineStats:
     batches: int = 0
     largest: int = 0
     expired: int = 0
+    resent: int = 0  # batches sent again on a fresh connection after a connection error
 
 
 class AutoPipeline:
@@ -145,12 +146,24 @@ class AutoPipeline:
         return b"".join(parts)
 
     async def _execute(self, batch: list[_Call]) -> list[Any]:
+        """The batch on one pooled connection, sent once more on a fresh one if the first
+        fails with a connection error: a pooled connection to a server that restarted fails on
+        its first use, and every script is idempotent by the ids it is given (a replay answers
+        the first outcome), so the second send cannot decide anything twice. One deadline
+        covers both."""
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        try:
+            return await self._execute_once(batch, deadline)
+        except RedisConnectionError:
+            self.stats.resent += 1
+            return await self._execute_once(batch, deadline)
+
+    async def _execute_once(self, batch: list[_Call], deadline: float) -> list[Any]:
         """One write of every packed call, then one read per call, on one pooled connection.
         Error replies belong to their own call; a transport failure fails the batch. The
         timeout covers the checkout and the I/O; the connection always goes back to the pool,
         outside the timeout, so a deadline can never leak it."""
         pool = self.client.connection_pool
-        deadline = asyncio.get_running_loop().time() + self.timeout_s
         async with asyncio.timeout_at(deadline):
             conn = await pool.get_connection()  # type: ignore[no-untyped-call]
         try:

@@ -5,6 +5,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 
 class MissingSetting(RuntimeError):
@@ -105,5 +108,9 @@ class Settings:
             socket_connect_timeout=self.redis_connect_timeout_ms / 1000,
             socket_keepalive=True,
             health_check_interval=30,
+            # One more try on a fresh connection after a connection error (a pooled connection
+            # to a server that restarted fails on first use); none after a timeout, whose
+            # command may still be running: the caller's deadline is the timeout, once.
+            retry=Retry(NoBackoff(), retries=1, supported_errors=(RedisConnectionError,)),
         )
         return aioredis.Redis.from_pool(pool)

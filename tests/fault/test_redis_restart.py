@@ -64,3 +64,30 @@ async def test_sweeper_survives_an_outage(private_redis: PrivateRedis) -> None:
     assert stats.errors >= 2 and stats.expired == 1
     assert (await store.read.availability("ev")).free == 2
     await client.aclose()
+
+
+async def test_pooled_connections_to_a_restarted_redis_are_replaced_not_failed(
+    private_redis: PrivateRedis,
+) -> None:
+    """Redis restarts while the store is idle: every pooled connection is dead, and the first
+    calls after it are answered by the new server, not 503 (reads reconnect through the
+    client's retry, script calls are sent once more on a fresh connection)."""
+    settings = Settings(
+        redis_url=private_redis.url, redis_timeout_ms=1000, redis_connect_timeout_ms=200
+    )
+    client = settings.redis_client()
+    store = Store(client, timeout_s=2.0)
+    await store.create_event("ev", seats(40), hold_ttl_ms=60_000, quarantine_ms=60_000)
+    await store.open_sale("ev")
+    await asyncio.gather(*(store.claim("ev", f"u{i}", f"h{i}") for i in range(20)))
+    await asyncio.gather(*(store.read.availability("ev") for _ in range(20)))
+    private_redis.kill()
+    private_redis.start()  # empty, while nobody was calling
+    await store.create_event("ev", seats(40), hold_ttl_ms=60_000, quarantine_ms=60_000)
+    await store.open_sale("ev")
+    reads = await asyncio.gather(*(store.read.availability("ev") for _ in range(20)))
+    assert {a.free for a in reads} == {40}
+    claims = await asyncio.gather(*(store.claim("ev", f"v{i}", f"k{i}") for i in range(20)))
+    assert len({c.seat_id for c in claims}) == 20
+    assert store.pipeline is not None and store.pipeline.stats.resent >= 1
+    await client.aclose()
