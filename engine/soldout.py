@@ -56,6 +56,7 @@ class SoldOutStats:
     entered: int = 0  # memories made (one snapshot read each, or a reuse)
     snapshots: int = 0
     dropped: int = 0  # restock messages that dropped a memory
+    subscriptions: int = 0  # (re)subscriptions: each one forgets everything remembered
 
 
 class SoldOutMemory:
@@ -201,7 +202,10 @@ class SoldOutMemory:
                 if msg is None:
                     continue
                 if msg["type"] == "psubscribe":
-                    self.forget()  # anything remembered before now may have missed a message
+                    # First subscription, or the client's reconnection after a lost connection
+                    # (it resubscribes by itself): anything remembered may have missed a message.
+                    self.stats.subscriptions += 1
+                    self.forget()
                     self._since = time.monotonic()
                     self.listening = True
                 elif msg["type"] == "pmessage":
