@@ -91,3 +91,12 @@ select * from holds where event_id = $1
 
 -- name: event_charges
 select * from charges where event_id = $1
+
+-- name: event_holds_paying
+-- Holds the ledger knows only through their charges (a hold is recorded when it ends): the
+-- buyer was paying when Redis lost the event. Each with its latest charge.
+select distinct on (d.hold_id) d.hold_id, d.login, d.seat_id, d.charge_id, d.decided_at_ms
+from decisions d
+where d.event_id = $1 and d.kind = 'charge' and d.hold_id <> ''
+  and not exists (select 1 from holds h where h.event_id = d.event_id and h.hold_id = d.hold_id)
+order by d.hold_id, d.stream_ms desc, d.stream_seq desc

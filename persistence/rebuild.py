@@ -99,7 +99,8 @@ async def rebuild(
     report.seats = await _create(store, conn, event_id, config)
     await store.restore.rebuilding(event_id, on=True)
     winners = await _restore_holds(store, conn, event_id, report)
-    await _restore_charges(store, conn, event_id, config, winners, report)
+    paying = await _restore_paying(store, conn, event_id, report)
+    await _restore_charges(store, conn, event_id, config, winners, paying, report)
     last_seq = await conn.fetchval(Q["event_last_seq"], event_id)
     await store.restore.mark(event_id, await store.read.server_time_ms(), last_seq)
     await store.open_sale(event_id, config["opens_at_ms"])
@@ -146,18 +147,37 @@ async def _restore_holds(
     return winners
 
 
+async def _restore_paying(
+    store: Store, conn: asyncpg.Connection, event_id: str, report: RebuildReport
+) -> dict[str, str]:
+    """Holds the ledger knows only by their charges (their buyer was paying at the loss) come
+    back EXPIRED, without a seat, naming their charge: the buyer reads a terminal state and
+    what became of the money (the charge is resolve-by-refund). Charge id -> hold id."""
+    paying: dict[str, str] = {}
+    for r in await conn.fetch(Q["event_holds_paying"], event_id):
+        code = await store.restore.hold(
+            event_id, r["hold_id"], r["login"], r["seat_id"], r["charge_id"],
+            r["decided_at_ms"], HoldState.EXPIRED,
+        )  # fmt: skip
+        _restored(code, f"hold {r['hold_id']}")
+        paying[r["charge_id"]] = r["hold_id"]
+        report.ended_holds += 1
+    return paying
+
+
 async def _restore_charges(
     store: Store,
     conn: asyncpg.Connection,
     event_id: str,
     config: asyncpg.Record,
     winners: Winners,
+    paying: dict[str, str],
     report: RebuildReport,
 ) -> None:
     final = {r[0] for r in await conn.fetch(Q["event_final_charges"], event_id)}
     rows = {r["charge_id"]: r for r in await conn.fetch(Q["event_charges"], event_id)}
     restored = [_winner(c, rows.pop(c, None), w, config) for c, w in winners.items()]
-    restored += [_other(c, r, c in final) for c, r in rows.items()]
+    restored += [_other(c, r, c in final, paying.get(c, "")) for c, r in rows.items()]
     for charge in restored:
         _restored(await store.restore.charge(event_id, charge), f"charge {charge.charge_id}")
         report.charges[charge.state] = report.charges.get(charge.state, 0) + 1
@@ -194,15 +214,16 @@ def _winner(
     )
 
 
-def _other(charge_id: str, r: asyncpg.Record, final: bool) -> Charge:
-    """Every other charge: resolve-by-refund (its hold is gone); captured without winning a hold
-    we still have, it is refunded."""
+def _other(charge_id: str, r: asyncpg.Record, final: bool, hold_id: str) -> Charge:
+    """Every other charge: resolve-by-refund (its hold is gone, or restored as an ended record
+    when the ledger knew it only through this charge); captured without winning a hold we still
+    have, it is refunded."""
     state = ChargeState(r["state"])
     if state == ChargeState.CAPTURED:
         state = ChargeState.REFUNDING
     return Charge(
         charge_id=charge_id,
-        hold_id="",
+        hold_id=hold_id,
         seat_id=r["seat_id"],
         login="",
         state=state,

@@ -169,6 +169,11 @@ async def test_an_empty_redis_answers_recovering_until_rebuilt(
     private_redis: PrivateRedis, pool: asyncpg.Pool, opened: list[Store]
 ) -> None:
     sold = await sold_then_snapshot_then_sold(private_redis, pool)
+    before = connect(private_redis)
+    opened.append(before)
+    await before.claim("ev", "u4", "h4")  # paying when Redis is lost
+    await before.start_charge("ev", "h4", "u4", "c4", 100)
+    await drain(LedgerWriter(before.client, pool, prefix=before.prefix, consumer="paying"))
     (private_redis.workdir / "dump.rdb").unlink()
     private_redis.kill()
     private_redis.start()  # empty
@@ -183,3 +188,13 @@ async def test_an_empty_redis_answers_recovering_until_rebuilt(
     with pytest.raises(errors.Recovering):
         await store.claim("ev", "u9", "h9")
     await assert_rebuilt(store, pool, sold)
+    # The buyer who was paying reads a terminal state naming the charge, and its capture,
+    # arriving now, goes back.
+    paying = await store.read.hold("ev", "h4")
+    assert (paying.state, paying.charge_ids, paying.seat_id) == (
+        HoldState.EXPIRED,
+        ("c4",),
+        "s00003",
+    )
+    outcome = ProviderOutcome("pe4", "c4", "a4", "pi4", "CAPTURED", amount=100)
+    assert (await store.apply_outcome("ev", outcome)).decision == "REFUND"
