@@ -4,8 +4,10 @@ ledger.
 - Sold seats stay sold: each confirmed hold comes back with its seat and its winning charge,
   CAPTURED (a confirmed hold implies its winner captured, even if the ledger's charge row lags).
 - Every other hold comes back as an ended record without a seat (a replayed claim id gets its
-  first outcome, never a new seat); holds that were only reserved or quarantined are gone and
-  their seats are back on sale.
+  first outcome, never a new seat); holds that were only reserved or quarantined end, and
+  their seats are back on sale. A hold whose buyer was paying (the ledger knows it only
+  through its charge) comes back EXPIRED, naming that charge, so its buyer reads where the
+  money is.
 - Every other charge comes back with its attempt id, resolve-by-refund (its hold is gone): one
   still CHARGING is settled by provider reconciliation (a capture is then refunded); one that
   was captured without winning, or REFUNDING, is queued for its refund.
