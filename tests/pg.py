@@ -24,3 +24,20 @@ async def private_database() -> AsyncIterator[str]:
         yield dsn
     finally:
         await database.drop_database(PG_DSN, name)
+
+
+@asynccontextmanager
+async def migrated_pool() -> AsyncIterator[asyncpg.Pool]:
+    """A pool on a private database with every migration applied."""
+    from persistence.database import create_pool
+    from persistence.migrate import migrate
+
+    async with private_database() as dsn:
+        conn = await asyncpg.connect(dsn)
+        await migrate(conn)
+        await conn.close()
+        pool = await create_pool(dsn, size_max=2, timeout_s=5)
+        try:
+            yield pool
+        finally:
+            await pool.close()

@@ -17,28 +17,21 @@ from engine.provider import ProviderClient
 from engine.states import HoldState
 from engine.store import Store
 from loadtest.provider_sim import SimConfig, create_app
-from persistence.database import create_pool
-from persistence.migrate import migrate
 from persistence.nightly import reconcile_event
 from persistence.rebuild import RebuildReport, rebuild
 from persistence.writer import LedgerWriter
 from tests.conftest import seats
 from tests.fault.conftest import PrivateRedis
 from tests.fault.test_redis_durability import connect
-from tests.pg import private_database
+from tests.pg import migrated_pool
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
 
 
 @pytest.fixture
 async def pool() -> AsyncIterator[asyncpg.Pool]:
-    async with private_database() as dsn:
-        conn = await asyncpg.connect(dsn)
-        await migrate(conn)
-        await conn.close()
-        p = await create_pool(dsn, size_max=2, timeout_s=5)
+    async with migrated_pool() as p:
         yield p
-        await p.close()
 
 
 @pytest.fixture

@@ -16,11 +16,9 @@ from api.settings import ApiSettings
 from engine import keys
 from engine.signing import HEADER, sign
 from engine.store import Store
-from persistence.database import create_pool
-from persistence.migrate import migrate
 from persistence.writer import GROUP, LedgerWriter
 from tests.conftest import REDIS_URL, Sale, open_sale
-from tests.pg import private_database
+from tests.pg import migrated_pool
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
@@ -30,13 +28,8 @@ PRICE = 4500
 
 @pytest.fixture
 async def pool() -> AsyncIterator[asyncpg.Pool]:
-    async with private_database() as dsn:
-        conn = await asyncpg.connect(dsn)
-        await migrate(conn)
-        await conn.close()
-        p = await create_pool(dsn, size_max=2, timeout_s=5)
+    async with migrated_pool() as p:
         yield p
-        await p.close()
 
 
 def api_env(store: Store, confirm_after: str) -> dict[str, str]:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from engine import keys
-from engine.provider import ProviderClient
+from engine.provider import ProviderCharge, ProviderClient
 from engine.reconcile import ProviderReconciler
 from engine.refunds import RefundWorker
 from engine.states import ChargeState, HoldState
@@ -133,12 +133,7 @@ async def test_a_recent_decline_is_asked_about_again_and_a_contradicting_capture
     """The provider declines, then captures that very attempt, and the capture's webhook is
     lost: within the watch window the worker asks again and the money goes down the refund
     path; outside it (and for a fresh decline) it does not ask."""
-    sale = await open_sale(fake_store, 1)
-    await fake_store.claim(sale.event_id, "cy", "h1")
-    key = keys.charge_key(sale.event_id, "h1", "cy", "k")
-    await fake_store.start_charge(sale.event_id, "h1", "cy", key, PRICE)
-    created = await provider.create_charge(key, PRICE, "EUR", {"event_id": sale.event_id})
-    await callback(sale, key, "DECLINED", attempt=created.attempt_id, intent_id=created.intent_id)
+    sale, key, created = await declined(fake_store, provider)
     await provider.http.post(f"/v1/test/attempts/{created.attempt_id}/capture")
     fresh = ProviderReconciler(fake_store, provider, stale_ms=60_000, watch_ms=120_000)
     await fresh.run_once()  # the decline is younger than stale_ms: not yet
@@ -157,18 +152,24 @@ async def test_a_recent_decline_is_asked_about_again_and_a_contradicting_capture
 async def test_a_decline_older_than_the_watch_window_leaves_the_index_unasked(
     fake_store: Store, provider: ProviderClient
 ) -> None:
-    sale = await open_sale(fake_store, 1)
-    await fake_store.claim(sale.event_id, "cy", "h1")
-    key = keys.charge_key(sale.event_id, "h1", "cy", "k")
-    await fake_store.start_charge(sale.event_id, "h1", "cy", key, PRICE)
-    created = await provider.create_charge(key, PRICE, "EUR", {"event_id": sale.event_id})
-    await callback(sale, key, "DECLINED", attempt=created.attempt_id, intent_id=created.intent_id)
+    sale, key, _created = await declined(fake_store, provider)
     assert await watched_ids(fake_store, sale) == [key]
     await asyncio.sleep(0.005)
     unwatched = ProviderReconciler(fake_store, provider, stale_ms=1, watch_ms=2)
     await unwatched.run_once()  # left to the nightly run
     assert unwatched.stats.rechecked == 0
     assert await watched_ids(fake_store, sale) == []
+
+
+async def declined(store: Store, provider: ProviderClient) -> tuple[Sale, str, ProviderCharge]:
+    """cy holds a seat; the provider declined its charge (and its callback said so)."""
+    sale = await open_sale(store, 1)
+    await store.claim(sale.event_id, "cy", "h1")
+    key = keys.charge_key(sale.event_id, "h1", "cy", "k")
+    await store.start_charge(sale.event_id, "h1", "cy", key, PRICE)
+    created = await provider.create_charge(key, PRICE, "EUR", {"event_id": sale.event_id})
+    await callback(sale, key, "DECLINED", attempt=created.attempt_id, intent_id=created.intent_id)
+    return sale, key, created
 
 
 async def watched_ids(store: Store, sale: Sale) -> list[str]:
