@@ -8,12 +8,15 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 
+from engine.store import Store
 from loadtest.stack import spare_port
+from tests.pg import migrated_pool
 
 
 class PrivateRedis:
@@ -169,3 +172,19 @@ def private_postgres() -> Iterator[PrivatePostgres]:
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+async def pool() -> AsyncIterator[asyncpg.Pool]:
+    """A private ledger database, migrated (the shared server is only a host for it)."""
+    async with migrated_pool() as p:
+        yield p
+
+
+@pytest.fixture
+async def opened() -> AsyncIterator[list[Store]]:
+    """Stores to close at the end of the test (a killed server leaves their sockets open)."""
+    stores: list[Store] = []
+    yield stores
+    for store in stores:
+        await store.client.aclose()

@@ -5,8 +5,6 @@ selling again what the ledger shows as sold, and `rebuild` brings back every sal
 holds (every sale a buyer was told, ADR 0016) without being blocked by what the stale Redis
 decided meanwhile."""
 
-from collections.abc import AsyncIterator
-
 import asyncpg
 import httpx
 import pytest
@@ -23,24 +21,8 @@ from persistence.writer import LedgerWriter
 from tests.conftest import seats
 from tests.fault.conftest import PrivateRedis
 from tests.fault.test_redis_durability import connect
-from tests.pg import migrated_pool
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
-
-
-@pytest.fixture
-async def pool() -> AsyncIterator[asyncpg.Pool]:
-    async with migrated_pool() as p:
-        yield p
-
-
-@pytest.fixture
-async def opened() -> AsyncIterator[list[Store]]:
-    """Stores to close at the end of the test (a killed server leaves their sockets open)."""
-    stores: list[Store] = []
-    yield stores
-    for store in stores:
-        await store.client.aclose()
 
 
 async def buy(store: Store, i: int, seat: str | None = None) -> str:
