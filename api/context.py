@@ -177,8 +177,11 @@ class Context:
         return self.tokens.login_of(request)
 
     def require_admin(self, request: Request) -> None:
-        header = request.headers.get("authorization", "")
-        if not hmac.compare_digest(header, f"Bearer {self.settings.admin_token}"):
+        # Compared as bytes: a header with non-ASCII bytes is a wrong token, not a crash
+        # (hmac.compare_digest refuses non-ASCII str).
+        header = request.headers.get("authorization", "").encode("latin-1")
+        expected = f"Bearer {self.settings.admin_token}".encode()
+        if not hmac.compare_digest(header, expected):
             raise ApiError(401, "unauthorized", "admin token required")
 
 

@@ -30,5 +30,5 @@ def verify(secret: str, body: bytes, header: str | None, now_s: float, tolerance
     if abs(now_s - timestamp) > tolerance_s:
         raise BadSignature("stale or future timestamp")
     expected = sign(secret, body, timestamp).split("v1=", 1)[1]
-    if not hmac.compare_digest(expected, given):
+    if not hmac.compare_digest(expected.encode(), given.encode("utf-8", "surrogateescape")):
         raise BadSignature("signature mismatch")

@@ -283,6 +283,15 @@ def test_auth_is_required(stack: Stack) -> None:
             headers=stack.admin_headers(),
         )
         assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request")
+        # Non-ASCII bytes where a token or a signature should be: 401, never a 500.
+        r = c.get("/v1/admin/events/x/exceptions", headers={"Authorization": b"Bearer \xff\xfe"})
+        assert (r.status_code, r.json()["error"]["code"]) == (401, "unauthorized")
+        r = c.post(
+            "/v1/provider/callbacks",
+            content=b"{}",
+            headers={HEADER: f"t={int(time.time())},v1=".encode() + b"\xff\xfe"},
+        )
+        assert (r.status_code, r.json()["error"]["code"]) == (401, "bad_signature")
 
 
 def test_ops_exceptions_metrics_and_readiness(stack: Stack) -> None:

@@ -19,6 +19,7 @@ def test_roundtrip() -> None:
         (sign("s3cret", BODY + b" ", 1000), 1000, "mismatch"),
         (sign("s3cret", BODY, 1000), 1301, "stale"),
         (sign("s3cret", BODY, 1000), 699, "future"),
+        ("t=1000,v1=\xff\xfe", 1000, "mismatch"),  # non-ASCII (a latin-1 decoded header)
     ],
 )
 def test_refusals(header: str | None, now: int, why: str) -> None:
