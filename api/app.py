@@ -68,7 +68,8 @@ def create_app(settings: ApiSettings) -> HotRoute:
             timeout_s=settings.engine.redis_timeout_ms / 1000,
             autopipeline=settings.engine.redis_autopipeline,
         )
-        await store.scripts.load_all()  # a script that does not compile fails boot
+        if not await store.boot():
+            log.warning("Redis unreachable at boot; answering 503 until it is back")
         if settings.engine.sold_out_memory:
             store.sold_out = SoldOutMemory(
                 client,

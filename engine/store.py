@@ -361,6 +361,16 @@ class Store:
             raise errors.ChargeNotFound(f"charge {charge_id}")
         return code
 
+    async def boot(self) -> bool:
+        """Load every script at a process's start: one that does not compile fails the boot.
+        False when Redis is down: an outage like any other (callers answer 503 and their loops
+        retry; the scripts load on first use), never a reason to exit."""
+        try:
+            await self.ready()
+        except errors.StoreUnavailable:
+            return False
+        return True
+
     async def ready(self) -> int:
         """Redis answers and every script is loaded (loading them if a restart lost them)."""
         shas = [self.scripts[name].sha for name in self.scripts.names()]

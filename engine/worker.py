@@ -35,7 +35,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
         raise ValueError("ONSALE_PROVIDER_URL is not set (the worker refunds and reconciles)")
     client = settings.redis_client()
     store = Store(client, prefix=settings.key_prefix, timeout_s=settings.redis_timeout_ms / 1000)
-    await store.scripts.load_all()
+    if not await store.boot():
+        log.warning("Redis unreachable at boot; the loops retry until it is back")
     provider = ProviderClient(settings.provider_url, timeout_ms=settings.provider_timeout_ms)
     sweeper = Sweeper(
         store,

@@ -3,8 +3,11 @@ is down, reloads its scripts after NOSCRIPT when it is back, and the sweeper rid
 
 import asyncio
 
+import httpx
 import pytest
 
+from api.app import create_app
+from api.settings import ApiSettings
 from engine import errors
 from engine.settings import Settings
 from engine.store import Store
@@ -91,3 +94,39 @@ async def test_pooled_connections_to_a_restarted_redis_are_replaced_not_failed(
     assert len({c.seat_id for c in claims}) == 20
     assert store.pipeline is not None and store.pipeline.stats.resent >= 1
     await client.aclose()
+
+
+async def test_the_api_boots_with_redis_down_and_serves_once_it_is_back(
+    private_redis: PrivateRedis,
+) -> None:
+    """Redis down at boot is an outage like any other: the API starts, answers 503 (readiness
+    too) instead of exiting, and serves as soon as Redis answers."""
+    private_redis.kill()
+    env = {
+        "ONSALE_REDIS_URL": private_redis.url,
+        "ONSALE_REDIS_TIMEOUT_MS": "300",
+        "ONSALE_REDIS_CONNECT_TIMEOUT_MS": "200",
+        "ONSALE_TOKEN_SECRET": "t" * 32,
+        "ONSALE_ADMIN_TOKEN": "a" * 32,
+        "ONSALE_WEBHOOK_SECRET": "w" * 32,
+        "ONSALE_PROVIDER_URL": "http://127.0.0.1:9",
+    }
+    app = create_app(ApiSettings.from_env(env))
+    async with (
+        app.router.lifespan_context(app),  # type: ignore[attr-defined]
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as http,
+    ):
+        assert (await http.get("/readyz")).status_code == 503
+        token = (await http.post("/v1/login", json={"login": "ann"})).json()["token"]
+        auth = {"Authorization": f"Bearer {token}"}
+        down = await http.post("/v1/events/ev/holds", json={}, headers=auth)
+        assert (down.status_code, down.json()["error"]["code"]) == (503, "store_unavailable")
+        private_redis.start()
+        settings = Settings(redis_url=private_redis.url)
+        store = Store(settings.redis_client())
+        await store.create_event("ev", seats(2), hold_ttl_ms=60_000, quarantine_ms=60_000)
+        await store.open_sale("ev")
+        assert (await http.get("/readyz")).status_code == 200
+        claimed = await http.post("/v1/events/ev/holds", json={}, headers=auth)
+        assert claimed.status_code == 201, claimed.text
+        await store.client.aclose()
