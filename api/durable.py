@@ -24,12 +24,10 @@ async def sale_durable(store: Store, event_id: str, hold: Hold) -> bool:
     time) nothing this Redis says is, and the answer is "recovering" (ADR 0017)."""
     if hold.state != HoldState.CONFIRMED or not hold.record:
         return True
-    if not (await store.read.ledger_progress(event_id)).holds(hold.record):
-        return False
-    withheld = await store.read.sale_withheld(event_id, hold.hold_id)
-    if withheld == "fenced":
+    status = await store.read.sale_status(event_id, hold.hold_id, hold.record)
+    if status == "fenced":
         raise errors.Recovering(f"event {event_id} is being recovered; retry later")
-    return withheld == ""
+    return status == "told"
 
 
 async def wait_durable(store: Store, event_id: str, hold_id: str, wait_ms: int) -> bool:

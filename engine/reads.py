@@ -43,9 +43,26 @@ class LedgerProgress:
     behind: int  # entries not yet in the ledger (pending or never delivered)
     oldest_ms: int  # stream time of the oldest of them (0: none)
 
-    def holds(self, record: str) -> bool:
-        """Whether the ledger holds the outbox entry `record`."""
-        return stream_id(record) < self.floor
+
+def _ledger_group(groups: Any) -> dict[str, Any] | None:
+    if not isinstance(groups, list):
+        return None
+    found: dict[str, Any] | None = next((g for g in groups if g["name"] == LEDGER_GROUP), None)
+    return found
+
+
+def _ledger_floor(groups: Any, pending: Any) -> tuple[int, int] | None:
+    """Every outbox entry below this id is committed in the ledger: below the oldest entry the
+    ledger group holds pending, and past the last one it was delivered (the writer
+    acknowledges only after its commit). None without a group: nothing is in the ledger."""
+    group = _ledger_group(groups)
+    if group is None or isinstance(pending, Exception):
+        return None
+    delivered = stream_id(str(group["last-delivered-id"]))
+    floor = (delivered[0], delivered[1] + 1)
+    if pending["pending"]:
+        floor = min(floor, stream_id(str(pending["min"])))
+    return floor
 
 
 class Reads:
@@ -96,14 +113,22 @@ class Reads:
             raise errors.HoldNotFound(f"hold {hold_id}")
         return Hold.from_json(raw)
 
-    async def sale_withheld(self, event_id: str, hold_id: str) -> str:
-        """Why a decided sale must not be told (ADR 0016, 0017): "fenced" (this Redis went back
-        in time), "refused" (the ledger holds another decision for it), or ""."""
-        async with self.client.pipeline(transaction=False) as pipe:
+    async def sale_status(self, event_id: str, hold_id: str, record: str) -> str:
+        """What may be said of a decided sale whose last outbox record is `record`, in one
+        round trip (ADR 0016, 0017): "pending" (the ledger does not hold it yet), "fenced" (this
+        Redis went back in time), "refused" (the ledger holds another decision for it), or
+        "told"."""
+        stream = self._key(event_id, "outbox")
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.xinfo_groups(stream)
+            pipe.xpending(stream, LEDGER_GROUP)
             pipe.hget(self._key(event_id, "event"), "status")
             pipe.hexists(self._key(event_id, "refused"), hold_id)
-            status, refused = await self._read(pipe.execute())
-        return "fenced" if status == "fenced" else "refused" if refused else ""
+            groups, pending, status, refused = await self._read(pipe.execute(raise_on_error=False))
+        floor = _ledger_floor(groups, pending)
+        if floor is None or stream_id(record) >= floor:
+            return "pending"
+        return "fenced" if status == "fenced" else "refused" if refused else "told"
 
     async def event_fields(self, event_id: str, *names: str) -> list[str | None]:
         fields: list[str | None] = await self._read(
@@ -170,19 +195,17 @@ class Reads:
             pipe.xrange(stream, count=1)
             replies = await self._read(pipe.execute(raise_on_error=False))
         groups, pending, first = replies
-        group = None
-        if isinstance(groups, list):
-            group = next((g for g in groups if g["name"] == LEDGER_GROUP), None)
-        if group is None or isinstance(pending, Exception):
+        floor = _ledger_floor(groups, pending)
+        if floor is None:
             oldest = stream_id(first[0][0])[0] if first else 0
             length = int(await self._read(self.client.xlen(stream)))
             return LedgerProgress((0, 0), length, oldest)
+        group = _ledger_group(groups)
+        assert group is not None
         delivered = stream_id(str(group["last-delivered-id"]))
-        floor = (delivered[0], delivered[1] + 1)
         behind = int(group.get("lag") or 0) + int(pending["pending"])
         oldest_ms = 0
         if pending["pending"]:
-            floor = min(floor, stream_id(str(pending["min"])))
             oldest_ms = floor[0]
         elif behind:
             after = await self._read(

@@ -130,7 +130,8 @@ async def test_a_stale_redis_that_decides_first_is_fenced_by_its_numbers(
     writer = LedgerWriter(store.client, pool, prefix=store.prefix, consumer="stale")
     await drain(writer)
     assert await alerts(pool) > 0  # ... refused by the ledger
-    assert await store.read.sale_withheld("ev", "h5") == "fenced"  # ... never told
+    h5 = await store.read.hold("ev", "h5")
+    assert await store.read.sale_status("ev", "h5", h5.record) == "fenced"  # ... never told
     assert (await store.read.availability("ev")).status == "fenced"
     await assert_rebuilt(store, pool, sold)
     async with pool.acquire() as conn:
