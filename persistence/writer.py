@@ -103,7 +103,6 @@ class LedgerWriter:
         self.store = Store(redis, prefix=prefix, timeout_s=30.0, autopipeline=False)
         self.reads = self.store.read
         self.fencer = Fencer(self.store, pool)
-        self._collided: set[str] = set()  # events whose decision number the ledger already held
         self._groups: set[str] = set()  # events whose group exists and config is mirrored
 
     def _stream(self, event_id: str) -> str:
@@ -169,9 +168,7 @@ class LedgerWriter:
         stream = self._stream(event_id)
         entries = await self._take(event_id, stream)
         if entries:
-            await self.write(event_id, entries)
-            if event_id in self._collided:
-                self._collided.discard(event_id)
+            if await self.write(event_id, entries):
                 await self.fencer.fence(event_id, "a decision number the ledger already held")
             await self.redis.xack(stream, GROUP, *[entry_id for entry_id, _ in entries])
             if self.retention_ms is not None:
@@ -225,14 +222,17 @@ class LedgerWriter:
             await conn.executemany(Q["insert_raw_callback"], rows)
         self.stats.raw_callbacks += len(rows)
 
-    async def write(self, event_id: str, entries: list[tuple[str, dict[str, str]]]) -> None:
+    async def write(self, event_id: str, entries: list[tuple[str, dict[str, str]]]) -> bool:
+        """The batch in one transaction; refused rows parked. True when a refused row carried
+        a decision number the ledger already held: this Redis went back in time."""
         rows = [(sid, fields, (sid, OutboxRecord.from_fields(fields))) for sid, fields in entries]
+        collided = False
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute(Q["insert_event"], event_id)
             try:
                 async with conn.transaction():  # savepoint: the fast path, whole batch
                     await self._apply(conn, [row for _s, _f, row in rows])
-                return
+                return False
             except asyncpg.IntegrityConstraintViolationError:
                 pass
             for sid, fields, row in rows:  # slow path: find and park the refused rows
@@ -242,8 +242,7 @@ class LedgerWriter:
                 except asyncpg.IntegrityConstraintViolationError as exc:
                     self.stats.alerts += 1
                     log.error("ledger refused %s %s: %s", event_id, sid, exc)
-                    if getattr(exc, "constraint_name", "") == "decisions_seq":
-                        self._collided.add(event_id)
+                    collided |= getattr(exc, "constraint_name", "") == "decisions_seq"
                     if row[1].hold_id:
                         await self.store.restore.mark_refused(event_id, row[1].hold_id, str(exc))
                     await conn.execute(
@@ -254,6 +253,7 @@ class LedgerWriter:
                         f"{type(exc).__name__}: {exc}",
                         fields,
                     )
+        return collided
 
     async def _apply(
         self, conn: asyncpg.Connection, records: list[tuple[str, OutboxRecord]]
