@@ -9,15 +9,16 @@ order the calls were queued; only the client's bookkeeping is shared (ADR 0011).
 
 Bounds: at most `max_inflight` pipelines are on the wire per process, at most `max_batch`
 calls each; while all are busy, calls wait in the queue and the next flush takes them
-together, so batches grow with load instead of connections. A call that waited in the queue
-longer than `timeout_s` is failed (StoreUnavailable) without being sent, and a pipeline that
-does not answer within `timeout_s` fails all its calls the same way: like a timed-out single
-call, their outcome is unknown to the caller and a retry with the same idempotency key is
-the way to learn it."""
+together, so batches grow with load instead of connections. A call's whole wait (the queue,
+the pool, the round trip) is bounded by one `timeout_s` counted from the moment it was queued:
+a call that waited in the queue that long is failed (StoreUnavailable) without being sent, and
+a batch must answer before the deadline of its oldest call, or all its calls fail the same way
+(never a fresh `timeout_s` on top of the queue wait: that stacked to twice the setting when
+Redis froze). Like a timed-out single call, their outcome is unknown to the caller and a retry
+with the same idempotency key is the way to learn it."""
 
 import asyncio
 import math
-import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ class _Call:
     keys: list[str]
     args: list[Any]
     future: "asyncio.Future[list[Any]]"
-    queued: float
+    queued: float  # loop.time() when queued; the call's deadline is queued + timeout_s
 
 
 @dataclass
@@ -78,7 +79,7 @@ class AutoPipeline:
     def call(self, name: str, keys: list[str], args: Sequence[Any]) -> "asyncio.Future[list[Any]]":
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[Any]] = loop.create_future()
-        self._queue.append(_Call(name, keys, list(args), future, time.monotonic()))
+        self._queue.append(_Call(name, keys, list(args), future, loop.time()))
         if not self._scheduled and self._inflight < self.max_inflight:
             self._scheduled = True
             loop.call_soon(self._flush)
@@ -98,7 +99,7 @@ class AutoPipeline:
     def _take(self) -> list[_Call]:
         """Up to max_batch live calls; calls that waited too long fail without being sent."""
         batch: list[_Call] = []
-        oldest_allowed = time.monotonic() - self.timeout_s
+        oldest_allowed = asyncio.get_running_loop().time() - self.timeout_s
         while self._queue and len(batch) < self.max_batch:
             c = self._queue.popleft()
             if c.future.done():  # the caller went away (cancelled): nothing to send
@@ -114,8 +115,8 @@ class AutoPipeline:
         self.stats.calls += len(batch)
         self.stats.batches += 1
         self.stats.largest = max(self.stats.largest, len(batch))
-        try:
-            replies = await self._execute(batch)
+        try:  # the queue is FIFO: batch[0] is the oldest call, its deadline the earliest
+            replies = await self._execute(batch, batch[0].queued + self.timeout_s)
         except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
             _answer(batch, [errors.StoreUnavailable(f"{c.name}: {exc!r}") for c in batch])
         except BaseException as exc:  # a bug or cancellation: no caller may wait forever
@@ -145,13 +146,12 @@ class AutoPipeline:
         parts += [_bulk(encode(a)) for a in c.args]
         return b"".join(parts)
 
-    async def _execute(self, batch: list[_Call]) -> list[Any]:
+    async def _execute(self, batch: list[_Call], deadline: float) -> list[Any]:
         """The batch on one pooled connection, sent once more on a fresh one if the first
         fails with a connection error: a pooled connection to a server that restarted fails on
         its first use, and every script is idempotent by the ids it is given (a replay answers
         the first outcome), so the second send cannot decide anything twice. One deadline
-        covers both."""
-        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        covers both, and the time the calls spent queued."""
         try:
             return await self._execute_once(batch, deadline)
         except RedisConnectionError:

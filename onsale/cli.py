@@ -4,15 +4,17 @@ the ledger together; the demo and the provider simulator are tools (`python -m l
 
 import argparse
 import asyncio
+import functools
 import logging
 import os
+import resource
 import sys
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from rich.console import Console
 
-from engine.settings import MissingSetting, Settings, int_setting
+from engine.settings import MissingSetting, Settings
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -24,7 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="onsale", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("sweep", help="run the sweeper (expiry and quarantine timeout) until killed")
-    sub.add_parser("worker", help="run the sweeper, the refund queue and reconciliation")
+    sub.add_parser(
+        "worker", help="run the sweeper, the trimmer, the refund queue and reconciliation"
+    )
     sub.add_parser("migrate", help="apply pending PostgreSQL ledger migrations")
     sub.add_parser("ledger", help="run the write-behind worker (outbox streams -> ledger)")
     rebuild = sub.add_parser("rebuild", help="rebuild an event's Redis state from the ledger")
@@ -75,31 +79,61 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         ApiSettings.from_env(os.environ)  # fail fast, naming the missing variable
+        options = serve_options()
     except MissingSetting as exc:
         print(f"onsale: {exc}", file=sys.stderr)
         return 2
+    bounds = options["http"].keywords["bounds"]
+    logging.getLogger("onsale.serve").info(
+        "serving on %s:%d, %d worker(s); %s; HTTP header %d s, body %d s, idle %d s",
+        args.host,
+        args.port,
+        args.workers,
+        raise_open_files(),
+        bounds.header_timeout_s,
+        bounds.body_timeout_s,
+        bounds.idle_s,
+    )
     uvicorn.run(
         "api.app:app_from_env",
         factory=True,
         host=args.host,
         port=args.port,
         workers=args.workers,
-        **serve_options(),
+        **options,
     )
     return 0
 
 
 def serve_options() -> dict[str, Any]:
-    """uvicorn's configuration of `onsale serve`; the benchmark baselines are served alike."""
+    """uvicorn's configuration of `onsale serve`; the benchmark baselines are served alike.
+    The HTTP bounds (ONSALE_HTTP_*_S) are read here, once, and handed to every connection."""
+    from api.transport import BoundedHttpToolsProtocol, HttpBounds
+
+    bounds = HttpBounds.from_env(os.environ)
     return {
         "loop": "uvloop",
-        "http": "httptools",
+        # httptools, with header, body and first-request timeouts (api/transport.py)
+        "http": functools.partial(BoundedHttpToolsProtocol, bounds=bounds),
         "log_level": "warning",
         "access_log": False,
-        # Clients connect before T0 and wait: uvicorn's 5 s default would drop them.
-        "timeout_keep_alive": int_setting(os.environ, "ONSALE_HTTP_KEEPALIVE_S", 75),
+        "timeout_keep_alive": bounds.idle_s,  # between requests, and before the first one
         "backlog": 4096,
     }
+
+
+def raise_open_files() -> str:
+    """Raise this process's open-files soft limit to its hard limit (workers inherit it): every
+    connection is a descriptor, and the common soft limit of 1,024 is what one client's 1,000
+    stalled connections used up. Says what it did, for the log line."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        return f"open files limit {soft} (the hard limit)"
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:  # e.g. an unlimited hard limit the kernel caps
+        return f"open files limit {soft} (could not raise it to the hard limit: {exc})"
+    return f"open files limit raised from {soft} to the hard limit, {hard}"
 
 
 def _ledger_command(args: argparse.Namespace) -> int:

@@ -1,21 +1,25 @@
 """Private Redis servers on spare ports, for tests that kill or restart them. The shared
-servers are never touched."""
+servers are never touched. Also `onsale serve` as a child process with its own limits."""
 
 import contextlib
 import os
+import resource
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import asyncpg
 import pytest
 
 from engine.store import Store
-from loadtest.stack import spare_port
+from loadtest.stack import LocalStack, spare_port, wait_healthy
+from tests.conftest import REDIS_URL
 from tests.pg import migrated_pool
 
 
@@ -188,3 +192,68 @@ async def opened() -> AsyncIterator[list[Store]]:
     yield stores
     for store in stores:
         await store.client.aclose()
+
+
+class ServedApi:
+    """`onsale serve` (one worker: the child is the server) on a spare port, with the stack's
+    environment plus `env`, and an open-files limit (soft, hard) set before it starts."""
+
+    def __init__(self, log_dir: Path, env: dict[str, str], open_files: tuple[int, int]) -> None:
+        self.stack = LocalStack(
+            redis_url=REDIS_URL, key_prefix=f"onsale:test:{uuid.uuid4().hex[:12]}", log_dir=log_dir
+        )
+        self.log_path = log_dir / "api.log"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "onsale.cli", "serve", "--port", str(self.stack.api_port)],
+                env={**self.stack.env(), **env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, open_files),
+            )
+        try:
+            wait_healthy(self.stack.api_url, self.proc, 30.0)
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def port(self) -> int:
+        return self.stack.api_port
+
+    def open_files_limit(self) -> tuple[int, int]:
+        """The child's own (soft, hard) limit, as the kernel reports it."""
+        for line in Path(f"/proc/{self.proc.pid}/limits").read_text().splitlines():
+            if line.startswith("Max open files"):
+                soft, hard = line.split()[3:5]
+                return int(soft), int(hard)
+        raise AssertionError("no open-files line in /proc/<pid>/limits")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+@pytest.fixture
+def served_api(tmp_path: Path) -> Iterator[Callable[..., ServedApi]]:
+    """Start `onsale serve` children: `served_api(open_files=(soft, hard), **env)`; each is
+    stopped at the end of the test."""
+    started: list[ServedApi] = []
+
+    def start(open_files: tuple[int, int] = (1024, 1024), **env: str) -> ServedApi:
+        api = ServedApi(tmp_path / f"api{len(started)}", env, open_files)
+        started.append(api)
+        return api
+
+    yield start
+    for api in started:
+        api.stop()

@@ -1,0 +1,118 @@
+"""HTTP connections with bounded reads: a client that stops half-way through a request, or that
+connects and never sends one, is disconnected instead of holding a file descriptor forever.
+
+uvicorn times a connection out only between requests: its keep-alive timer is armed when a
+response is complete and cancelled by the next byte, so a connection that never sends a byte,
+or sends part of a request and stalls, is kept for good (3,000 of them were all open after 90 s;
+1,100 from one client used up a 1,024-file limit and locked every buyer out). This protocol
+(uvicorn's httptools one, selected by `onsale serve`) adds the missing bounds:
+
+- connected, no byte yet: `idle_s`, the keep-alive setting (uvicorn's own timer, armed at
+  connect; pre-connected clients waiting for T0 are kept that long, as between requests);
+- first byte of a request to the end of its headers: `header_timeout_s`;
+- end of the headers to the end of the body: `body_timeout_s` (checked when the header bound
+  runs out, so a body always gets at least the rest of it).
+
+One timer per connection at a time: armed at a request's first byte, cancelled when the request
+is complete, re-armed only for a body still arriving. On expiry the connection is aborted (no
+408: a client that stopped sending is rarely reading, and a close that waits to flush could
+hold the descriptor again). A reverse proxy in front does all this and more (docs/deploy.md);
+these bounds are what holds without one. Written against uvicorn 0.54's HttpToolsProtocol
+(parser callbacks, `timeout_keep_alive_task`); tests/fault/test_slow_clients.py serves it."""
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from uvicorn.config import Config
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from engine.settings import int_setting
+
+
+@dataclass(frozen=True)  # no slots: from_env reads the defaults off the class
+class HttpBounds:
+    header_timeout_s: int = 10  # a request's first byte to the end of its headers
+    body_timeout_s: int = 30  # the end of the headers to the end of the body (whole body)
+    idle_s: int = 75  # connected, nothing sent yet; and between requests (keep-alive)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "HttpBounds":
+        return cls(
+            header_timeout_s=int_setting(env, "ONSALE_HTTP_HEADER_TIMEOUT_S", cls.header_timeout_s),
+            body_timeout_s=int_setting(env, "ONSALE_HTTP_BODY_TIMEOUT_S", cls.body_timeout_s),
+            # Clients connect before T0 and wait: uvicorn's 5 s default would drop them.
+            idle_s=int_setting(env, "ONSALE_HTTP_KEEPALIVE_S", cls.idle_s),
+        )
+
+
+class BoundedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with header, body and first-request bounds; uvicorn builds
+    one per connection. The idle bound is uvicorn's `timeout_keep_alive`, which `onsale serve`
+    sets to `bounds.idle_s`."""
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        bounds: HttpBounds,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self.bounds = bounds
+        self._read_timer: asyncio.TimerHandle | None = None
+        self._headers_done_at = 0.0  # loop.time() at the end of the headers; 0.0: reading them
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        # The keep-alive timer, armed before the first request too; the first byte cancels it.
+        self.timeout_keep_alive_task = self.loop.call_later(
+            self.timeout_keep_alive, self.timeout_keep_alive_handler
+        )
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        # Any byte starts the header bound, even bytes that begin no request (blank lines).
+        if self._read_timer is None:
+            self._arm()
+        super().data_received(data)
+
+    def on_message_begin(self) -> None:
+        if self._read_timer is None:  # a pipelined request after a complete one, same read
+            self._arm()
+        super().on_message_begin()
+
+    def on_headers_complete(self) -> None:
+        self._headers_done_at = self.loop.time()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        super().on_message_complete()
+
+    def _arm(self) -> None:
+        self._headers_done_at = 0.0
+        self._read_timer = self.loop.call_later(self.bounds.header_timeout_s, self._expired)
+
+    def _disarm(self) -> None:
+        if self._read_timer is not None:
+            self._read_timer.cancel()
+            self._read_timer = None
+        self._headers_done_at = 0.0
+
+    def _expired(self) -> None:
+        self._read_timer = None
+        if self._headers_done_at:
+            left_s = self._headers_done_at + self.bounds.body_timeout_s - self.loop.time()
+            if left_s > 0:  # the headers came in time; the body still has time
+                self._read_timer = self.loop.call_later(left_s, self._expired)
+                return
+        if not self.transport.is_closing():
+            self.transport.abort()
