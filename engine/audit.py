@@ -20,6 +20,9 @@ class Invariant(StrEnum):
     SEAT_HAS_MONEY = "seat_has_money"  # 3, 9: a sold seat's hold names a winner in the right state
     MONEY_HAS_SEAT = "money_has_seat"  # 2, 4: captured money wins a confirmed hold
     ONE_TERMINAL_RECORD = "one_terminal_record"  # 6
+    ENDED_INDEXED = "ended_indexed"  # the trim index lists exactly the holds that may be trimmed
+    LOGINS_NAME_HOLDS = "logins_name_holds"  # a login's current checkout is a hold that exists
+    BOUGHT_COUNTED = "bought_counted"  # the per-login cap counts exactly the login's sales
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,9 @@ class Snapshot:
     outbox: list[dict[str, str]]
     # deadlines, quarantines, refunds, watch
     timers: tuple[set[str], set[str], set[str], set[str]] | None = None
+    ended: set[str] | None = None  # the trim index (ADR 0018)
+    logins: dict[str, str] | None = None  # login -> its current hold
+    bought: dict[str, int] | None = None  # login -> seats bought (the cap's count, ADR 0019)
 
     @property
     def by_hold(self) -> dict[str, Hold]:
@@ -124,6 +130,54 @@ def timers_indexed(s: Snapshot) -> Iterator[Violation]:
             f"watch index differs: missing {sorted(charging - watch)[:5]}, "
             f"stray {sorted(watch - charging - declined)[:5]}",
         )
+
+
+def trimmable(h: Hold) -> bool:
+    """Ended without ever having had a charge: what lua/hold_trim.lua may drop once the ledger
+    holds its decision (ADR 0018). Anything money touched stays."""
+    ended = h.state in (HoldState.RELEASED, HoldState.EXPIRED)
+    return ended and not h.charge_ids and not h.blocking_charge
+
+
+def ended_indexed(s: Snapshot) -> Iterator[Violation]:
+    """A trimmable hold outside the index would stay for ever; a hold in it that money touched
+    would be trimmed while a late callback may still need it."""
+    if s.ended is None:
+        return
+    want = {h.hold_id for h in s.holds if trimmable(h)}
+    if s.ended != want:
+        yield Violation(
+            Invariant.ENDED_INDEXED,
+            f"ended index differs: missing {sorted(want - s.ended)[:5]}, "
+            f"stray {sorted(s.ended - want)[:5]}",
+        )
+
+
+def logins_name_holds(s: Snapshot) -> Iterator[Violation]:
+    """The next claim of a login reads the hold its entry names: it must exist (a trimmed hold
+    takes its entry with it) and be that login's."""
+    if s.logins is None:
+        return
+    by_hold = s.by_hold
+    for login, hold_id in s.logins.items():
+        h = by_hold.get(hold_id)
+        if h is None or h.login != login:
+            what = "unknown hold" if h is None else f"hold of {h.login!r}"
+            yield Violation(Invariant.LOGINS_NAME_HOLDS, f"login {login!r} names {what} {hold_id}")
+
+
+def bought_counted(s: Snapshot) -> Iterator[Violation]:
+    """The per-login cap counts a login's sales: its CONFIRMED holds and those in EXCEPTION
+    (sold, money in question), not the REVOKED ones."""
+    if s.bought is None:
+        return
+    sold = Counter(
+        h.login for h in s.holds if h.state in (HoldState.CONFIRMED, HoldState.EXCEPTION)
+    )
+    for login in sorted(set(sold) | {k for k, n in s.bought.items() if n}):
+        if sold[login] != s.bought.get(login, 0):
+            detail = f"login {login!r} counted {s.bought.get(login, 0)}, sold {sold[login]}"
+            yield Violation(Invariant.BOUGHT_COUNTED, detail)
 
 
 def counts_of(s: Snapshot) -> dict[str, int]:
@@ -240,6 +294,9 @@ CHECKS: tuple[Check, ...] = (
     seat_has_money,
     money_has_seat,
     one_terminal_record,
+    ended_indexed,
+    logins_name_holds,
+    bought_counted,
 )
 
 

@@ -13,7 +13,7 @@ Login = NewType("Login", str)
 
 PREFIX = "onsale:v1"
 
-# The order is the contract with lua/_lib.lua (KEYS[1] .. KEYS[17]).
+# The order is the contract with lua/_lib.lua (KEYS[1] .. KEYS[19]).
 EVENT_KEYS: tuple[str, ...] = (
     "event",
     "seats",
@@ -32,6 +32,8 @@ EVENT_KEYS: tuple[str, ...] = (
     "alerts",
     "event:restocked",  # a pub/sub channel, not a key: passed like one so scripts never build it
     "watch",  # charges provider reconciliation asks about (CHARGING, recent declines)
+    "quota",  # per-login counters: claim and charge-start rate buckets, units bought
+    "ended",  # ended holds that never had a charge -> decided ms (trimmed after retention)
 )
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -53,6 +55,13 @@ _CHARGE_KEY_RE = re.compile(r"^(?P<event>[A-Za-z0-9_.:-]{1,64})~[0-9a-f]{24}$")
 def charge_key(event_id: str, hold_id: str, login: str, client_key: str) -> str:
     digest = hashlib.sha256("\x00".join((event_id, hold_id, login, client_key)).encode())
     return f"{event_id}{CHARGE_KEY_SEP}{digest.hexdigest()[:24]}"
+
+
+def hold_key(event_id: str, login: str, client_key: str) -> str:
+    """A claim's hold id: the same login and Idempotency-Key give the same hold (a retry finds
+    it); another login's same key gives another hold (no cross-login collision to observe)."""
+    digest = hashlib.sha256("\x00".join((event_id, login, client_key)).encode())
+    return f"h{digest.hexdigest()[:31]}"
 
 
 def event_of_charge_key(key: str) -> str | None:
@@ -100,3 +109,9 @@ def lost_events(prefix: str = PREFIX) -> str:
     """Events the ledger has and this Redis lost (restarted empty): hash event id -> when it was
     noticed. Set by the ledger writer, cleared by the rebuild; read only on a not-found answer."""
     return f"{prefix}:lost"
+
+
+def revoked_logins(prefix: str = PREFIX) -> str:
+    """Hash login -> ms: the login's tokens issued up to then are refused (api/identity.py).
+    Read whole by every API process each poll; written by the admin revoke route."""
+    return f"{prefix}:revoked_logins"

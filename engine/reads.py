@@ -295,6 +295,9 @@ class Reads:
             pipe.zrange(self._key(event_id, "quarantines"), 0, -1)
             pipe.zrange(self._key(event_id, "refunds"), 0, -1)
             pipe.zrange(self._key(event_id, "watch"), 0, -1)
+            pipe.zrange(self._key(event_id, "ended"), 0, -1)
+            pipe.hgetall(self._key(event_id, "logins"))
+            pipe.hgetall(self._key(event_id, "quota"))
             (
                 ev,
                 seats,
@@ -307,6 +310,9 @@ class Reads:
                 quarantines,
                 refunds,
                 watch,
+                ended,
+                logins,
+                quota,
             ) = await self._read(pipe.execute())
         return audit(
             Snapshot(
@@ -319,5 +325,8 @@ class Reads:
                 [Charge.from_json(r) for r in charge_rows],
                 [f for _i, f in outbox],
                 timers=(set(deadlines), set(quarantines), set(refunds), set(watch)),
+                ended=set(ended),
+                logins=dict(logins),
+                bought={k[7:]: int(v) for k, v in quota.items() if k.startswith("bought:")},
             )
         )

@@ -25,6 +25,8 @@ class ClaimCode(StrEnum):
     NOT_FOUND = "NOT_FOUND"
     CHARGE_IN_FLIGHT = "CHARGE_IN_FLIGHT"
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    RATE_LIMITED = "RATE_LIMITED"
+    LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
 
 
 class ReleaseCode(StrEnum):
@@ -39,6 +41,11 @@ class SweepCode(StrEnum):
     NOT_FOUND = "NOT_FOUND"
 
 
+class TrimCode(StrEnum):
+    TRIMMED = "TRIMMED"
+    NOT_FOUND = "NOT_FOUND"
+
+
 class ChargeStartCode(StrEnum):
     OK = "OK"
     REPLAY = "REPLAY"
@@ -48,6 +55,7 @@ class ChargeStartCode(StrEnum):
     NOT_FOUND = "NOT_FOUND"
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     NOT_OPEN = "NOT_OPEN"
+    RATE_LIMITED = "RATE_LIMITED"
 
 
 class AbandonCode(StrEnum):
@@ -140,6 +148,8 @@ CLAIM_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType(
         ClaimCode.NOT_FOUND: errors.EventNotFound,
         ClaimCode.CHARGE_IN_FLIGHT: errors.ChargeInFlight,
         ClaimCode.IDEMPOTENCY_KEY_REUSED: errors.IdempotencyKeyReused,
+        ClaimCode.RATE_LIMITED: errors.RateLimited,
+        ClaimCode.LIMIT_EXCEEDED: errors.LimitExceeded,
     }
 )
 CHARGE_START_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType(
@@ -149,8 +159,31 @@ CHARGE_START_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType
         ChargeStartCode.NOT_FOUND: errors.HoldNotFound,
         ChargeStartCode.IDEMPOTENCY_KEY_REUSED: errors.IdempotencyKeyReused,
         ChargeStartCode.NOT_OPEN: errors.SaleNotOpen,
+        ChargeStartCode.RATE_LIMITED: errors.RateLimited,
     }
 )
+
+# What a refusal tells the client: its own request's outcome, never an id it did not send.
+_MESSAGES = {
+    "RATE_LIMITED": "too many requests from this login; retry after the given time",
+    "LIMIT_EXCEEDED": "this login holds or bought as many seats as one login may",
+}
+
+
+def refusal(
+    table: Mapping[str, type[errors.EngineError]], code: str, reply: list[Any]
+) -> errors.EngineError:
+    """The error a refusing reply raises, with the reply's figures as details."""
+    details: dict[str, Any] = {}
+    if code == "RATE_LIMITED":
+        details["retry_after_ms"] = int(reply[1])
+    elif code == "LIMIT_EXCEEDED":
+        details["cap"] = int(reply[1])
+    elif code == "NOT_OPEN" and len(reply) > 1:
+        details["opens_at_ms"] = int(reply[1])
+    message = _MESSAGES.get(code, code.lower().replace("_", " "))
+    return table[code](message, reply=reply[1:], **details)
+
 
 REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
     {
@@ -163,6 +196,7 @@ REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
         "hold_release": ReleaseCode,
         "hold_expire": SweepCode,
         "hold_quarantine_timeout": SweepCode,
+        "hold_trim": TrimCode,
         "charge_start": ChargeStartCode,
         "charge_abandon": AbandonCode,
         "charge_outcome_v2": OutcomeCode,

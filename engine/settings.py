@@ -42,7 +42,7 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
 class Settings:
     redis_url: str
     key_prefix: str = "onsale:v1"  # every key starts with it; tests and tenants use their own
-    redis_timeout_ms: int = 2_000  # per command; a timed-out call is retried by the caller
+    redis_timeout_ms: int = 2_000  # a call's whole wait (pool, reply, retry); 503 after
     redis_connect_timeout_ms: int = 1_000
     redis_pool_max: int = 64  # connections per process; waiting for one is bounded too
     redis_autopipeline: bool = True  # script calls of one event-loop tick share a round trip
@@ -51,6 +51,11 @@ class Settings:
     sweep_interval_ms: int = 200  # pause between sweeps when nothing was due
     sweep_batch_max: int = 200  # holds examined per script call
     sweep_rounds_max: int = 50  # script calls per event per sweep (bounds one pass)
+    # Ended holds without a charge are dropped from Redis once the ledger has them and this
+    # long has passed since their decision: longer than any client retries a claim (ADR 0018).
+    trim_retention_ms: int = 600_000
+    trim_interval_ms: int = 5_000  # pause between trim passes when nothing was left over
+    trim_without_ledger: bool = False  # trim events with no ledger group by the retention alone
     provider_url: str = ""  # required by the worker (refunds, reconciliation)
     provider_timeout_ms: int = 2_000
     refund_interval_ms: int = 500
@@ -79,6 +84,9 @@ class Settings:
             sweep_interval_ms=int_setting(env, "ONSALE_SWEEP_INTERVAL_MS", cls.sweep_interval_ms),
             sweep_batch_max=int_setting(env, "ONSALE_SWEEP_BATCH_MAX", cls.sweep_batch_max),
             sweep_rounds_max=int_setting(env, "ONSALE_SWEEP_ROUNDS_MAX", cls.sweep_rounds_max),
+            trim_retention_ms=int_setting(env, "ONSALE_TRIM_RETENTION_MS", cls.trim_retention_ms),
+            trim_interval_ms=int_setting(env, "ONSALE_TRIM_INTERVAL_MS", cls.trim_interval_ms),
+            trim_without_ledger=_bool(env, "ONSALE_TRIM_WITHOUT_LEDGER", cls.trim_without_ledger),
             provider_url=env.get("ONSALE_PROVIDER_URL", ""),
             provider_timeout_ms=int_setting(
                 env, "ONSALE_PROVIDER_TIMEOUT_MS", cls.provider_timeout_ms
@@ -98,7 +106,13 @@ class Settings:
         )
 
     def redis_client(self) -> "aioredis.Redis":
-        """A client with every option we rely on set explicitly (strings, bounded pool)."""
+        """A client with every option we rely on set explicitly (strings, bounded pool).
+
+        The pool wait, the socket timeout and the retry below are each bounded, but they add
+        up: a call could wait for a connection, then for its reply, then try again. The engine
+        therefore puts one deadline of `redis_timeout_ms` around each whole call (Store,
+        Reads, AutoPipeline: asyncio.timeout from the moment the call is made); these options
+        are the backstops of any other caller."""
         pool = aioredis.BlockingConnectionPool.from_url(
             self.redis_url,
             decode_responses=True,

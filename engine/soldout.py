@@ -14,7 +14,9 @@ script call costs as much as a sale. ADR 0012 records the rules; in short:
   claim whose idempotency key is among them goes to Redis and gets its REPLAY. A hold made
   later needs a seat to come back, which changes `restocks` and drops the memory. Events with
   more than `snapshot_max` holds are not remembered at all (the snapshot would cost more than
-  it saves); their refusals go to Redis as before.
+  it saves); their refusals go to Redis as before. The trimmer (engine/trim.py, ADR 0018) keeps
+  an event's holds to its live ones, those money touched and those ended within the retention
+  window, so only a flood within that window can pass the bound, and only until it is trimmed.
 - Bound: a client can be told "sold out" while a seat is free for at most the time this
   process takes to read the restock message (sub-millisecond on an idle host; under T0 load,
   the event loop's lag), and never longer than `ttl_s` even if a message is lost while the
@@ -66,7 +68,7 @@ class SoldOutMemory:
         prefix: str,
         *,
         ttl_s: float = 0.25,
-        snapshot_max: int = 50_000,
+        snapshot_max: int = 50_000,  # a safety bound; the trimmer keeps holds under it
     ) -> None:
         self.client = client
         self.prefix = prefix
@@ -91,7 +93,7 @@ class SoldOutMemory:
         if not self.listening:
             return False
         m = self._events.get(event_id)
-        if m is None or time.monotonic() >= m.until or hold_id in m.holds:
+        if m is None or time.monotonic() >= m.until or hold_id.partition(":")[0] in m.holds:
             return False
         self.stats.answered += 1
         return True
@@ -140,7 +142,10 @@ class SoldOutMemory:
             async with asyncio.timeout(2.0):
                 if await self.client.hlen(holds_key) > self.snapshot_max:
                     return
-                holds = frozenset(map(str, await self.client.hkeys(holds_key)))
+                # The idempotency key part of each id (a claim's hold id is `<key>:<window>` when
+                # the store has an idempotency window): a retry is recognised by its key.
+                ids = await self.client.hkeys(holds_key)
+                holds = frozenset(str(h).partition(":")[0] for h in ids)
         except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
             log.warning("sold-out snapshot of %s failed: %r", event_id, exc)
             return

@@ -1,5 +1,6 @@
-"""`onsale worker`: the sweeper, the refund queue and provider reconciliation in one process,
-each a loop with its own interval and capped, jittered backoff on Redis or provider outages."""
+"""`onsale worker`: the sweeper, the trimmer of ended holds, the refund queue and provider
+reconciliation in one process, each a loop with its own interval and capped, jittered backoff on
+Redis or provider outages."""
 
 import asyncio
 import logging
@@ -13,6 +14,7 @@ from engine.refunds import RefundWorker
 from engine.settings import Settings
 from engine.store import Store
 from engine.sweeper import Sweeper
+from engine.trim import Trimmer
 
 log = logging.getLogger("onsale.worker")
 
@@ -44,6 +46,12 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
         batch_max=settings.sweep_batch_max,
         rounds_max=settings.sweep_rounds_max,
     )
+    trimmer = Trimmer(
+        store,
+        retention_ms=settings.trim_retention_ms,
+        interval_ms=settings.trim_interval_ms,
+        without_ledger=settings.trim_without_ledger,
+    )
     refunds = RefundWorker(store, provider)
     reconciler = ProviderReconciler(
         store,
@@ -54,6 +62,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
     try:
         await asyncio.gather(
             sweeper.run(stop),
+            trimmer.run(stop),
             every("refunds", settings.refund_interval_ms / 1000, refunds.run_once, stop),
             every("reconcile", settings.reconcile_interval_ms / 1000, reconciler.run_once, stop),
         )

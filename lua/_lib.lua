@@ -10,6 +10,9 @@ KEYS[13] outbox stream                         KEYS[14] sections hash (seat -> s
 KEYS[15] alerts hash (alert id -> json): provider messages we refused to act on, for ops
 KEYS[16] restock channel (pub/sub; passed with the keys so no script builds a name)
 KEYS[17] watch zset (charge -> since ms): CHARGING since created, DECLINED/FAILED since decided
+KEYS[18] quota hash (per login: 'claim:'/'charge:' rate buckets, 'bought:' units confirmed)
+KEYS[19] ended zset (hold -> decided ms): RELEASED/EXPIRED holds that never had a charge,
+  trimmed once the ledger has them and the retention passed (lua/hold_trim.lua)
 Invariants kept here: free + held + blocked + sold = seats_total; a seat is in the free zset
 iff it has no owner entry; every terminal transition XADDs exactly one outbox record. ]]
 
@@ -17,7 +20,7 @@ local K_EVENT, K_SEATS, K_FREE, K_OWNERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_HOLDS, K_CHARGES, K_LOGINS, K_DEADLINES = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_QUARANTINES, K_REFUNDS, K_ATTEMPTS, K_CALLBACKS = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local K_OUTBOX, K_SECTIONS, K_ALERTS, K_RESTOCKED = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
-local K_WATCH = KEYS[17]
+local K_WATCH, K_QUOTA, K_ENDED = KEYS[17], KEYS[18], KEYS[19]
 local ALERTS_MAX = 100000  -- the alerts hash stops growing here; the outbox still records all
 
 -- Hold states (engine/states.py HoldState) and charge states (ChargeState).
@@ -205,16 +208,31 @@ local function mark_refund_only(ctx, charge_id, reason)
   end
 end
 
+-- Seats a login bought in this event (CONFIRMED holds, less those revoked): the claim's
+-- per-login cap counts them (lua/hold_claim.lua).
+local function count_bought(login, delta)
+  redis.call('HINCRBY', K_QUOTA, 'bought:' .. login, delta)
+end
+
 local function hold_end(ctx, h, to, reason)
   local from = h.state
+  if to == CONFIRMED then count_bought(h.login, 1) end
   h.state = to
   h.decided_ms = ctx.now
   h.reason = reason
   redis.call('ZREM', K_DEADLINES, h.id)
   redis.call('ZREM', K_QUARANTINES, h.id)
   drop_login(h)
+  local record = emit(ctx, 'hold', h.id, from, to, 1, h, nil, reason)
+  -- A hold that ends RELEASED or EXPIRED without ever having had a charge can be named again
+  -- only by a replayed claim: it is indexed with the outbox id of its decision, and
+  -- lua/hold_trim.lua drops it once the ledger holds that record and the retention passed
+  -- (ADR 0018). A hold money ever touched is never indexed: late callbacks must find it.
+  if (to == RELEASED or to == EXPIRED) and h.charges == '' and h.blocking == '' then
+    h.record = record
+    redis.call('ZADD', K_ENDED, ctx.now, h.id)
+  end
   put_hold(h)
-  emit(ctx, 'hold', h.id, from, to, 1, h, nil, reason)
 end
 
 -- After the sale: the winning money of a CONFIRMED hold moved at the provider. EXCEPTION keeps
@@ -222,7 +240,10 @@ end
 -- a dispute is won. Non-terminal records (the CONFIRMED terminal record stays the decision).
 local function hold_after_sale(ctx, h, to, reason, suffix)
   local from = h.state
-  if to == REVOKED then seat_move(h, nil) end
+  if to == REVOKED then
+    seat_move(h, nil)
+    count_bought(h.login, -1)
+  end
   h.state = to
   h.reason = reason
   put_hold(h)
@@ -292,4 +313,22 @@ local function context()
   local cfg = config()
   if not cfg then return nil end
   return { cfg = cfg, now = now_ms() }
+end
+
+-- A per-login token bucket in the quota hash ('tokens|stamp_ms' under `field`): refills
+-- `per_s` tokens a second up to `burst`; each call spends one. Returns 0 when allowed, else the
+-- ms until a token is back (nothing spent). per_s 0: no limit.
+local function take_token(ctx, field, per_s, burst)
+  if per_s <= 0 then return 0 end
+  local tokens, stamp = burst, ctx.now
+  local raw = redis.call('HGET', K_QUOTA, field)
+  if raw then
+    local sep = string.find(raw, '|', 1, true)
+    tokens = tonumber(string.sub(raw, 1, sep - 1))
+    stamp = tonumber(string.sub(raw, sep + 1))
+    tokens = math.min(burst, tokens + math.max(0, ctx.now - stamp) * per_s / 1000)
+  end
+  if tokens < 1 then return math.ceil((1 - tokens) * 1000 / per_s) end
+  redis.call('HSET', K_QUOTA, field, string.format('%.3f|%.0f', tokens - 1, ctx.now))
+  return 0
 end

@@ -1,17 +1,22 @@
 --[[ charge_start: register a charge (our charge id, minted by the server = the provider idempotency key) on a live hold.
-KEYS[1..17] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..19] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] hold_id   ARGV[2] login   ARGV[3] charge_id   ARGV[4] amount (minor units)
+ARGV[5] charge starts per second per login (0: no limit)   ARGV[6] burst
 Returns {code, ...}: OK charge_id expires_ms | REPLAY charge_id state | CHARGE_IN_FLIGHT charge_id |
-  HOLD_NOT_LIVE state | NOT_OWNER | NOT_FOUND | IDEMPOTENCY_KEY_REUSED | NOT_OPEN
+  HOLD_NOT_LIVE state | NOT_OWNER | NOT_FOUND | IDEMPOTENCY_KEY_REUSED | NOT_OPEN |
+  RATE_LIMITED retry_after_ms
 Invariants: at most one charge CHARGING per hold (the in-flight one); a charge is only started on
-a hold that is RESERVED and live by the deadline rule; the start is recorded in the outbox. ]]
+a hold that is RESERVED and live by the deadline rule; the start is recorded in the outbox;
+every call spends one of the login's charge-start tokens. ]]
 local hold_id, login, charge_id = ARGV[1], ARGV[2], ARGV[3]
-local amount = tonumber(ARGV[4])
-if charge_id == '' or not amount or amount < 0 then
-  return redis.error_reply('BAD_ARGS charge_id and amount')
+local amount, per_s, burst = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+if charge_id == '' or not amount or amount < 0 or not (per_s and burst) then
+  return redis.error_reply('BAD_ARGS charge_id, amount and limits')
 end
 local ctx = context()
 if not ctx then return { 'NOT_FOUND' } end
+local wait_ms = take_token(ctx, 'charge:' .. login, per_s, burst)
+if wait_ms > 0 then return { 'RATE_LIMITED', wait_ms } end
 local h = get_hold(hold_id)
 if not h then return { 'NOT_FOUND' } end
 if h.login ~= login then return { 'NOT_OWNER' } end

@@ -1,5 +1,5 @@
 --[[ event_restore: put back one confirmed sale or one charge of a DRAFT event, from the ledger.
-KEYS[1..17] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..19] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] HOLD: ARGV[2] hold_id ARGV[3] login ARGV[4] seat ARGV[5] winner charge id ARGV[6] decided_ms
   ARGV[7] state (CONFIRMED or EXCEPTION takes its seat; EXPIRED, RELEASED or REVOKED is a record
   without a seat)
@@ -10,7 +10,8 @@ ARGV[1] CHARGE: ARGV[2] charge_id ARGV[3] state ARGV[4] hold_id ('' if the hold 
 Returns {code, ...}: RESTORED | EXISTS | NOT_DRAFT | SEAT_NOT_FREE | NOT_FOUND
 Invariants: only while the rebuilt event is a DRAFT; a restored sale takes its seat out of the
 free set exactly once; ended holds come back as records (a replayed claim id gets its first
-outcome) without a seat; a REFUNDING charge is queued for its refund; nothing is written to the
+outcome) without a seat, those naming no charge indexed in `ended` to be trimmed like any other
+(ADR 0018); a REFUNDING charge is queued for its refund; nothing is written to the
 outbox: the ledger holds these decisions. ]]
 local status = redis.call('HGET', K_EVENT, 'status')
 if not status then return { 'NOT_FOUND' } end
@@ -26,11 +27,16 @@ if ARGV[1] == 'HOLD' then
     if redis.call('ZREM', K_FREE, seat) == 0 then return { 'SEAT_NOT_FREE' } end
     redis.call('HSET', K_OWNERS, seat, 'S:' .. hold_id)
     counters('free', 'sold')
+    count_bought(login, 1)  -- the per-login cap counts restored sales too
   end
   put_hold({ id = hold_id, login = login, seat = seat, state = state,
     created_ms = tonumber(ARGV[6]), expires_ms = tonumber(ARGV[6]), charge = '', blocking = '',
     winner = (seated or state == REVOKED) and ARGV[5] or '', until_ms = 0,
     decided_ms = tonumber(ARGV[6]), reason = 'restored', charges = ARGV[5] })
+  if (state == EXPIRED or state == RELEASED) and ARGV[5] == '' then
+    -- Its decision is in the ledger already (no `record`): trimmed once the retention passed.
+    redis.call('ZADD', K_ENDED, tonumber(ARGV[6]), hold_id)
+  end
   return { 'RESTORED' }
 elseif ARGV[1] == 'CHARGE' then
   local charge_id, state = ARGV[2], ARGV[3]

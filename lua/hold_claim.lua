@@ -1,21 +1,43 @@
 --[[ hold_claim: claim a specific seat if FREE, or the best FREE seat by rank (ZPOPMIN, O(log n)).
-KEYS[1..17] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..19] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] hold_id (the idempotency key)   ARGV[2] login   ARGV[3] seat_id, '' for best available
-Returns {code, ...}: OK hold_id seat expires_ms | REPLAY hold_id seat expires_ms state |
-  SOLD_OUT restocks (times the event came back from sold out) | SEAT_TAKEN | UNKNOWN_SEAT |
-  NOT_OPEN opens_at_ms | NOT_FOUND | CHARGE_IN_FLIGHT previous_hold_id | IDEMPOTENCY_KEY_REUSED
+ARGV[4] claims per second per login (0: no limit)   ARGV[5] burst   ARGV[6] seats a login may
+  hold and buy in the event (0: no cap)   ARGV[7] idempotency window ms: 0 uses ARGV[1] as the
+  hold id; otherwise the hold id is ARGV[1] .. ':' .. the window number of now, and a replay is
+  looked for in this window and the one before (ended holds are trimmed no sooner than one
+  window after they ended, so an id is never used twice: ADR 0018)
+Returns {code, ...}: OK hold_id seat expires_ms replaced_hold_id ('' if none) |
+  REPLAY hold_id seat expires_ms state | SOLD_OUT restocks (times the event came back from sold
+  out) | SEAT_TAKEN | UNKNOWN_SEAT | NOT_OPEN opens_at_ms | NOT_FOUND |
+  CHARGE_IN_FLIGHT previous_hold_id | IDEMPOTENCY_KEY_REUSED | RATE_LIMITED retry_after_ms |
+  LIMIT_EXCEEDED cap
 Invariants: a seat leaves the free set at most once per claim; one active checkout per login:
 the login's previous live hold is released in the same step, only when the new claim succeeds,
-and never while a charge on it is in flight; a sold-out event leaves the previous hold as it is. ]]
+and never while a charge on it is in flight; a sold-out event leaves the previous hold as it is.
+Every call, refused or not, spends one of the login's claim tokens (a flood is refused before
+it reads anything else); a login holds and buys at most the cap (bought + the new hold). ]]
 local hold_id, login, want = ARGV[1], ARGV[2], ARGV[3]
-if hold_id == '' or login == '' then return redis.error_reply('BAD_ARGS hold_id and login') end
+local per_s, burst, cap = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local window_ms = tonumber(ARGV[7])
+if hold_id == '' or login == '' or not (per_s and burst and cap and window_ms) then
+  return redis.error_reply('BAD_ARGS hold_id, login, limits and window')
+end
 local ctx = context()
 if not ctx then return { 'NOT_FOUND' } end
+local wait_ms = take_token(ctx, 'claim:' .. login, per_s, burst)
+if wait_ms > 0 then return { 'RATE_LIMITED', wait_ms } end
 if ctx.cfg.status ~= 'open' or ctx.now < ctx.cfg.opens_at_ms then
   return { 'NOT_OPEN', ctx.cfg.opens_at_ms }
 end
 
-local existing = get_hold(hold_id)
+local existing
+if window_ms > 0 then
+  local base, window = hold_id, math.floor(ctx.now / window_ms)
+  hold_id = string.format('%s:%.0f', base, window)
+  existing = get_hold(hold_id) or get_hold(string.format('%s:%.0f', base, window - 1))
+else
+  existing = get_hold(hold_id)
+end
 if existing then
   if existing.login ~= login then return { 'IDEMPOTENCY_KEY_REUSED' } end
   settle(ctx, existing)
@@ -32,6 +54,10 @@ if prev_id then
     return { 'CHARGE_IN_FLIGHT', prev.id }
   end
   if prev.state ~= RESERVED then prev = nil end
+end
+
+if cap > 0 and tonumber(redis.call('HGET', K_QUOTA, 'bought:' .. login) or 0) >= cap then
+  return { 'LIMIT_EXCEEDED', cap }
 end
 
 -- Check the new claim can succeed before giving up the previous hold.
@@ -70,4 +96,4 @@ local h = { id = hold_id, login = login, seat = seat, state = RESERVED, created_
 put_hold(h)
 redis.call('HSET', K_LOGINS, login, hold_id)
 redis.call('ZADD', K_DEADLINES, h.expires_ms, hold_id)
-return { 'OK', hold_id, seat, h.expires_ms }
+return { 'OK', hold_id, seat, h.expires_ms, prev and prev.id or '' }

@@ -5,7 +5,9 @@ ledger.
   CAPTURED (a confirmed hold implies its winner captured, even if the ledger's charge row lags).
 - Every other hold comes back as an ended record without a seat (a replayed claim id gets its
   first outcome, never a new seat); holds that were only reserved or quarantined end, and
-  their seats are back on sale. A hold whose buyer was paying (the ledger knows it only
+  their seats are back on sale. Those that name no charge, holds the trimmer had dropped from
+  Redis among them, are indexed for trimming again (ADR 0018): never live, gone after the
+  retention. A hold whose buyer was paying (the ledger knows it only
   through its charge) comes back EXPIRED, naming that charge, so its buyer reads where the
   money is.
 - Every other charge comes back with its attempt id, resolve-by-refund (its hold is gone): one

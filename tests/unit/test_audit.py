@@ -64,6 +64,10 @@ PLANTS: list[tuple[str, Plant, Invariant]] = [
          _key(s, "outbox"), {"kind": "hold", "id": "h1", "terminal": "1", "decision_id": "x"}
      ),
      Invariant.ONE_TERMINAL_RECORD),
+    ("a sale the per-login cap does not count",
+     lambda s: s.store.client.hset(_key(s, "quota"), "bought:alice", 0), Invariant.BOUGHT_COUNTED),
+    ("a sale counted for a login that bought nothing",
+     lambda s: s.store.client.hincrby(_key(s, "quota"), "bought:bob", 1), Invariant.BOUGHT_COUNTED),
 ]  # fmt: skip
 
 
