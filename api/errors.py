@@ -13,14 +13,21 @@ from engine import errors as e
 class ApiError(Exception):
     """An error raised by the HTTP layer itself (bad input, auth)."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, retry_after_s: int = 0) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
+        self.retry_after_s = retry_after_s  # 429: when to try again
 
 
 STATUS: dict[str, int] = {
     "invalid_request": 400,
     "unauthorized": 401,
+    "token_revoked": 401,
+    "token_scope": 403,
+    "login_disabled": 404,
+    "identity_unavailable": 503,
+    e.RateLimited.code: 429,
+    e.LimitExceeded.code: 409,
     "bad_signature": 401,
     e.NotOwner.code: 403,
     e.HoldNotFound.code: 404,
@@ -33,6 +40,9 @@ STATUS: dict[str, int] = {
     e.SeatTaken.code: 409,
     e.HoldExpired.code: 409,
     e.AlreadyConfirmed.code: 409,
+    e.HoldRevoked.code: 409,
+    e.ChargeCaptured.code: 409,
+    e.ChargeNotInFlight.code: 409,
     e.ChargeInFlight.code: 409,
     e.NotAnException.code: 409,
     e.SaleNotOpen.code: 409,
@@ -58,9 +68,11 @@ def error_response(
     request: Request, code: str, message: str, status: int | None = None, **extra: Any
 ) -> Response:
     status = status or STATUS.get(code, 500)
+    headers = {"Retry-After": "1"} if status == 503 else None
+    if status == 429:  # when to try again: a header, as RFC 9110 has it
+        headers = {"Retry-After": str(max(1, int(extra.pop("retry_after_s", 1))))}
     body: dict[str, Any] = {"code": code, "message": message, "request_id": request_id(request)}
     body.update(extra)
-    headers = {"Retry-After": "1"} if status == 503 else None
     return Response(
         orjson.dumps({"error": body}),
         status_code=status,
@@ -70,4 +82,9 @@ def error_response(
 
 
 def from_engine(request: Request, exc: e.EngineError) -> Response:
-    return error_response(request, exc.code, exc.message)
+    """The client is told the error's summary and its public details, never its message
+    (engine/errors.py)."""
+    if isinstance(exc, e.RateLimited):
+        wait_ms = int(str(exc.details.get("retry_after_ms", 1000)))
+        return error_response(request, exc.code, exc.summary, retry_after_s=-(-wait_ms // 1000))
+    return error_response(request, exc.code, exc.summary, **exc.public_details())

@@ -1,82 +1,142 @@
 """The engine's error taxonomy. Every error carries a stable snake_case `code`; the HTTP layer
-maps codes to status codes in one table (api/errors.py)."""
+maps codes to status codes in one table (api/errors.py).
+
+What a client is told is the class's `summary` and the details its `public` names, never the
+`message`: a message is for logs and may name anything (script names, Redis's own words, ids
+the client never saw, such as another hold or a charge the server minted)."""
+
+from typing import Any
 
 
 class EngineError(Exception):
     """An expected outcome that is not a success (sold out, not the owner, ...)."""
 
     code = "engine_error"
+    summary = "the request was refused"  # every subclass says what, for the client
+    public: tuple[str, ...] = ()  # names of `details` a client may be told
 
     def __init__(self, message: str = "", **details: object) -> None:
         super().__init__(message or self.code)
         self.message = message or self.code
         self.details = details
 
+    def public_details(self) -> dict[str, Any]:
+        return {name: self.details.get(name) for name in self.public}
+
 
 class SoldOut(EngineError):
     code = "sold_out"
+    summary = "no seat is free"
 
 
 class SeatTaken(EngineError):
     code = "seat_taken"
+    summary = "this seat is not free"
 
 
 class UnknownSeat(EngineError):
     code = "unknown_seat"
+    summary = "the event has no such seat"
 
 
 class EventNotFound(EngineError):
     code = "event_not_found"
+    summary = "no such event"
 
 
 class EventExists(EngineError):
     code = "event_exists"
+    summary = "an event with this id exists already"
 
 
 class SaleNotOpen(EngineError):
+    """`opens_at_ms`: when the sale opens (server clock), None when no time is set yet."""
+
     code = "sale_not_open"
+    summary = "the sale is not open; opens_at_ms says when it opens (null: not scheduled yet)"
+    public = ("opens_at_ms",)
+
+    def public_details(self) -> dict[str, Any]:
+        return {"opens_at_ms": self.details.get("opens_at_ms") or None}  # 0: none set
 
 
 class HoldNotFound(EngineError):
     code = "hold_not_found"
+    summary = "no such hold for this login"
 
 
 class ChargeNotFound(EngineError):
     code = "charge_not_found"
+    summary = "no such charge on this hold"
 
 
 class NotOwner(EngineError):
     code = "not_owner"
+    summary = "this hold belongs to another login"
 
 
 class HoldExpired(EngineError):
     """The hold is no longer RESERVED and live (expired, released, quarantined or confirmed)."""
 
     code = "hold_expired"
+    summary = "the hold is no longer live; state says what it is"
+    public = ("state",)
 
 
 class AlreadyConfirmed(EngineError):
     code = "already_confirmed"
+    summary = "the hold is confirmed: its seat is sold"
+    public = ("state",)
+
+
+class HoldRevoked(EngineError):
+    """The seat was taken back by an operator after the payment for it left (ADR 0014)."""
+
+    code = "hold_revoked"
+    summary = "the seat of this hold was taken back after its payment left"
+    public = ("state",)
 
 
 class NotAnException(EngineError):
     """An operator action meant for a hold in EXCEPTION, on a hold in another state."""
 
     code = "not_an_exception"
+    summary = "the hold is not in EXCEPTION"
 
 
 class ChargeInFlight(EngineError):
     code = "charge_in_flight"
+    summary = "a charge of this login's hold is in flight: wait for its outcome or abandon it"
+
+
+class ChargeCaptured(EngineError):
+    """Abandon of a charge that captured: too late, the money is taken (and the seat sold, or
+    the money on its way back)."""
+
+    code = "charge_captured"
+    summary = "the charge captured: it can no longer be abandoned"
+    public = ("charge_state",)
+
+
+class ChargeNotInFlight(EngineError):
+    """Abandon of a charge that is decided (declined, failed, refunding, ...) or whose hold is
+    no longer live: there is nothing to abandon; `charge_state` says where it stands."""
+
+    code = "charge_not_in_flight"
+    summary = "the charge is not in flight; charge_state says where it stands"
+    public = ("charge_state",)
 
 
 class IdempotencyKeyReused(EngineError):
     code = "idempotency_key_reused"
+    summary = "this Idempotency-Key was used for another request"
 
 
 class StoreUnavailable(EngineError):
     """Redis did not answer in time or refused the connection: safe to retry (idempotent)."""
 
     code = "store_unavailable"
+    summary = "the store did not answer in time; retry (every request is safe to retry)"
 
 
 class InvariantViolation(Exception):
@@ -95,3 +155,20 @@ class Recovering(EngineError):
     is rebuilt from the ledger (ADR 0017). Retry later."""
 
     code = "recovering"
+    summary = "the event is being recovered; retry later"
+
+
+class RateLimited(EngineError):
+    """Too many claims or charge starts by one login in one event; `retry_after_ms` says when
+    the next one is allowed."""
+
+    code = "rate_limited"
+    summary = "too many requests from this login; retry after the Retry-After header's seconds"
+
+
+class LimitExceeded(EngineError):
+    """A login reached the number of seats it may hold and buy in one event."""
+
+    code = "limit_exceeded"
+    summary = "this login holds or bought as many seats as one login may (cap)"
+    public = ("cap",)

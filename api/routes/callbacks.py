@@ -1,12 +1,14 @@
 """Provider callback ingestion: signature first, raw body kept, then one script decides.
 
-At-least-once in, process-once effect: a duplicate is answered 200 with the recorded decision;
-we answer 5xx only when we could not record the callback (so the provider retries).
+At-least-once in, process-once effect: a duplicate is answered 200 with the recorded decision,
+beside the charge's and the hold's states now; we answer 5xx only when we could not record the
+callback (so the provider retries).
 
 Authenticated is not believed: `engine.provider.parse_callback` only reads the message's fields
 and routes it by the charge key we minted; the deciding script checks every field against the
 charge we created (ADR 0014)."""
 
+import contextlib
 import time
 
 import orjson
@@ -17,9 +19,11 @@ from api.context import ctx, endpoint
 from api.durable import wait_durable
 from api.errors import ApiError
 from api.responses import json_response, read_body
+from engine.errors import HoldNotFound
 from engine.holds import OutcomeResult, ProviderOutcome
 from engine.provider import BadCallback, parse_callback
 from engine.signing import HEADER, BadSignature, verify
+from engine.store import Store
 
 RAW_CALLBACKS_MAX = 1_000_000  # approximate cap of the raw callback stream per event
 
@@ -30,7 +34,7 @@ async def provider_callback(request: Request) -> Response:
     raw = await read_body(request, c.settings.body_max_bytes)
     try:
         verify(
-            c.settings.webhook_secret,
+            c.settings.webhook_secrets,
             raw,
             request.headers.get(HEADER),
             time.time(),
@@ -67,7 +71,22 @@ async def provider_callback(request: Request) -> Response:
         {
             "decision": result.decision,
             "duplicate": not result.first_seen,
-            "charge_state": result.charge_state,
+            **await states_now(c.store, parsed.event_id, result),
+            "recorded": {"charge_state": result.charge_state, "hold_state": result.hold_state},
             "problems": result.problems or None,
         }
     )
+
+
+async def states_now(store: Store, event_id: str, result: OutcomeResult) -> dict[str, object]:
+    """The charge's and the hold's states now. A duplicate is answered with the decision
+    recorded the first time, and its `recorded` states are that moment's: money or the seat
+    may have moved since (a refund, a dispute), which these say."""
+    if result.first_seen:
+        return {"charge_state": result.charge_state, "hold_state": result.hold_state}
+    charges = await store.read.charges(event_id, [result.charge_id]) if result.charge_id else []
+    hold_state = None
+    if result.hold_id:
+        with contextlib.suppress(HoldNotFound):
+            hold_state = (await store.read.hold(event_id, result.hold_id)).state
+    return {"charge_state": charges[0].state if charges else None, "hold_state": hold_state}

@@ -1,0 +1,107 @@
+"""event_seats_add, table by table, on fakeredis and on real Redis: a chunk is added whole or not
+at all, ranks are finite, and a large seat map goes in chunks the script accepts."""
+
+from typing import Any
+
+import pytest
+from redis.exceptions import ResponseError
+
+from engine import store as store_module
+from engine.holds import SeatSpec
+from engine.store import Store
+
+SEATS_ADD = "event_seats_add"
+
+
+async def draft(store: Store, event_id: str = "ev") -> str:
+    await store.create_event(
+        event_id, [SeatSpec("s0", 0.0)], hold_ttl_ms=60_000, quarantine_ms=60_000
+    )
+    return event_id
+
+
+async def add(store: Store, event_id: str, *triples: tuple[str, Any, str]) -> list[Any]:
+    args = [value for triple in triples for value in triple]
+    return await store.scripts.call(SEATS_ADD, store.keys(event_id), args)
+
+
+async def seats_total(store: Store, event_id: str) -> int:
+    return (await store.read.availability(event_id)).seats_total
+
+
+async def test_a_chunk_is_added_whole_with_exact_ranks_and_sections(store: Store) -> None:
+    event_id = await draft(store)
+    reply = await add(store, event_id, ("lo", -1e9, ""), ("hi", 1e9, "B"), ("mid", 0.25, "A"))
+    assert reply == ["ADDED", 3]
+    scores = await store.client.zrange(store.key(event_id, "seats"), 0, -1, withscores=True)
+    assert scores == [("lo", -1e9), ("s0", 0.0), ("mid", 0.25), ("hi", 1e9)]
+    assert await store.client.hgetall(store.key(event_id, "sections")) == {"hi": "B", "mid": "A"}
+    assert await store.read.free_seats(event_id) == ["lo", "s0", "mid", "hi"]
+    a = await store.read.availability(event_id)
+    assert (a.seats_total, a.free) == (4, 4)
+
+
+@pytest.mark.parametrize(
+    ("triples", "reply"),
+    [
+        ((("a", 1, ""), ("b", 2, ""), ("a", 3, "")), ["DUPLICATE_SEAT", "a"]),  # within the chunk
+        ((("a", 1, ""), ("s0", 2, "")), ["DUPLICATE_SEAT", "s0"]),  # added by an earlier chunk
+    ],
+)
+async def test_a_chunk_with_a_duplicate_adds_nothing(
+    store: Store, triples: tuple[tuple[str, Any, str], ...], reply: list[Any]
+) -> None:
+    event_id = await draft(store)
+    assert await add(store, event_id, *triples) == reply
+    assert await seats_total(store, event_id) == 1
+    assert await store.client.zcard(store.key(event_id, "seats")) == 1
+
+
+@pytest.mark.parametrize("rank", ["inf", "-inf", "nan", "x", ""])
+async def test_a_rank_that_is_not_a_finite_number_is_a_bug_and_adds_nothing(
+    store: Store, rank: str
+) -> None:
+    event_id = await draft(store)
+    with pytest.raises(ResponseError, match="BAD_ARGS rank of b"):
+        await add(store, event_id, ("a", 1, ""), ("b", rank, ""))
+    assert await seats_total(store, event_id) == 1
+
+
+@pytest.mark.parametrize(("n", "added"), [(1000, True), (1001, False)])
+async def test_a_chunk_takes_at_most_1000_seats(store: Store, n: int, added: bool) -> None:
+    event_id = await draft(store)
+    triples = [(f"t{i}", i, "") for i in range(n)]
+    if added:
+        assert await add(store, event_id, *triples) == ["ADDED", n]
+    else:
+        with pytest.raises(ResponseError, match="BAD_ARGS"):
+            await add(store, event_id, *triples)
+    assert await seats_total(store, event_id) == (1 + n if added else 1)
+
+
+async def test_seats_go_only_to_a_draft_of_an_event_that_exists(store: Store) -> None:
+    assert await add(store, "nope", ("a", 1, "")) == ["NOT_FOUND"]
+    event_id = await draft(store)
+    await store.open_sale(event_id)
+    assert await add(store, event_id, ("a", 1, "")) == ["NOT_DRAFT"]
+
+
+async def test_a_large_seat_map_goes_in_chunks_the_script_accepts(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sizes: list[int] = []
+    call = store.scripts.call
+
+    async def counting(name: str, keys: list[str], args: list[Any]) -> list[Any]:
+        if name == SEATS_ADD:
+            sizes.append(len(args) // 3)
+        return await call(name, keys, args)
+
+    monkeypatch.setattr(store.scripts, "call", counting)
+    store.pipeline = None  # every script call through `scripts.call`, to be counted
+    n = 2 * store_module.SEATS_CHUNK_MAX + 1
+    seats = [SeatSpec(f"s{i}", float(i)) for i in range(n)]
+    assert await store.create_event("big", seats, hold_ttl_ms=60_000, quarantine_ms=60_000) == n
+    chunk = store_module.SEATS_CHUNK_MAX
+    assert sizes == [chunk, chunk, 1] and chunk <= 1000
+    assert await seats_total(store, "big") == n
