@@ -1,21 +1,29 @@
 """create_app(settings): the checkout API, provider callbacks, admin and ops endpoints."""
 
+import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import AsyncIterator
 
+import httpx
+from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from api.context import Context, Metrics, StoreCollector, Tokens
+from api.context import Context, Metrics, StoreCollector
 from api.errors import error_response
 from api.hotpath import HotRoute
-from api.routes import admin, callbacks, checkout, meta
+from api.identity import DemoTokens, Identity, Jwks, JwtTokens
+from api.limits import AddressLimiter
+from api.routes import admin, callbacks, checkout, logins, meta
 from api.settings import ApiSettings
+from engine import errors
+from engine.loops import repeat
 from engine.provider import ProviderClient
 from engine.soldout import SoldOutMemory
 from engine.store import Store
@@ -31,7 +39,7 @@ ROUTES = [
     Route("/readyz", meta.readyz, methods=["GET"]),
     Route("/metrics", meta.metrics, methods=["GET"]),
     Route("/openapi.json", meta.openapi, methods=["GET"]),
-    Route("/v1/login", checkout.login, methods=["POST"]),
+    Route("/v1/login", logins.login, methods=["POST"]),
     Route("/v1/events/{event_id}", checkout.availability, methods=["GET"]),
     Route("/v1/events/{event_id}/seats", checkout.free_seats, methods=["GET"]),
     Route("/v1/events/{event_id}/holds/{hold_id}", checkout.hold_status, methods=["GET"]),
@@ -49,6 +57,7 @@ ROUTES = [
         "/v1/admin/events/{event_id}/holds/{hold_id}/revoke", admin.revoke_hold, methods=["POST"]
     ),
     Route("/v1/admin/events/{event_id}/exceptions", admin.exceptions, methods=["GET"]),
+    Route("/v1/admin/logins/{login}/revoke", logins.revoke_login, methods=["POST"]),
 ]
 
 
@@ -56,6 +65,52 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request")
     return error_response(request, code, str(exc.detail), exc.status_code)
+
+
+def _identity(settings: ApiSettings) -> tuple[Identity, Jwks | None]:
+    if settings.jwt is None:
+        demo = DemoTokens(settings.token_secret, settings.token_ttl_s)
+        return Identity(admin_token=settings.admin_token, demo=demo), None
+    jwks = Jwks(settings.jwt)
+    tokens = JwtTokens(settings.jwt, jwks)
+    return Identity(admin_token=settings.admin_token, jwt_tokens=tokens), jwks
+
+
+def _background(ctx: Context, jwks: Jwks | None, stop: asyncio.Event) -> list[asyncio.Task[None]]:
+    """Revoked logins reloaded every poll; the identity provider's keys every refresh."""
+
+    async def revocations() -> bool:
+        ctx.identity.revocations.load(await ctx.store.revoked.all())
+        return False
+
+    expected = (errors.StoreUnavailable, RedisError, OSError)
+    poll_s = ctx.settings.revocation_poll_ms / 1000
+    tasks = [
+        asyncio.create_task(
+            repeat("revocations", revocations, stop, interval_s=poll_s, expected=expected, log=log)
+        )
+    ]
+    if jwks is not None:
+        refresh_s = float(jwks.settings.jwks_refresh_s)
+
+        async def keys() -> bool:
+            if time.monotonic() - jwks.fetched_at >= refresh_s * 0.9:  # not again after boot
+                await jwks.fetch()
+            return False
+
+        tasks.append(
+            asyncio.create_task(
+                repeat(
+                    "jwks",
+                    keys,
+                    stop,
+                    interval_s=refresh_s,
+                    expected=(httpx.HTTPError, ValueError),
+                    log=log,
+                )
+            )
+        )
+    return tasks
 
 
 def create_app(settings: ApiSettings) -> HotRoute:
@@ -67,6 +122,8 @@ def create_app(settings: ApiSettings) -> HotRoute:
             prefix=settings.engine.key_prefix,
             timeout_s=settings.engine.redis_timeout_ms / 1000,
             autopipeline=settings.engine.redis_autopipeline,
+            limits=settings.limits.login(),
+            idempotency_window_ms=settings.engine.trim_retention_ms,
         )
         if not await store.boot():
             log.warning("Redis unreachable at boot; answering 503 until it is back")
@@ -78,15 +135,26 @@ def create_app(settings: ApiSettings) -> HotRoute:
             )
             await store.sold_out.start()
         provider = ProviderClient(settings.provider_url, timeout_ms=settings.provider_timeout_ms)
+        identity, jwks = _identity(settings)
+        if jwks is not None and not await jwks.fetch_quietly():
+            log.warning("identity provider keys unavailable at boot; buyers get 503 until fetched")
+        limits = settings.limits
         app.state.ctx = Context(
             settings=settings,
             store=store,
             provider=provider,
-            tokens=Tokens(settings.token_secret, settings.token_ttl_s),
+            identity=identity,
             metrics=Metrics(),
+            addresses=AddressLimiter(limits.address_per_s, limits.address_burst),
         )
         app.state.ctx.metrics.registry.register(StoreCollector(store))
+        stop = asyncio.Event()
+        tasks = _background(app.state.ctx, jwks, stop)
         yield
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if jwks is not None:
+            await jwks.close()
         if store.sold_out is not None:
             await store.sold_out.stop()
         await provider.aclose()

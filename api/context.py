@@ -9,21 +9,20 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from starlette.requests import Request
 from starlette.responses import Response
 
 from api.errors import ApiError, error_response, from_engine
+from api.identity import Identity
+from api.limits import AddressLimiter
 from api.settings import ApiSettings
 from engine import errors, keys
 from engine.provider import ProviderClient
 from engine.store import Store
 
 log = logging.getLogger("onsale.api")
-
-TOKEN_CACHE_MAX = 200_000  # verified tokens kept per process; cleared when full
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -127,62 +126,32 @@ class StoreCollector:
             yield kind(name, doc, value=value)  # type: ignore[call-arg]
 
 
-class Tokens:
-    """Login tokens: signed bearer tokens (two tabs, one identity). A token verified once is
-    remembered with its expiry, so two tabs and retries of one login do not pay for the HMAC
-    again; only valid tokens are remembered."""
-
-    def __init__(self, secret: str, ttl_s: int) -> None:
-        self.signer = URLSafeTimedSerializer(secret, salt="onsale-login")
-        self.ttl_s = ttl_s
-        self._known: dict[str, tuple[str, float]] = {}  # token -> login, expiry
-
-    def issue(self, login: str) -> str:
-        return str(self.signer.dumps({"l": login}))
-
-    def login_of(self, request: Request) -> str:
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            raise ApiError(401, "unauthorized", "send Authorization: Bearer <token>")
-        known = self._known.get(token)
-        if known is not None and time.time() < known[1]:
-            return known[0]
-        try:
-            data: Any
-            data, signed_at = self.signer.loads(token, max_age=self.ttl_s, return_timestamp=True)
-        except SignatureExpired:
-            raise ApiError(401, "unauthorized", "token expired") from None
-        except BadSignature:
-            raise ApiError(401, "unauthorized", "invalid token") from None
-        login = str(data["l"])
-        if len(self._known) >= TOKEN_CACHE_MAX:
-            self._known.clear()
-        self._known[token] = (login, signed_at.timestamp() + self.ttl_s)
-        return login
-
-
 @dataclass
 class Context:
     settings: ApiSettings
     store: Store
     provider: ProviderClient
-    tokens: Tokens
+    identity: Identity
     metrics: Metrics
+    addresses: AddressLimiter
 
-    def issue_token(self, login: str) -> str:
-        return self.tokens.issue(login)
+    def login_of(self, request: Request, event_id: str | None = None) -> str:
+        """The buyer's login; with `event_id`, refused unless the token is good for it."""
+        return self.identity.caller(request, event_id).login
 
-    def login_of(self, request: Request) -> str:
-        return self.tokens.login_of(request)
+    def require_admin(self, request: Request) -> str:
+        """The acting admin (recorded with what they do); 429 past the address's limit."""
+        self.addresses.take(request)
+        return self.identity.admin(request)
 
-    def require_admin(self, request: Request) -> None:
-        # Compared as bytes: a header with non-ASCII bytes is a wrong token, not a crash
-        # (hmac.compare_digest refuses non-ASCII str).
-        header = request.headers.get("authorization", "").encode("latin-1")
-        expected = f"Bearer {self.settings.admin_token}".encode()
-        if not hmac.compare_digest(header, expected):
-            raise ApiError(401, "unauthorized", "admin token required")
+    def require_ops(self, request: Request) -> None:
+        """/metrics and /openapi.json: the metrics token, or an admin credential."""
+        token = self.settings.metrics_token.encode()
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        raw = given.strip().encode("latin-1", "replace")
+        if token and scheme.lower() == "bearer" and hmac.compare_digest(raw, token):
+            return
+        self.identity.admin(request)
 
 
 def ctx(request: Request) -> Context:
@@ -204,7 +173,8 @@ def endpoint(route: str) -> Callable[[Handler], Handler]:
             try:
                 response = await handler(request)
             except ApiError as exc:
-                response = error_response(request, exc.code, exc.message, exc.status)
+                extra = {"retry_after_s": exc.retry_after_s} if exc.retry_after_s else {}
+                response = error_response(request, exc.code, exc.message, exc.status, **extra)
             except errors.EngineError as exc:
                 response = from_engine(request, exc)
             except errors.InvariantViolation:

@@ -140,6 +140,22 @@ class Claimed:
     expires_ms: int
     replay: bool
     state: HoldState
+    replaced: str = ""  # the login's previous hold, released by this claim (two tabs)
+
+
+@dataclass(frozen=True, slots=True)
+class LoginLimits:
+    """Per login and event, enforced by the claim and charge-start scripts; 0 is no limit."""
+
+    claims_per_s: int = 0
+    claims_burst: int = 0
+    charges_per_s: int = 0
+    charges_burst: int = 0
+    cap: int = 0  # seats a login may hold and buy
+
+    def __post_init__(self) -> None:
+        assert self.claims_per_s == 0 or self.claims_burst >= 1, "a claim limit needs a burst"
+        assert self.charges_per_s == 0 or self.charges_burst >= 1, "a charge limit needs a burst"
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +230,19 @@ class OutcomeResult:
     hold_state: HoldState | None
     first_seen: bool  # False: this provider event id was processed before; nothing changed
     problems: str = ""  # what did not match, comma-separated (MISMATCH, a refused capture)
+
+    @classmethod
+    def of_reply(cls, code: str, reply: list[Any]) -> "OutcomeResult":
+        """From charge_outcome_v2's or charge_reversal's reply."""
+        return cls(
+            decision=code,
+            charge_id=reply[1],
+            charge_state=ChargeState(reply[2]) if reply[2] else None,
+            hold_id=reply[3],
+            hold_state=HoldState(reply[4]) if reply[4] else None,
+            first_seen=bool(int(reply[5])),
+            problems=str(reply[6]) if len(reply) > 6 else "",
+        )
 
 
 @dataclass(frozen=True, slots=True)

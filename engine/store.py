@@ -17,6 +17,7 @@ from engine import errors, keys
 from engine.holds import (
     ChargeStarted,
     Claimed,
+    LoginLimits,
     OutcomeResult,
     ProviderOutcome,
     ProviderReversal,
@@ -26,6 +27,7 @@ from engine.holds import (
 from engine.pipeline import AutoPipeline
 from engine.reads import Reads, timed
 from engine.restore import Restore
+from engine.revoked import RevokedLogins
 from engine.scripts import (
     CHARGE_START_REFUSALS,
     CLAIM_REFUSALS,
@@ -43,6 +45,7 @@ from engine.scripts import (
     Scripts,
     SeatsAddCode,
     SweepCode,
+    refusal,
 )
 from engine.soldout import SoldOutMemory
 from engine.states import (
@@ -53,7 +56,7 @@ from engine.states import (
 )
 
 KEYS_CACHE_MAX = 10_000  # events whose key names are kept built
-SEATS_CHUNK_MAX = 2000  # seats per event_seats_add call: keeps one script call short
+SEATS_CHUNK_MAX = 500  # seats per event_seats_add call (<= 1000): a few ms, buyers go between
 
 
 class Store:
@@ -65,6 +68,8 @@ class Store:
         prefix: str = keys.PREFIX,
         timeout_s: float = 2.0,
         autopipeline: bool = True,
+        limits: LoginLimits | None = None,
+        idempotency_window_ms: int = 0,
     ) -> None:
         encoder = client.get_encoder()  # type: ignore[no-untyped-call]
         assert encoder.decode_responses, "Store needs a client with decode_responses=True"
@@ -72,12 +77,20 @@ class Store:
         self.scripts = scripts or Scripts(client)
         self.prefix = prefix
         self.timeout_s = timeout_s
+        self.limits = limits = limits or LoginLimits()
+        # 0: a claim's hold id is its idempotency key; else the key plus the window number
+        # (lua/hold_claim.lua): the API passes the trim retention, so no hold id is ever reused.
+        self._claim_limits = [
+            limits.claims_per_s, limits.claims_burst, limits.cap, idempotency_window_ms
+        ]  # fmt: skip
+        self._charge_limits = [limits.charges_per_s, limits.charges_burst]
         # Answers "sold out" from memory once Redis said so (engine/soldout.py); set by the
         # API, which also runs its listener.
         self.sold_out: SoldOutMemory | None = None
         self._keys: dict[str, list[str]] = {}
         self.read = Reads(client, prefix=prefix, timeout_s=timeout_s)  # views, workers, audit
         self.restore = Restore(self)  # rebuild from the ledger
+        self.revoked = RevokedLogins(client, prefix=prefix, timeout_s=timeout_s)  # identity
         # Script calls of one event-loop tick share one round trip (engine/pipeline.py).
         self.pipeline = (
             AutoPipeline(client, self.scripts, timeout_s=timeout_s) if autopipeline else None
@@ -95,11 +108,11 @@ class Store:
 
     async def _run(self, name: str, event_id: str, args: Sequence[Any]) -> list[Any]:
         try:
-            if self.pipeline is not None:  # bounded by the pipeline's own queue and timeout
+            if self.pipeline is not None:  # one timeout_s from queueing to reply, pipeline.py
                 reply = await self.pipeline.call(name, self.keys(event_id), args)
                 assert isinstance(reply, list) and reply, f"{name}: unexpected reply {reply!r}"
                 return reply
-            async with asyncio.timeout(self.timeout_s):
+            async with asyncio.timeout(self.timeout_s):  # pool wait, command, retry: one bound
                 return await self.scripts.call(name, self.keys(event_id), list(args))
         except ResponseError as exc:
             if str(exc).startswith("INVARIANT"):
@@ -133,8 +146,7 @@ class Store:
         )
         if reply[0] == EventCreateCode.EXISTS:
             raise errors.EventExists(f"event {event_id} exists")
-        # The price is display data read by the API, not a script input: a DRAFT event is not
-        # on sale, so setting it after the atomic create is safe.
+        # The price is display data, no script's input: set after the create, on a DRAFT.
         await self._read(self.client.hset(self.key(event_id, "event"), "price_minor", price_minor))
         total = 0
         batch: list[Any] = []
@@ -173,23 +185,26 @@ class Store:
     async def claim(
         self, event_id: str, login: str, hold_id: str, seat_id: str | None = None
     ) -> Claimed:
-        """Claim `seat_id`, or the best free seat when None. `hold_id` is the idempotency key."""
+        """Claim `seat_id`, or the best free seat when None. `hold_id` is the idempotency key
+        (with an idempotency window, the hold id is made from it)."""
         if not keys.valid_id(hold_id) or not login:
             raise ValueError("hold_id and login are required")
         memory = self.sold_out
         if memory is not None and memory.refuses(event_id, hold_id):
             raise errors.SoldOut(f"claim {hold_id}: SOLD_OUT (remembered)", reply=[])
         sent_at = time.monotonic()
-        reply = await self._run("hold_claim", event_id, [hold_id, login, seat_id or ""])
+        reply = await self._run(
+            "hold_claim", event_id, [hold_id, login, seat_id or "", *self._claim_limits]
+        )
         code = ClaimCode(reply[0])
         if code == ClaimCode.SOLD_OUT and memory is not None:
             memory.sold_out(event_id, int(reply[1]), sent_at)
         if code == ClaimCode.OK:
-            return Claimed(reply[1], reply[2], int(reply[3]), False, HoldState.RESERVED)
+            return Claimed(reply[1], reply[2], int(reply[3]), False, HoldState.RESERVED, reply[4])
         if code == ClaimCode.REPLAY:
             return Claimed(reply[1], reply[2], int(reply[3]), True, HoldState(reply[4]))
         await self._refuse_truthfully(event_id, code)
-        raise CLAIM_REFUSALS[code](f"claim {hold_id}: {code}", reply=reply[1:])
+        raise refusal(CLAIM_REFUSALS, code, reply)
 
     async def release(self, event_id: str, hold_id: str, login: str) -> HoldState:
         """Give a hold up. Returns the hold's state afterwards (idempotent)."""
@@ -222,7 +237,9 @@ class Store:
     ) -> ChargeStarted:
         if not keys.valid_charge_id(charge_id):
             raise ValueError(f"invalid charge id {charge_id!r}")
-        reply = await self._run("charge_start", event_id, [hold_id, login, charge_id, amount])
+        reply = await self._run(
+            "charge_start", event_id, [hold_id, login, charge_id, amount, *self._charge_limits]
+        )
         code = ChargeStartCode(reply[0])
         if code == ChargeStartCode.OK:
             return ChargeStarted(reply[1], int(reply[2]), False, ChargeState.CHARGING)
@@ -234,7 +251,7 @@ class Store:
                 raise errors.AlreadyConfirmed(f"hold {hold_id} is confirmed")
             raise errors.HoldExpired(f"hold {hold_id} is {state}", state=state)
         await self._refuse_truthfully(event_id, code)
-        raise CHARGE_START_REFUSALS[code](f"start charge {charge_id}: {code}", reply=reply[1:])
+        raise refusal(CHARGE_START_REFUSALS, code, reply)
 
     async def _refuse_truthfully(self, event_id: str, code: str) -> None:
         """A refusal of an event that is being recovered says so (503, retry), instead of
@@ -247,15 +264,18 @@ class Store:
         return FenceCode((await self._run("event_fence", event_id, [reason]))[0])
 
     async def abandon_charge(self, event_id: str, hold_id: str, login: str, charge_id: str) -> bool:
-        """The client stopped waiting for `charge_id`: True if it was in flight and now is
-        resolve-by-refund (the hold may start another charge), False if it was not in flight."""
+        """The client stopped waiting for `charge_id`: True once it is resolve-by-refund (now or
+        before; the hold may pay again). Not in flight: ChargeCaptured or ChargeNotInFlight."""
         reply = await self._run("charge_abandon", event_id, [hold_id, login, charge_id])
         code = AbandonCode(reply[0])
         if code == AbandonCode.NOT_OWNER:
             raise errors.NotOwner(f"hold {hold_id} is not yours")
         if code == AbandonCode.NOT_FOUND:
             raise errors.ChargeNotFound(f"charge {charge_id} on hold {hold_id}")
-        return code == AbandonCode.ABANDONED
+        if code == AbandonCode.NOT_IN_FLIGHT:
+            refusal = errors.ChargeCaptured if reply[1] == "CAPTURED" else errors.ChargeNotInFlight
+            raise refusal(f"abandon {charge_id}: {reply[1]}", charge_state=ChargeState(reply[1]))
+        return True
 
     async def apply_outcome(self, event_id: str, outcome: ProviderOutcome) -> OutcomeResult:
         """Verify one authenticated provider message against our charge and apply it
@@ -284,7 +304,7 @@ class Store:
             raise errors.EventNotFound(event_id)
         if code == OutcomeCode.RETRY_LATER:  # the event is being rebuilt: nothing was recorded
             raise errors.StoreUnavailable(f"event {event_id} is not open; retry later")
-        return _outcome_result(code, reply)
+        return OutcomeResult.of_reply(code, reply)
 
     async def apply_reversal(self, event_id: str, reversal: ProviderReversal) -> OutcomeResult:
         """Money the provider moved after a capture (a refund, a dispute), verified against
@@ -308,7 +328,7 @@ class Store:
             raise errors.EventNotFound(event_id)
         if code == ReversalCode.RETRY_LATER:  # rebuilding, or the capture has not landed yet
             raise errors.StoreUnavailable(f"reversal for {reversal.charge_id}: retry later")
-        return _outcome_result(code, reply)
+        return OutcomeResult.of_reply(code, reply)
 
     async def revoke_hold(self, event_id: str, hold_id: str, actor: str) -> None:
         """An operator takes back the seat of a hold in EXCEPTION (its money left)."""
@@ -378,17 +398,3 @@ class Store:
         if not all(loaded):
             await self._read(self.scripts.load_all())
         return len(shas)
-
-    # -- audit ----------------------------------------------------------------------------
-
-
-def _outcome_result(code: str, reply: list[Any]) -> OutcomeResult:
-    return OutcomeResult(
-        decision=code,
-        charge_id=reply[1],
-        charge_state=ChargeState(reply[2]) if reply[2] else None,
-        hold_id=reply[3],
-        hold_state=HoldState(reply[4]) if reply[4] else None,
-        first_seen=bool(int(reply[5])),
-        problems=str(reply[6]) if len(reply) > 6 else "",
-    )

@@ -37,7 +37,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from api.context import Tokens
+from api.identity import DemoTokens
 from engine.store import Store
 from loadtest import pg_baseline
 from loadtest.burst_client import BurstClient, claim_request
@@ -172,7 +172,7 @@ async def release_burst(
     """Open one connection per client (each answers one GET /healthz, so the server has
     accepted it), then write every client's claim in one pass and wait for all answers.
     Returns the clients (answers and timings) and the release instant (time.monotonic())."""
-    tokens = Tokens(target.token_secret, ttl_s=3_600)
+    tokens = DemoTokens(target.token_secret, ttl_s=3_600)
     url = urlsplit(target.api_url)
     host, port = url.hostname or "127.0.0.1", url.port or 80
     loop = asyncio.get_running_loop()

@@ -12,6 +12,7 @@ timed too: the claim path must not change."""
 import argparse
 import asyncio
 import os
+import secrets
 import statistics
 import time
 import uuid
@@ -45,8 +46,9 @@ async def api(prefix: str, confirm_after: str) -> AsyncIterator[httpx.AsyncClien
     env = {
         **os.environ,
         "ONSALE_KEY_PREFIX": prefix,
-        "ONSALE_TOKEN_SECRET": "t" * 32,
-        "ONSALE_ADMIN_TOKEN": "a" * 32,
+        "ONSALE_DEMO_LOGIN": "1",
+        "ONSALE_TOKEN_SECRET": secrets.token_urlsafe(32),
+        "ONSALE_ADMIN_TOKEN": secrets.token_urlsafe(32),
         "ONSALE_WEBHOOK_SECRET": SECRET,
         "ONSALE_PROVIDER_URL": "http://127.0.0.1:9",
         "ONSALE_CONFIRM_AFTER": confirm_after,

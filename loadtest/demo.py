@@ -137,7 +137,7 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
         avail = (await http.get(f"/v1/events/{event_id}")).json()
         async with httpx.AsyncClient(base_url=stack.sim_url) as sim:
             provider_ledger = (await sim.get("/v1/ledger")).json()
-        metrics = (await http.get("/metrics")).text
+        metrics = (await http.get("/metrics", headers=stack.admin_headers())).text
     ledger_view = None
     if watch is not None:
         ledger_view = await watch.caught_up(len(await store.read.outbox(event_id)))

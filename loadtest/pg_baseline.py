@@ -6,8 +6,9 @@ same HTTP layer, so that a benchmark compares the two designs and nothing else.
     ONSALE_PG_TIMEOUT_MS, ONSALE_SOLD_OUT_TTL_MS, ONSALE_TOKEN_TTL_S, ONSALE_HTTP_KEEPALIVE_S)
 
 The contract is the engine's claim, `POST /v1/events/{event_id}/holds`: a bearer token signed
-as api/context.py signs it, `Idempotency-Key` = hold id, body `{}` (best available) or
-`{"seat_id": ...}`; 201 for a new hold, 200 for a replay by the same login, and the error codes
+as api/identity.py signs demo tokens, the hold id derived from the login and `Idempotency-Key`
+as the API derives it, body `{}` (best available) or `{"seat_id": ...}`; 201 for a new hold,
+200 for a replay by the same login, and the error codes
 and envelope of api/errors.py. Served by uvicorn exactly as `onsale serve` serves the API.
 
 A competent design, not a straw man:
@@ -27,8 +28,9 @@ A competent design, not a straw man:
   LOCKED answers "no free seat I can lock", not "no free seat"), and only if none is left are
   the event's holds loaded into memory. While the flag is up (ONSALE_SOLD_OUT_TTL_MS, 200 ms by
   default) best-available claims are answered without PostgreSQL, before and again after
-  waiting for a pooled connection: a key found in the snapshot gets its hold back (200), or
-  idempotency_key_reused for another login; any other key gets sold_out. The snapshot is
+  waiting for a pooled connection: a hold id found in the snapshot gets its hold back (200);
+  any other gets sold_out (hold ids are derived from the login and its key, so another
+  login's key is another hold). The snapshot is
   complete because no seat can be taken once none is free and a hold is never deleted.
   When it lapses, the next sold_out from PostgreSQL raises it again. Claims of a specific seat
   always go to PostgreSQL.
@@ -118,7 +120,7 @@ async def healthz(request: Request) -> Response:
 async def claim(request: Request) -> Response:
     b = baseline_of(request)
     login = b.tokens.login_of(request)
-    event_id, seat_id, hold_id = await claim_input(request, b.settings.body_max_bytes)
+    event_id, seat_id, hold_id = await claim_input(request, b.settings.body_max_bytes, login)
     return claimed_response(await b.claim(event_id, login, hold_id, seat_id))
 
 

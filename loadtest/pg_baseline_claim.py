@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from api.context import Tokens
+from api.identity import DemoTokens
 from engine import errors, keys
 from engine.holds import Claimed
 from engine.settings import MissingSetting, int_setting
@@ -111,7 +111,9 @@ class Baseline:
         self.claim_best_sql = sql(CLAIM_BEST, s)
         self.claim_seat_sql = sql(CLAIM_SEAT, s)
         self.timeout_s = self.settings.pg_timeout_ms / 1000
-        self.tokens = Tokens(self.settings.token_secret, self.settings.token_ttl_s)  # as the API
+        self.tokens = DemoTokens(
+            self.settings.token_secret, self.settings.token_ttl_s
+        )  # as the API
 
     async def start(self) -> None:
         async def warm(conn: asyncpg.Connection) -> None:

@@ -91,9 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    secret = os.environ.get("ONSALE_WEBHOOK_SECRET", "")
+    if not secret:
+        parser.error("ONSALE_WEBHOOK_SECRET is not set: the secret callbacks are signed with")
     config = SimConfig(
         webhook_url=args.webhook_url,
-        webhook_secret=os.environ.get("ONSALE_WEBHOOK_SECRET", SimConfig.webhook_secret),
+        webhook_secret=secret,
         decline_rate=args.decline_rate,
         fail_rate=args.fail_rate,
         late_rate=args.late_rate,

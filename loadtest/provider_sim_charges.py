@@ -25,7 +25,8 @@ log = logging.getLogger("onsale.provider_sim")
 @dataclass(frozen=True)
 class SimConfig:
     webhook_url: str = "http://127.0.0.1:8000/v1/provider/callbacks"
-    webhook_secret: str = "whsec-dev"
+    # No default: the deployment's callback secret, or none (then nothing is sent signed).
+    webhook_secret: str = ""
     decline_rate: float = 0.05
     fail_rate: float = 0.02
     late_rate: float = 0.0  # answer the create call 504, capture anyway after late_delay_ms
@@ -110,6 +111,9 @@ class Simulator:
         await asyncio.sleep(delay_s)
         body = orjson.dumps(event)
         assert self.http is not None
+        if not self.config.webhook_secret:
+            log.error("no webhook secret (ONSALE_WEBHOOK_SECRET): event %s not sent", event["id"])
+            return
         for attempt in range(self.config.retries_max):
             headers = {
                 HEADER: sign(self.config.webhook_secret, body, int(time.time())),

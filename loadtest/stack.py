@@ -46,9 +46,9 @@ class LocalStack:
     api_workers: int = 1
     sim_args: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
-    admin_token: str = field(default_factory=lambda: secrets.token_urlsafe(16))
-    token_secret: str = field(default_factory=lambda: secrets.token_urlsafe(16))
-    webhook_secret: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    admin_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    token_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    webhook_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     api_port: int = field(default_factory=spare_port)
     sim_port: int = field(default_factory=spare_port)
     ledger_dsn: str = ""  # when set: migrate, then run the ledger writer too
@@ -68,6 +68,9 @@ class LocalStack:
             **os.environ,
             "ONSALE_REDIS_URL": self.redis_url,
             "ONSALE_KEY_PREFIX": self.key_prefix,
+            # The load tools and the demo log buyers in by name, all from this one address.
+            "ONSALE_DEMO_LOGIN": "1",
+            "ONSALE_ADDRESS_PER_S": "0",
             "ONSALE_TOKEN_SECRET": self.token_secret,
             "ONSALE_ADMIN_TOKEN": self.admin_token,
             "ONSALE_WEBHOOK_SECRET": self.webhook_secret,

@@ -17,6 +17,14 @@ from engine.store import Store
 
 REDIS_URL = os.environ.get("ONSALE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
+# What an API booted from its environment in a test needs besides Redis and the provider: the
+# demo login, and secrets strong enough for boot's check (weak ones are refused).
+API_TEST_ENV = {
+    "ONSALE_DEMO_LOGIN": "1",
+    "ONSALE_TOKEN_SECRET": "tok-Zq8fT3mWc1xLp6vRb9nKy4hGd7sJa2E",
+    "ONSALE_ADMIN_TOKEN": "adm-Hx4kP9sQe2vN7wB1cT6yM3rJ8uF5gL0",
+}
+
 
 @dataclass
 class Sale:

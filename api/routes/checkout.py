@@ -1,4 +1,4 @@
-"""Buyer endpoints: login, availability, claim, hold status, release, charge, abandon.
+"""Buyer endpoints: availability, claim, hold status, release, charge, abandon.
 
 The claim is the hot path: token check (CPU only), one EVALSHA, no PostgreSQL."""
 
@@ -12,20 +12,11 @@ from api.context import ctx, endpoint, path_id
 from api.durable import CONFIRMING, sale_durable
 from api.errors import ApiError
 from api.responses import json_response, read_json
-from api.validate import idempotency_key, ident, obj
-from engine import keys
+from api.validate import idempotency_key, ident, obj, query_integer
+from engine import errors, keys
 from engine.holds import Charge, Claimed, Hold
 from engine.provider import ProviderRefused, ProviderTimeout
-
-
-@endpoint("login")
-async def login(request: Request) -> Response:
-    """Demo login: any login name gets a signed bearer token (two tabs, one identity)."""
-    c = ctx(request)
-    body = obj(await read_json(request, c.settings.body_max_bytes))
-    name = ident(body, "login")
-    assert name is not None
-    return json_response({"token": c.issue_token(name), "login": name})
+from engine.states import HoldState
 
 
 @endpoint("availability")
@@ -53,19 +44,27 @@ async def availability(request: Request) -> Response:
 async def free_seats(request: Request) -> Response:
     c = ctx(request)
     event_id = path_id(request, "event_id")
-    raw = request.query_params.get("limit", "50")
-    if not raw.isdigit() or not 1 <= int(raw) <= 500:
-        raise ApiError(400, "invalid_request", "limit must be an integer in [1, 500]")
-    return json_response({"seats": await c.store.read.free_seats(event_id, int(raw))})
+    limit = query_integer(request.query_params, "limit", 50)
+    seats = await c.store.read.free_seats(event_id, limit)
+    if not seats:  # sold out, or no such event: availability tells (404 event_not_found)
+        await c.store.read.availability(event_id)
+    return json_response({"seats": seats})
 
 
-async def claim_input(request: Request, body_max_bytes: int) -> tuple[str, str | None, str]:
-    """The claim's event id, seat (None: best available) and hold id (the Idempotency-Key, or
-    a fresh one). Shared with the PostgreSQL baseline, which answers the same requests."""
+async def claim_input(
+    request: Request, body_max_bytes: int, login: str
+) -> tuple[str, str | None, str]:
+    """The claim's event id, seat (None: best available) and hold id. Shared with the
+    PostgreSQL baseline, which answers the same requests.
+
+    The hold id is derived from the login and its Idempotency-Key (or is fresh without one): a
+    retry by the same login finds its hold, and another login's use of the same key is a
+    different hold, so nothing tells a caller whether someone else used a key."""
     event_id = path_id(request, "event_id")
     body = obj(await read_json(request, body_max_bytes, allow_empty=True))
     seat_id = ident(body, "seat_id", required=False)
-    hold_id = idempotency_key(request.headers.get("idempotency-key"), os.urandom(16).hex())
+    key = idempotency_key(request.headers.get("idempotency-key"), "")
+    hold_id = keys.hold_key(event_id, login, key) if key else os.urandom(16).hex()
     return event_id, seat_id, hold_id
 
 
@@ -76,6 +75,9 @@ def claimed_response(claimed: Claimed) -> Response:
             "seat_id": claimed.seat_id,
             "expires_ms": claimed.expires_ms,
             "state": claimed.state,
+            # Two tabs: the login's previous hold, released by this claim (None if there was
+            # none); the other tab reads it RELEASED with reason replaced_by_new_claim.
+            "replaced_hold_id": claimed.replaced or None,
         },
         200 if claimed.replay else 201,
     )
@@ -84,8 +86,8 @@ def claimed_response(claimed: Claimed) -> Response:
 @endpoint("claim")
 async def claim(request: Request) -> Response:
     c = ctx(request)
-    login_name = c.login_of(request)
-    event_id, seat_id, hold_id = await claim_input(request, c.settings.body_max_bytes)
+    login_name = c.login_of(request, request.path_params["event_id"])
+    event_id, seat_id, hold_id = await claim_input(request, c.settings.body_max_bytes, login_name)
     try:
         claimed = await c.store.claim(event_id, login_name, hold_id, seat_id)
     except Exception as exc:
@@ -124,11 +126,12 @@ def hold_view(h: Hold, charges: list[Charge], *, durable: bool = True) -> dict[s
 
 async def owned_hold(request: Request) -> tuple[str, str, Hold]:
     c = ctx(request)
-    login_name = c.login_of(request)
     event_id, hold_id = path_id(request, "event_id"), path_id(request, "hold_id")
+    login_name = c.login_of(request, event_id)
     h = await c.store.read.hold(event_id, hold_id)
     if h.login != login_name:
-        raise ApiError(403, "not_owner", "this hold belongs to another login")
+        # Another login's hold answers exactly as an unknown one: ids reveal nothing.
+        raise errors.HoldNotFound("no such hold for this login")
     return event_id, login_name, h
 
 
@@ -141,12 +144,32 @@ async def hold_status(request: Request) -> Response:
     return json_response(hold_view(h, charges, durable=durable))
 
 
+# A hold that ended otherwise cannot be given up: the 409 names why (and carries its state).
+RELEASE_REFUSALS: dict[str, type[errors.EngineError]] = {
+    HoldState.CONFIRMED: errors.AlreadyConfirmed,
+    HoldState.EXCEPTION: errors.AlreadyConfirmed,  # sold; its money left and ops decide
+    HoldState.EXPIRED: errors.HoldExpired,
+    HoldState.REVOKED: errors.HoldRevoked,
+}
+
+
 @endpoint("release")
 async def release(request: Request) -> Response:
+    """Give the hold up. RELEASED, by this call or an earlier one: 200. QUARANTINED (its deadline
+    passed with a charge in flight): given up at once (a late capture is refunded, the login
+    may claim again) but it ends only when that charge resolves or the quarantine times out:
+    202 with the state it is still in. A hold that ended otherwise: 409 naming why."""
     c = ctx(request)
     event_id, login_name, h = await owned_hold(request)
     state = await c.store.release(event_id, h.hold_id, login_name)
-    return json_response({"hold_id": h.hold_id, "state": state})
+    if state == HoldState.RELEASED:
+        return json_response({"hold_id": h.hold_id, "state": state})
+    if state == HoldState.QUARANTINED:
+        h = await c.store.read.hold(event_id, h.hold_id)  # quarantined by this very call, maybe
+        body = {"hold_id": h.hold_id, "state": state, "given_up": True}
+        return json_response({**body, "quarantine_until_ms": h.until_ms}, 202)
+    refusal = RELEASE_REFUSALS.get(state, errors.HoldExpired)
+    raise refusal(f"release of hold {h.hold_id}: {state}", state=state)
 
 
 @endpoint("start_charge")
@@ -155,7 +178,7 @@ async def start_charge(request: Request) -> Response:
     charge that reconciliation resolves, never money we do not know about."""
     c = ctx(request)
     event_id, login_name, h = await owned_hold(request)
-    await read_json(request, c.settings.body_max_bytes, allow_empty=True)
+    obj(await read_json(request, c.settings.body_max_bytes, allow_empty=True))  # before any effect
     # The client's Idempotency-Key deduplicates its own requests on this hold; the charge id,
     # which is also the provider's idempotency key, is minted here from it (ADR 0014).
     client_key = idempotency_key(request.headers.get("idempotency-key"), uuid.uuid4().hex)
@@ -186,7 +209,8 @@ async def start_charge(request: Request) -> Response:
         except ProviderTimeout:
             provider_status = "timeout"  # outcome unknown: the callback or reconciliation decides
         except ProviderRefused as exc:
-            raise ApiError(502, "provider_unavailable", str(exc)) from exc
+            # The provider's own words (its URL, its error text) are not the buyer's business.
+            raise ApiError(502, "provider_unavailable", "the payment provider refused") from exc
     return json_response(
         {
             "charge_id": charge_id,
@@ -208,5 +232,6 @@ async def abandon_charge(request: Request) -> Response:
     charge_id = str(request.path_params["charge_id"])
     if not keys.valid_charge_id(charge_id):
         raise ApiError(400, "invalid_request", "charge_id is not a charge id of ours")
-    abandoned = await c.store.abandon_charge(event_id, h.hold_id, login_name, charge_id)
-    return json_response({"charge_id": charge_id, "abandoned": abandoned})
+    # A charge that is not in flight answers 409 charge_captured or charge_not_in_flight.
+    await c.store.abandon_charge(event_id, h.hold_id, login_name, charge_id)
+    return json_response({"charge_id": charge_id, "abandoned": True})

@@ -22,7 +22,10 @@ async def readyz(request: Request) -> Response:
 
 @endpoint("metrics")
 async def metrics(request: Request) -> Response:
+    """Ops only: the metrics token (ONSALE_METRICS_TOKEN, for the scraper) or an admin
+    credential. Event ids and sales figures are not for the public."""
     c = ctx(request)
+    c.require_ops(request)
     now_ms = await c.store.read.server_time_ms()
     for event_id in await c.store.read.event_ids():
         progress = await c.store.read.ledger_progress(event_id)
@@ -35,4 +38,7 @@ async def metrics(request: Request) -> Response:
 
 @endpoint("openapi")
 async def openapi(request: Request) -> Response:
+    """Integrators get the document from the operator (or the repository); the running server
+    shows it only to ops credentials, so it does not advertise admin routes to everyone."""
+    ctx(request).require_ops(request)
     return json_response(OPENAPI)

@@ -22,7 +22,7 @@ from engine.states import HoldState
 from engine.store import Store
 from persistence.rebuild import rebuild
 from persistence.writer import LedgerWriter
-from tests.conftest import seats
+from tests.conftest import API_TEST_ENV, seats
 from tests.fault.conftest import PrivateRedis
 from tests.fault.test_redis_durability import connect
 
@@ -88,8 +88,7 @@ async def api(server: PrivateRedis) -> AsyncIterator[httpx.AsyncClient]:
     env = {
         "ONSALE_REDIS_URL": server.url,
         "ONSALE_REDIS_TIMEOUT_MS": "300",
-        "ONSALE_TOKEN_SECRET": "t" * 32,
-        "ONSALE_ADMIN_TOKEN": "a" * 32,
+        **API_TEST_ENV,
         "ONSALE_WEBHOOK_SECRET": SECRET,
         "ONSALE_PROVIDER_URL": "http://127.0.0.1:9",
         "ONSALE_CONFIRM_AFTER": "ledger",

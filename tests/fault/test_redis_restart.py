@@ -12,7 +12,7 @@ from engine import errors
 from engine.settings import Settings
 from engine.store import Store
 from engine.sweeper import Sweeper
-from tests.conftest import seats
+from tests.conftest import API_TEST_ENV, seats
 from tests.fault.conftest import PrivateRedis
 from tests.helpers import wait_until
 
@@ -106,9 +106,8 @@ async def test_the_api_boots_with_redis_down_and_serves_once_it_is_back(
         "ONSALE_REDIS_URL": private_redis.url,
         "ONSALE_REDIS_TIMEOUT_MS": "300",
         "ONSALE_REDIS_CONNECT_TIMEOUT_MS": "200",
-        "ONSALE_TOKEN_SECRET": "t" * 32,
-        "ONSALE_ADMIN_TOKEN": "a" * 32,
-        "ONSALE_WEBHOOK_SECRET": "w" * 32,
+        **API_TEST_ENV,
+        "ONSALE_WEBHOOK_SECRET": "whs-Lr5tY8cV2nQ7mX1zK4bD9fH3jP6wS0a",
         "ONSALE_PROVIDER_URL": "http://127.0.0.1:9",
     }
     app = create_app(ApiSettings.from_env(env))

@@ -12,10 +12,10 @@ import redis
 
 from loadtest.buyer import Answer, BuyerApi, Call, bearer
 from loadtest.stack import LocalStack
-from tests.conftest import REDIS_URL
+from tests.conftest import API_TEST_ENV, REDIS_URL
 
-ADMIN = "admin-test-token"
-WEBHOOK_SECRET = "whsec-test"
+ADMIN = API_TEST_ENV["ONSALE_ADMIN_TOKEN"]
+WEBHOOK_SECRET = "whsec-e2e-Qm7Rt2Vx9Kc4Np1Lw8Hd3Js6Bf0Gz5"
 
 
 @dataclass

@@ -17,7 +17,7 @@ from engine import keys
 from engine.signing import HEADER, sign
 from engine.store import Store
 from persistence.writer import GROUP, LedgerWriter
-from tests.conftest import REDIS_URL, Sale, open_sale
+from tests.conftest import API_TEST_ENV, REDIS_URL, Sale, open_sale
 from tests.pg import migrated_pool
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -36,8 +36,7 @@ def api_env(store: Store, confirm_after: str) -> dict[str, str]:
     return {
         "ONSALE_REDIS_URL": REDIS_URL,
         "ONSALE_KEY_PREFIX": store.prefix,
-        "ONSALE_TOKEN_SECRET": "t" * 32,
-        "ONSALE_ADMIN_TOKEN": "a" * 32,
+        **API_TEST_ENV,
         "ONSALE_WEBHOOK_SECRET": SECRET,
         "ONSALE_PROVIDER_URL": "http://127.0.0.1:9",
         "ONSALE_CONFIRM_AFTER": confirm_after,
@@ -58,7 +57,8 @@ class Buyer:
         return str(r.json()["state"])
 
     async def metric(self, name: str) -> float:
-        text = (await self.http.get("/metrics")).text
+        admin = {"Authorization": f"Bearer {API_TEST_ENV['ONSALE_ADMIN_TOKEN']}"}
+        text = (await self.http.get("/metrics", headers=admin)).text
         line = next(row for row in text.splitlines() if row.startswith(name + "{"))
         assert f'event="{self.sale.event_id}"' in line, line
         return float(line.rsplit(" ", 1)[1])

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from itsdangerous import URLSafeTimedSerializer
 
+from engine import keys
 from loadtest import pg_baseline
 from loadtest.pg_baseline import Baseline, BaselineSettings
 from tests.pg import private_database
@@ -69,7 +70,7 @@ async def test_replay_returns_200_with_the_same_seat() -> None:
         first = await b.claim("alice", "k1")
         assert first.status_code == 201, first.text
         body = first.json()
-        assert body["hold_id"] == "k1" and body["seat_id"] == "s0"
+        assert body["hold_id"] == keys.hold_key(EVENT, "alice", "k1") and body["seat_id"] == "s0"
         assert body["state"] == "RESERVED" and body["expires_ms"] > time.time() * 1000
         again = await b.claim("alice", "k1")
         assert again.status_code == 200 and again.json() == body
@@ -77,17 +78,17 @@ async def test_replay_returns_200_with_the_same_seat() -> None:
         assert (await b.claim("bob", "k2")).json()["seat_id"] == "s1"  # best rank next
 
 
-async def test_key_reused_by_another_login_is_refused() -> None:
+async def test_the_same_key_from_another_login_is_another_hold() -> None:
     async with running(5) as b:
         assert (await b.claim("alice", "k1")).status_code == 201
-        r = await b.claim("bob", "k1")
-        assert r.status_code == 422 and code(r) == "idempotency_key_reused"
+        r = await b.claim("bob", "k1")  # as on the engine: keys are per login (ADR 0019)
+        assert r.status_code == 201 and r.json()["hold_id"] == keys.hold_key(EVENT, "bob", "k1")
         assert await pg_baseline.audit(b.dsn, EVENT) == {
             "seats": 5,
-            "held": 1,
-            "distinct_seats_held": 1,
-            "holds": 1,
-            "holds_matching_seat": 1,
+            "held": 2,
+            "distinct_seats_held": 2,
+            "holds": 2,
+            "holds_matching_seat": 2,
         }
 
 
@@ -149,13 +150,15 @@ async def test_sold_out_shortcut_still_replays_an_existing_key() -> None:
             if EVENT in b.baseline.flags:
                 break
             await asyncio.sleep(0.02)
-        assert set(b.baseline.flags[EVENT].holds) == {"k1", "k2", "k3"}
+        assert set(b.baseline.flags[EVENT].holds) == {
+            keys.hold_key(EVENT, "alice", k) for k in ("k1", "k2", "k3")
+        }
         pool, b.baseline.pool = b.baseline.pool, NoPool()
         try:
             r = await b.claim("alice", "k2")
             assert r.status_code == 200 and r.json() == won["k2"]
-            r = await b.claim("bob", "k2")
-            assert r.status_code == 422 and code(r) == "idempotency_key_reused"
+            r = await b.claim("bob", "k2")  # bob's k2 is not alice's: a new claim, sold out
+            assert r.status_code == 409 and code(r) == "sold_out"
             r = await b.claim("carol", "new")
             assert r.status_code == 409 and code(r) == "sold_out"
         finally:

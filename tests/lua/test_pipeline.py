@@ -40,8 +40,12 @@ async def test_one_tick_is_one_batch_and_replies_keep_their_order(store: Store) 
 async def test_a_script_error_belongs_to_its_own_caller(store: Store) -> None:
     sale = await open_sale(store, 2, now_ms=T0)
     assert store.pipeline is not None
-    bad = store.pipeline.call("hold_claim", store.keys(sale.event_id), ["", "nobody", ""])
-    good = store.pipeline.call("hold_claim", store.keys(sale.event_id), ["h1", "u1", ""])
+    bad = store.pipeline.call(
+        "hold_claim", store.keys(sale.event_id), ["", "nobody", "", 0, 0, 0, 0]
+    )
+    good = store.pipeline.call(
+        "hold_claim", store.keys(sale.event_id), ["h1", "u1", "", 0, 0, 0, 0]
+    )
     with pytest.raises(Exception, match="BAD_ARGS"):
         await bad
     assert (await good)[0] == "OK"
@@ -60,9 +64,13 @@ async def test_flushed_scripts_are_reloaded() -> None:
 async def test_calls_queued_too_long_fail_without_being_sent(store: Store) -> None:
     sale = await open_sale(store, 3, now_ms=T0)
     assert store.pipeline is not None
-    stale = store.pipeline.call("hold_claim", store.keys(sale.event_id), ["h1", "u1", ""])
+    stale = store.pipeline.call(
+        "hold_claim", store.keys(sale.event_id), ["h1", "u1", "", 0, 0, 0, 0]
+    )
     store.pipeline._queue[0].queued -= store.pipeline.timeout_s + 1  # it waited too long
-    fresh = store.pipeline.call("hold_claim", store.keys(sale.event_id), ["h2", "u2", ""])
+    fresh = store.pipeline.call(
+        "hold_claim", store.keys(sale.event_id), ["h2", "u2", "", 0, 0, 0, 0]
+    )
     with pytest.raises(errors.StoreUnavailable, match="queued too long"):
         await stale
     assert (await fresh)[2] == "s00000"  # the stale call never ran: its seat is still first

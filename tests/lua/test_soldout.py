@@ -36,7 +36,9 @@ async def sell_out(store: Store, seats: int) -> Sale:
 
 async def test_sold_out_reply_counts_restocks_and_release_publishes(store: Store) -> None:
     sale = await sell_out(store, 2)
-    raw = await store.scripts.call("hold_claim", store.keys(sale.event_id), ["x", "late", ""])
+    raw = await store.scripts.call(
+        "hold_claim", store.keys(sale.event_id), ["x", "late", "", 0, 0, 0, 0]
+    )
     created_ms = int(await store.client.hget(store.keys(sale.event_id)[0], "created_ms") or 0)
     assert raw == ["SOLD_OUT", created_ms]  # the count starts at the creation time
     pubsub = store.client.pubsub()
@@ -59,7 +61,9 @@ async def test_sold_out_reply_counts_restocks_and_release_publishes(store: Store
     assert got == [(channel, str(created_ms + 1))]
     await store.claim(sale.event_id, "a", "a1")
     await store.claim(sale.event_id, "b", "b1")
-    raw = await store.scripts.call("hold_claim", store.keys(sale.event_id), ["y", "late", ""])
+    raw = await store.scripts.call(
+        "hold_claim", store.keys(sale.event_id), ["y", "late", "", 0, 0, 0, 0]
+    )
     assert raw == ["SOLD_OUT", created_ms + 1]
 
 

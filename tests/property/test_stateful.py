@@ -37,6 +37,7 @@ from tests.property.model import PRICE, STATUS_OF, Model, Provider
 LOGINS = ["alice", "bob", "carol"]
 N_SEATS, TTL, QUARANTINE = 3, 1000, 600
 T0 = 1_900_000_000_000
+NO_LIMITS = (0, 0, 0, 0)  # claim rate, burst, per-login cap, idempotency window: off
 REVERSALS = ["REFUND", "DISPUTE_OPENED", "DISPUTE_WON", "DISPUTE_LOST"]
 
 
@@ -225,31 +226,35 @@ class EngineMachine(RuleBasedStateMachine):
         expected = self.model.claim(hold_id, login, seat)
         if hold_id in self.model.holds and hold_id not in self.hold_ids:
             self.hold_ids.append(hold_id)
-        self.both("hold_claim", [hold_id, login, seat], expected)
+        self.both("hold_claim", [hold_id, login, seat, *NO_LIMITS], expected)
 
     @rule(login=st.sampled_from(LOGINS), seat=st.sampled_from(["", "", "s00000", "s00001"]))
     def checkout(self, login: str, seat: str) -> None:
         """Claim then start a charge at once: reaches charges in flight in few steps."""
         hold_id, charge_id = self.fresh("h"), self.fresh("c")
-        self.both("hold_claim", [hold_id, login, seat], self.model.claim(hold_id, login, seat))
+        self.both(
+            "hold_claim", [hold_id, login, seat, *NO_LIMITS], self.model.claim(hold_id, login, seat)
+        )
         if hold_id in self.model.holds:
             self.hold_ids.append(hold_id)
             expected = self.model.start_charge(hold_id, login, charge_id)
             if expected[0] == "OK":
                 self.charge_ids.append(charge_id)
-            self.both("charge_start", [hold_id, login, charge_id, PRICE], expected)
+            self.both("charge_start", [hold_id, login, charge_id, PRICE, 0, 0], expected)
 
     @rule(login=st.sampled_from(LOGINS))
     def buy(self, login: str) -> None:
         """Claim, charge and capture at once: reaches sold seats, and the provider's later
         movements of their money, in few steps."""
         hold_id, charge_id = self.fresh("h"), self.fresh("c")
-        self.both("hold_claim", [hold_id, login, ""], self.model.claim(hold_id, login, ""))
+        self.both(
+            "hold_claim", [hold_id, login, "", *NO_LIMITS], self.model.claim(hold_id, login, "")
+        )
         if hold_id not in self.model.holds:
             return
         self.hold_ids.append(hold_id)
         expected = self.model.start_charge(hold_id, login, charge_id)
-        self.both("charge_start", [hold_id, login, charge_id, PRICE], expected)
+        self.both("charge_start", [hold_id, login, charge_id, PRICE, 0, 0], expected)
         if expected[0] == "OK":
             self.charge_ids.append(charge_id)
             self.deliver(self.fresh("pe"), charge_id, f"att-{charge_id}", "CAPTURED")
@@ -277,7 +282,7 @@ class EngineMachine(RuleBasedStateMachine):
         expected = self.model.start_charge(hold_id, login, charge_id)
         if expected[0] == "OK":
             self.charge_ids.append(charge_id)
-        self.both("charge_start", [hold_id, login, charge_id, PRICE], expected)
+        self.both("charge_start", [hold_id, login, charge_id, PRICE, 0, 0], expected)
 
     @precondition(lambda self: any(h.charge for h in self.model.holds.values()))
     @rule(data=st.data())

@@ -1,6 +1,7 @@
 import pytest
 
 from engine.settings import MissingSetting, Settings
+from tests.conftest import API_TEST_ENV
 
 
 def test_missing_redis_url_names_the_variable() -> None:
@@ -31,14 +32,21 @@ def test_a_bad_keep_alive_is_a_clear_setting_error(monkeypatch: pytest.MonkeyPat
 
 API_ENV = {
     "ONSALE_REDIS_URL": "redis://x",
-    "ONSALE_TOKEN_SECRET": "t" * 32,
-    "ONSALE_ADMIN_TOKEN": "a" * 32,
-    "ONSALE_WEBHOOK_SECRET": "w" * 32,
+    **API_TEST_ENV,
+    "ONSALE_WEBHOOK_SECRET": "whs-Lr5tY8cV2nQ7mX1zK4bD9fH3jP6wS0a",
     "ONSALE_PROVIDER_URL": "http://sim",
 }
 
 
-@pytest.mark.parametrize("missing", sorted(set(API_ENV) - {"ONSALE_REDIS_URL"}))
+REQUIRED = (
+    "ONSALE_TOKEN_SECRET",
+    "ONSALE_ADMIN_TOKEN",
+    "ONSALE_WEBHOOK_SECRET",
+    "ONSALE_PROVIDER_URL",
+)
+
+
+@pytest.mark.parametrize("missing", REQUIRED)
 def test_the_api_refuses_to_boot_without_each_required_setting(missing: str) -> None:
     from api.settings import ApiSettings
 
@@ -52,8 +60,93 @@ def test_api_settings_defaults_and_overrides() -> None:
 
     s = ApiSettings.from_env({**API_ENV, "ONSALE_BODY_MAX_BYTES": "2048"})
     assert (s.body_max_bytes, s.webhook_tolerance_s, s.engine.redis_url) == (2048, 300, "redis://x")
+    assert (s.limits.claims_per_s, s.limits.login_cap) == (2, 6)
     with pytest.raises(MissingSetting, match="ONSALE_TOKEN_TTL_S"):
         ApiSettings.from_env({**API_ENV, "ONSALE_TOKEN_TTL_S": "-1"})
+    assert ApiSettings.from_env({**API_ENV, "ONSALE_CLAIMS_PER_S": "0"}).limits.claims_per_s == 0
+    with pytest.raises(MissingSetting, match="ONSALE_LOGIN_CAP"):
+        ApiSettings.from_env({**API_ENV, "ONSALE_LOGIN_CAP": "-1"})
+
+
+JWT_ENV = {
+    "ONSALE_JWT_JWKS_URL": "https://id.example/.well-known/jwks.json",
+    "ONSALE_JWT_ISSUER": "https://id.example/",
+    "ONSALE_JWT_AUDIENCE": "onsale",
+}
+
+
+def test_buyer_identity_is_the_identity_provider_unless_the_demo_login_is_asked_for() -> None:
+    from api.settings import ApiSettings
+
+    production = {k: v for k, v in API_ENV.items() if k != "ONSALE_DEMO_LOGIN"}
+    with pytest.raises(MissingSetting, match="ONSALE_JWT_JWKS_URL"):
+        ApiSettings.from_env(production)  # no identity at all: no boot
+    s = ApiSettings.from_env({**production, **JWT_ENV})
+    assert s.jwt is not None and not s.demo_login and s.jwt.algorithms == ("RS256", "ES256")
+    for name in ("ONSALE_JWT_ISSUER", "ONSALE_JWT_AUDIENCE"):
+        partial = {k: v for k, v in {**production, **JWT_ENV}.items() if k != name}
+        with pytest.raises(MissingSetting, match=name):
+            ApiSettings.from_env(partial)
+    with pytest.raises(MissingSetting, match="not both"):
+        ApiSettings.from_env({**API_ENV, **JWT_ENV})
+    with pytest.raises(MissingSetting, match="ONSALE_JWT_ALGORITHMS"):
+        ApiSettings.from_env({**production, **JWT_ENV, "ONSALE_JWT_ALGORITHMS": "HS256"})
+    assert ApiSettings.from_env(API_ENV).demo_login
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("a", "1 characters"),
+        ("admin-test-token", "16 characters"),
+        ("t" * 32, "guessable"),
+        ("abcdefgh" * 4, "repeated pattern"),
+        ("0123456789abcdefghijklmnopqrstuv" * 2, "repeated pattern"),
+    ],
+)
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ONSALE_ADMIN_TOKEN",
+        "ONSALE_TOKEN_SECRET",
+        "ONSALE_WEBHOOK_SECRET",
+        "ONSALE_WEBHOOK_SECRET_PREVIOUS",
+        "ONSALE_METRICS_TOKEN",
+    ],
+)
+def test_weak_secrets_stop_boot_naming_the_variable(name: str, value: str, why: str) -> None:
+    from api.settings import ApiSettings
+
+    with pytest.raises(MissingSetting, match=f"{name} .*{why}"):
+        ApiSettings.from_env({**API_ENV, name: value})
+
+
+def test_generated_secrets_pass() -> None:
+    import secrets
+
+    from api.settings import secret_weakness
+
+    for _ in range(200):
+        assert secret_weakness(secrets.token_urlsafe(32)) is None
+        assert secret_weakness(secrets.token_hex(32)) is None
+        assert secret_weakness(secrets.token_urlsafe(24)) is None
+
+
+def test_a_previous_webhook_secret_is_accepted_during_a_rollover() -> None:
+    from api.settings import ApiSettings
+    from engine.signing import BadSignature, sign, verify
+
+    old = "whs-old-Rb2Nc7Xm4Kv9Qz1Ht6Lp3Wd8Fj5G"
+    s = ApiSettings.from_env({**API_ENV, "ONSALE_WEBHOOK_SECRET_PREVIOUS": old})
+    assert s.webhook_secrets == (API_ENV["ONSALE_WEBHOOK_SECRET"], old)
+    body = b'{"id": "evt_1"}'
+    for secret in s.webhook_secrets:
+        verify(s.webhook_secrets, body, sign(secret, body, 1000), 1000, 300)
+    with pytest.raises(BadSignature):
+        verify(
+            s.webhook_secrets, body, sign("whs-unknown-Tq4Zp9Vn2Lm7Rx1Kc6", body, 1000), 1000, 300
+        )
+    assert ApiSettings.from_env(API_ENV).webhook_secrets == (API_ENV["ONSALE_WEBHOOK_SECRET"],)
 
 
 def test_ledger_settings_need_a_dsn_and_read_their_numbers() -> None:

@@ -1,0 +1,39 @@
+"""Identity routes: the demo's name-only login, and an admin's revocation of a login's tokens
+(api/identity.py, ADR 0019)."""
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from api.context import ctx, endpoint
+from api.errors import ApiError
+from api.identity import valid_login
+from api.responses import json_response, read_json
+from api.validate import ident, obj
+
+
+@endpoint("login")
+async def login(request: Request) -> Response:
+    """Demo and load runs only (ONSALE_DEMO_LOGIN=1): any name gets a signed bearer token,
+    limited to one event when the body names it. 404 login_disabled otherwise."""
+    c = ctx(request)
+    c.addresses.take(request)
+    body = obj(await read_json(request, c.settings.body_max_bytes))
+    name = ident(body, "login")
+    assert name is not None
+    event_id = ident(body, "event_id", required=False)
+    token = c.identity.issue_demo(name, [event_id] if event_id else [])
+    return json_response({"token": token, "login": name, "event_id": event_id})
+
+
+@endpoint("revoke_login")
+async def revoke_login(request: Request) -> Response:
+    """Every token of the login issued up to now stops working, on every API process within
+    ONSALE_REVOCATION_POLL_MS (at once on this one)."""
+    c = ctx(request)
+    c.require_admin(request)
+    name = str(request.path_params["login"])
+    if not valid_login(name):
+        raise ApiError(400, "invalid_request", "login must be 1-128 printable ASCII characters")
+    at_ms = await c.store.revoked.revoke(name)
+    c.identity.revocations.add(name, at_ms)
+    return json_response({"login": name, "revoked_before_ms": at_ms})
