@@ -89,7 +89,7 @@ class ProviderReconciler:
                     settled += await self._recheck_decline(event_id, charge)
                 elif charge.state in (ChargeState.DECLINED, ChargeState.FAILED):
                     aged_out.append(charge.charge_id)
-            await self.store.unwatch(event_id, aged_out)
+            await self.store.notes.unwatch(event_id, aged_out)
             offset += covered - len(aged_out) - settled
             if covered < self.PAGE:
                 return

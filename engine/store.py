@@ -24,6 +24,7 @@ from engine.holds import (
     SeatSpec,
     SweepResult,
 )
+from engine.notes import Notes
 from engine.pipeline import AutoPipeline
 from engine.reads import Reads, timed
 from engine.restore import Restore
@@ -91,6 +92,7 @@ class Store:
         self.read = Reads(client, prefix=prefix, timeout_s=timeout_s)  # views, workers, audit
         self.restore = Restore(self)  # rebuild from the ledger
         self.revoked = RevokedLogins(client, prefix=prefix, timeout_s=timeout_s)  # identity
+        self.notes = Notes(client, prefix=prefix, timeout_s=timeout_s)  # beside the state
         # Script calls of one event-loop tick share one round trip (engine/pipeline.py).
         self.pipeline = (
             AutoPipeline(client, self.scripts, timeout_s=timeout_s) if autopipeline else None
@@ -183,19 +185,26 @@ class Store:
     # -- holds ----------------------------------------------------------------------------
 
     async def claim(
-        self, event_id: str, login: str, hold_id: str, seat_id: str | None = None
+        self,
+        event_id: str,
+        login: str,
+        hold_id: str,
+        seat_id: str | None = None,
+        *,
+        seats: Sequence[str] = (),
+        quantity: int = 1,
     ) -> Claimed:
-        """Claim `seat_id`, or the best free seat when None. `hold_id` is the idempotency key
-        (with an idempotency window, the hold id is made from it)."""
+        """Claim `seat_id` (or all of `seats`), or else the `quantity` best free seats (adjacent
+        when a block is free). `hold_id` is the idempotency key (with an idempotency window,
+        the hold id is made from it)."""
         if not keys.valid_id(hold_id) or not login:
             raise ValueError("hold_id and login are required")
         memory = self.sold_out
         if memory is not None and memory.refuses(event_id, hold_id):
             raise errors.SoldOut(f"claim {hold_id}: SOLD_OUT (remembered)", reply=[])
         sent_at = time.monotonic()
-        reply = await self._run(
-            "hold_claim", event_id, [hold_id, login, seat_id or "", *self._claim_limits]
-        )
+        want = ",".join(seats) or seat_id or (f"#{quantity}" if quantity > 1 else "")
+        reply = await self._run("hold_claim", event_id, [hold_id, login, want, *self._claim_limits])
         code = ClaimCode(reply[0])
         if code == ClaimCode.SOLD_OUT and memory is not None:
             memory.sold_out(event_id, int(reply[1]), sent_at)
@@ -338,26 +347,6 @@ class Store:
             raise errors.HoldNotFound(f"hold {hold_id}")
         if code == RevokeCode.NOT_EXCEPTION:
             raise errors.NotAnException(f"hold {hold_id} is {reply[1]}, not EXCEPTION")
-
-    async def keep_raw_callback(
-        self, event_id: str, provider_event_id: str, raw: bytes, maxlen: int
-    ) -> None:
-        """Append a verified callback, byte for byte, to the event's raw stream (capped)."""
-        await self._read(
-            self.client.xadd(
-                self.key(event_id, "raw_callbacks"),
-                {"provider_event_id": provider_event_id, "body": raw},
-                maxlen=maxlen,
-                approximate=True,
-            )
-        )
-
-    async def unwatch(self, event_id: str, charge_ids: Sequence[str]) -> None:
-        """Drop declines past the watch window from the watch index. An index entry, not a
-        state: a DECLINED or FAILED charge is only ever re-indexed with the same score, and a
-        charge moving on removes itself, so this plain ZREM cannot lose a charge to watch."""
-        if charge_ids:
-            await self._read(self.client.zrem(self.key(event_id, "watch"), *charge_ids))
 
     async def refund_result(
         self, event_id: str, charge_id: str, *, refunded: bool, retry_delay_ms: int = 0

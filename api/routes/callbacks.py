@@ -50,7 +50,7 @@ async def provider_callback(request: Request) -> Response:
         raise ApiError(400, "invalid_request", str(exc)) from None
     message = parsed.message
     # Keep the raw callback for replay and audit before acting on it.
-    await c.store.keep_raw_callback(
+    await c.store.notes.keep_raw_callback(
         parsed.event_id, message.provider_event_id, raw, RAW_CALLBACKS_MAX
     )
     result: OutcomeResult

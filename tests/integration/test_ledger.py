@@ -181,7 +181,7 @@ async def test_verified_raw_callbacks_reach_the_ledger_once_byte_for_byte(
     sale = await open_sale(real_store, 1)
     bodies = {f"evt_{n}": f'{{"id":"evt_{n}","amount":{n},"note":"caf\u00e9 é"}}' for n in range(3)}
     for pev, body in [*bodies.items(), ("evt_1", '{"id":"evt_1","duplicate":true}')]:
-        await real_store.keep_raw_callback(sale.event_id, pev, body.encode(), 1000)
+        await real_store.notes.keep_raw_callback(sale.event_id, pev, body.encode(), 1000)
     writer = LedgerWriter(real_store.client, pool, prefix=real_store.prefix, consumer="r")
     await drain(writer, sale.event_id)
     raw_stream = keys.event_key(sale.event_id, "raw_callbacks", real_store.prefix)
@@ -196,7 +196,7 @@ async def test_verified_raw_callbacks_reach_the_ledger_once_byte_for_byte(
     async with pool.acquire() as conn:
         assert await conn.fetchval("select count(*) from raw_callbacks") == 3
     # Delivered, then trimmed away before the ack (the stream is capped): acknowledged, skipped.
-    await real_store.keep_raw_callback(sale.event_id, "evt_9", b"{}", 1000)
+    await real_store.notes.keep_raw_callback(sale.event_id, "evt_9", b"{}", 1000)
     reply = await real_store.client.xreadgroup(w.GROUP, "dead", {raw_stream: ">"}, count=10)
     await real_store.client.xtrim(raw_stream, maxlen=0)
     slow = LedgerWriter(
