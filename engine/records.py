@@ -1,6 +1,7 @@
 """The outbox record, typed once. `lua/_lib.lua` `emit` writes these fields (a unit test checks
 the field list against it); the ledger writer, reconciliation and the tools read them through
-`OutboxRecord`, and migration 0001 stores them in `decisions`."""
+`OutboxRecord`, and migration 0001 stores them in `decisions` (0006: the policy version and
+the shadow candidate's fields, ADR 0020)."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ class RecordKind(StrEnum):
     HOLD = "hold"
     CHARGE = "charge"
     ALERT = "alert"
+    POLICY = "policy"  # a change of the event's deadline policies (lua/event_policy.lua)
 
 
 class Marker(StrEnum):
@@ -22,6 +24,11 @@ class Marker(StrEnum):
     REFUND_ONLY = "REFUND_ONLY"  # a charge marked resolve-by-refund: if it captures, refunded
     REREFUND = "REREFUND"  # a capture after REFUNDED re-requests the idempotent refund
     ALERT = "ALERT"  # a provider message refused or only partly applied (kind alert)
+    GRACE = "GRACE"  # deadline passed with a charge in flight: live for the policy's grace
+    # Policy changes (kind policy; `id` is the change's version, ADR 0020).
+    SHADOW_SET = "SHADOW_SET"  # a candidate runs in shadow (or none, reason shadow_cleared)
+    POLICY_PROMOTED = "POLICY_PROMOTED"  # the candidate is enforced for new decisions
+    POLICY_ROLLED_BACK = "POLICY_ROLLED_BACK"  # the previous enforced policy is back
 
 
 # The fields `emit` XADDs, in its order.
@@ -46,6 +53,10 @@ OUTBOX_FIELDS: tuple[str, ...] = (
     "now_ms",
     "captured",
     "seq",
+    "policy_version",
+    "shadow_policy",
+    "shadow_version",
+    "shadow_outcome",
 )
 HOLD_RECORDED: frozenset[str] = frozenset(s.value for s in HoldState) - {HoldState.RESERVED}
 CHARGE_RECORDED: frozenset[str] = frozenset(s.value for s in ChargeState)
@@ -73,6 +84,14 @@ class OutboxRecord:
     decided_ms: int  # the deciding script's server clock
     captured: int  # minor units the provider reported captured
     seq: int = 0  # the event's decision number (1, 2, ...); 0 in records older than it
+    # The enforced deadline policy's version: 1 until the event's first policy change, as in
+    # records older than versions (no policy could change before them).
+    policy_version: int = 1
+    # The candidate in shadow when the record was made ("" and 0: none), and, at a deadline
+    # decision, the `to` it would have written instead (ADR 0020); it acted on nothing.
+    shadow_policy: str = ""
+    shadow_version: int = 0
+    shadow_outcome: str = ""
 
     @classmethod
     def from_fields(cls, f: Mapping[str, str]) -> "OutboxRecord":
@@ -98,6 +117,10 @@ class OutboxRecord:
             decided_ms=int(f["now_ms"]),
             captured=int(f.get("captured") or 0),
             seq=int(f.get("seq") or 0),
+            policy_version=int(f.get("policy_version") or 1),
+            shadow_policy=f.get("shadow_policy", ""),
+            shadow_version=int(f.get("shadow_version") or 0),
+            shadow_outcome=f.get("shadow_outcome", ""),
         )
 
     @property
@@ -107,3 +130,11 @@ class OutboxRecord:
     @property
     def moves_charge(self) -> bool:
         return self.kind == RecordKind.CHARGE and self.to_state in CHARGE_RECORDED
+
+    @property
+    def shadow_agrees(self) -> bool | None:
+        """Whether the shadow candidate would have decided this record's `to`; None when it
+        classified nothing here (no shadow, or not a deadline decision)."""
+        if not self.shadow_outcome:
+            return None
+        return self.shadow_outcome == self.to_state

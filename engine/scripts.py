@@ -137,6 +137,21 @@ class RestoreCode(StrEnum):
     NOT_FOUND = "NOT_FOUND"
 
 
+class PolicyCode(StrEnum):
+    """lua/event_policy.lua: a change of an event's deadline policies (ADR 0020)."""
+
+    SHADOWED = "SHADOWED"
+    PROMOTED = "PROMOTED"
+    ROLLED_BACK = "ROLLED_BACK"
+    RESTORED = "RESTORED"  # a rebuild put back what the ledger's policy records left
+    NO_SHADOW = "NO_SHADOW"  # promote, or stop shadowing, with no candidate in shadow
+    NO_PREVIOUS = "NO_PREVIOUS"  # rollback with nothing promoted since the last rollback
+    SAME_AS_ENFORCED = "SAME_AS_ENFORCED"  # a shadow of the enforced policy would learn nothing
+    NOT_DRAFT = "NOT_DRAFT"  # a restore, on an event that is not being rebuilt
+    FENCED = "FENCED"
+    NOT_FOUND = "NOT_FOUND"
+
+
 # One refusal table per script: the error each refusing reply code raises, used by the store
 # and by the PostgreSQL baseline (which answers the same claims).
 CLAIM_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType(
@@ -192,6 +207,7 @@ REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
         "event_open": OpenCode,
         "event_restore": RestoreCode,
         "event_fence": FenceCode,
+        "event_policy": PolicyCode,
         "hold_claim": ClaimCode,
         "hold_release": ReleaseCode,
         "hold_expire": SweepCode,

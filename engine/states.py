@@ -23,7 +23,8 @@ class HoldState(StrEnum):
 class HoldEvent(StrEnum):
     DEADLINE_IDLE = "deadline_idle"  # now >= expires_ms, no charge in flight
     DEADLINE_CHARGING = "deadline_charging"  # ... with a charge in flight, quarantine policy
-    DEADLINE_CHARGING_RELEASE = "deadline_charging_release"  # ... release_refund policy
+    # ... release_refund policy, or the end of a grace (`grace:<ms>`, ADR 0020)
+    DEADLINE_CHARGING_RELEASE = "deadline_charging_release"
     RELEASE = "release"  # the owner gives the hold up (or a new claim replaces it)
     CAPTURE_WINS = "capture_wins"  # a capture that wins the hold
     CHARGE_RESOLVED = "charge_resolved"  # the awaited charge declined, failed or is refunded
@@ -78,6 +79,14 @@ class LatePolicy(StrEnum):
 
     QUARANTINE = "quarantine"
     RELEASE_REFUND = "release_refund"
+
+
+# A deadline policy (ADR 0020) is what an event does when a hold passes its deadline with a
+# charge in flight: a LatePolicy, or `grace:<ms>` (release_refund after a grace: the hold stays
+# live <ms> more for that charge, then its seat goes back on sale and a later capture is
+# refunded). An event enforces one and may run one candidate in shadow (lua/event_policy.lua).
+GRACE_POLICY_PREFIX = "grace:"
+GRACE_MS_MIN, GRACE_MS_MAX = 1_000, 600_000  # lua/_lib.lua policy_spec holds the same bounds
 
 
 class ReversalPolicy(StrEnum):

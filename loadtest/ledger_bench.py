@@ -44,6 +44,10 @@ COLUMNS = (
     "decided_at_ms",
     "captured",
     "seq",
+    "policy_version",
+    "shadow_policy",
+    "shadow_version",
+    "shadow_outcome",
 )
 
 
@@ -72,6 +76,10 @@ def rows(n: int, event_id: str) -> list[tuple[object, ...]]:
             1_800_000_000_000 + i,
             0,
             i + 1,
+            1,
+            "",
+            0,
+            "",
         )
         for i in range(n)
     ]

@@ -31,13 +31,21 @@ local CHARGING, CAPTURED, DECLINED, FAILED, REFUNDING, REFUNDED =
 local EXCEPTION, REVOKED = 'EXCEPTION', 'REVOKED'
 local PROVIDER_REFUNDED, DISPUTED, CHARGED_BACK = 'PROVIDER_REFUNDED', 'DISPUTED', 'CHARGED_BACK'
 
+-- The enforced deadline policy is `policy` after a grace of `policy_grace_ms` (0: none), named
+-- `policy_name` in every record with its version (1 until the event's first policy change); a
+-- candidate may run in shadow beside it (lua/event_policy.lua, ADR 0020).
 local function config()
   local v = redis.call('HMGET', K_EVENT, 'id', 'status', 'opens_at_ms', 'hold_ttl_ms',
-    'quarantine_ms', 'policy', 'currency', 'reversal_policy')
+    'quarantine_ms', 'policy', 'currency', 'reversal_policy', 'policy_grace_ms',
+    'policy_version', 'shadow_policy', 'shadow_version')
   if not v[1] then return nil end
+  local grace_ms = tonumber(v[9]) or 0
   return { id = v[1], status = v[2], opens_at_ms = tonumber(v[3]) or 0,
            hold_ttl_ms = tonumber(v[4]), quarantine_ms = tonumber(v[5]), policy = v[6],
-           currency = v[7] or 'EUR', reversal_policy = v[8] or 'manual' }
+           currency = v[7] or 'EUR', reversal_policy = v[8] or 'manual', grace_ms = grace_ms,
+           policy_name = grace_ms > 0 and string.format('grace:%d', grace_ms) or v[6],
+           policy_version = tonumber(v[10]) or 1, shadow_policy = v[11] or '',
+           shadow_version = tonumber(v[12]) or 0 }
 end
 
 -- Identity map: within one script call, each hold and charge is decoded once and every path
@@ -88,6 +96,9 @@ end
 local function emit(ctx, kind, id, from, to, terminal, h, c, reason, suffix)
   local decision_id = kind .. ':' .. id .. ':' .. to
   if suffix then decision_id = decision_id .. ':' .. suffix end
+  -- What the shadow candidate would have decided belongs to this record only (ADR 0020).
+  local shadow_outcome = ctx.shadow_outcome or ''
+  ctx.shadow_outcome = nil
   local seq = redis.call('HINCRBY', K_EVENT, 'seq', 1)
   return redis.call('XADD', K_OUTBOX, '*',
     'decision_id', decision_id, 'event', ctx.cfg.id, 'kind', kind, 'id', id,
@@ -96,8 +107,10 @@ local function emit(ctx, kind, id, from, to, terminal, h, c, reason, suffix)
     'seat', h and h.seat or (c and c.seat or ''), 'login', h and h.login or (c and c.login or ''),
     'winner', h and h.winner or '', 'amount', c and c.amount or 0,
     'attempt', c and c.attempt or '', 'intent', c and c.intent or '',
-    'policy', ctx.cfg.policy, 'reason', reason or '', 'now_ms', ctx.now,
-    'captured', c and c.captured or 0, 'seq', seq)
+    'policy', ctx.cfg.policy_name, 'reason', reason or '', 'now_ms', ctx.now,
+    'captured', c and c.captured or 0, 'seq', seq, 'policy_version', ctx.cfg.policy_version,
+    'shadow_policy', ctx.cfg.shadow_policy, 'shadow_version', ctx.cfg.shadow_version,
+    'shadow_outcome', shadow_outcome)
 end
 
 -- A charge's first terminal state is its one terminal record; later moves the provider forces
@@ -142,11 +155,19 @@ local function recorded_reply(provider_event_id)
   return r
 end
 
--- Seat inventory. A hold holds one seat; these are the only functions that know how a seat is
+-- Seat inventory. A hold holds one or more seats (a party), listed comma-separated in its `seat`
+-- field (seat ids never contain a comma); these are the only functions that know how a seat is
 -- stored, so quantity stock can supply its own versions without touching the transitions.
-local function counters(from, to)
-  if from then redis.call('HINCRBY', K_EVENT, from, -1) end
-  if to then return redis.call('HINCRBY', K_EVENT, to, 1) end
+local function counters(from, to, n)
+  n = n or 1
+  if from then redis.call('HINCRBY', K_EVENT, from, -n) end
+  if to then return redis.call('HINCRBY', K_EVENT, to, n) end
+end
+
+local function seats_of(h)
+  local out = {}
+  for seat in string.gmatch(h.seat, '[^,]+') do out[#out + 1] = seat end
+  return out
 end
 
 -- The event went from no free seat to one. API processes that answer "sold out" from memory
@@ -174,21 +195,65 @@ local function seat_take_best(hold_id)
   return popped[1]
 end
 
--- Move a seat owned by hold h to owner state H, B or S, or back on sale (nil).
-local function seat_move(h, to)
-  local cur = redis.call('HGET', K_OWNERS, h.seat)
-  if (not cur) or string.sub(cur, 3) ~= h.id then
-    -- A bug, not an outcome: abort loudly (InvariantViolation on the Python side).
-    error({ err = 'INVARIANT seat ' .. h.seat .. ' not owned by hold ' .. h.id })
+-- The best block of n adjacent free seats: consecutive ranks (r, r+1, ...) in one section,
+-- the block whose first seat ranks best. Reads every free seat (O(free)): asked only for
+-- parties (n > 1). nil when no such block is free.
+local function free_block(n)
+  local free = redis.call('ZRANGE', K_FREE, 0, -1, 'WITHSCORES')
+  if #free < 2 * n then return nil end
+  local ids, sections = {}, {}
+  for i = 1, #free, 2 do ids[#ids + 1] = free[i] end
+  for first = 1, #ids, 1000 do  -- unpack has a bound: sections in chunks
+    local chunk = redis.call('HMGET', K_SECTIONS, unpack(ids, first, math.min(#ids, first + 999)))
+    for _, section in ipairs(chunk) do sections[#sections + 1] = section end
   end
-  local from = string.sub(cur, 1, 1)
-  if to then
-    redis.call('HSET', K_OWNERS, h.seat, to .. ':' .. h.id)
-    counters(OWNER_COUNTER[from], OWNER_COUNTER[to])
+  local start = 1
+  for i = 2, #ids do
+    local adjacent = tonumber(free[2 * i]) == tonumber(free[2 * i - 2]) + 1
+      and sections[i] == sections[i - 1]
+    if not adjacent then start = i end
+    if i - start + 1 >= n then
+      local block = {}
+      for j = i - n + 1, i do block[#block + 1] = ids[j] end
+      return block
+    end
+  end
+  return nil
+end
+
+-- n seats for one hold: the best adjacent block, or else (the documented fallback) the n best
+-- free seats. The caller checked that n seats are free.
+local function seats_take_best(n, hold_id)
+  local block = n > 1 and free_block(n) or nil
+  if not block then
+    block = {}
+    local popped = redis.call('ZPOPMIN', K_FREE, n)
+    for i = 1, #popped, 2 do block[#block + 1] = popped[i] end
   else
-    redis.call('HDEL', K_OWNERS, h.seat)
-    redis.call('ZADD', K_FREE, redis.call('ZSCORE', K_SEATS, h.seat), h.seat)
-    if counters(OWNER_COUNTER[from], 'free') == 1 then restocked() end
+    redis.call('ZREM', K_FREE, unpack(block))
+  end
+  for _, seat in ipairs(block) do redis.call('HSET', K_OWNERS, seat, 'H:' .. hold_id) end
+  counters('free', 'held', #block)
+  return block
+end
+
+-- Move every seat owned by hold h to owner state H, B or S, or back on sale (nil).
+local function seat_move(h, to)
+  for _, seat in ipairs(seats_of(h)) do
+    local cur = redis.call('HGET', K_OWNERS, seat)
+    if (not cur) or string.sub(cur, 3) ~= h.id then
+      -- A bug, not an outcome: abort loudly (InvariantViolation on the Python side).
+      error({ err = 'INVARIANT seat ' .. seat .. ' not owned by hold ' .. h.id })
+    end
+    local from = string.sub(cur, 1, 1)
+    if to then
+      redis.call('HSET', K_OWNERS, seat, to .. ':' .. h.id)
+      counters(OWNER_COUNTER[from], OWNER_COUNTER[to])
+    else
+      redis.call('HDEL', K_OWNERS, seat)
+      redis.call('ZADD', K_FREE, redis.call('ZSCORE', K_SEATS, seat), seat)
+      if counters(OWNER_COUNTER[from], 'free') == 1 then restocked() end
+    end
   end
 end
 
@@ -216,7 +281,7 @@ end
 
 local function hold_end(ctx, h, to, reason)
   local from = h.state
-  if to == CONFIRMED then count_bought(h.login, 1) end
+  if to == CONFIRMED then count_bought(h.login, #seats_of(h)) end
   h.state = to
   h.decided_ms = ctx.now
   h.reason = reason
@@ -242,7 +307,7 @@ local function hold_after_sale(ctx, h, to, reason, suffix)
   local from = h.state
   if to == REVOKED then
     seat_move(h, nil)
-    count_bought(h.login, -1)
+    count_bought(h.login, -#seats_of(h))
   end
   h.state = to
   h.reason = reason
@@ -250,27 +315,91 @@ local function hold_after_sale(ctx, h, to, reason, suffix)
   emit(ctx, 'hold', h.id, from, to, 0, h, nil, reason, suffix)
 end
 
+-- Deadline policies (ADR 0020): `quarantine`, `release_refund`, or `grace:<ms>` (a charge in
+-- flight at the deadline keeps its hold live <ms> more, then release-and-refund; the bounds are
+-- engine/states.py GRACE_MS_MIN and GRACE_MS_MAX). nil for any other name.
+local function policy_spec(name)
+  if name == 'quarantine' or name == 'release_refund' then return { late = name, grace_ms = 0 } end
+  local ms = tonumber(string.match(name or '', '^grace:([1-9]%d*)$'))
+  if ms and ms >= 1000 and ms <= 600000 then return { late = 'release_refund', grace_ms = ms } end
+  return nil
+end
+
+-- What a policy decides for hold h, RESERVED and past its deadline at ctx.now: the `to` of
+-- the deadline record (GRACE: kept live for its charge in flight).
+local function deadline_to(ctx, late, grace_ms, h)
+  if h.charge == '' then return EXPIRED end
+  if ctx.now < h.expires_ms + grace_ms then return 'GRACE' end
+  return late == 'quarantine' and QUARANTINED or EXPIRED
+end
+
+-- The shadow candidate's classification of the same deadline decision (nil: no shadow). It acts
+-- on nothing: the record of the real decision carries it as `shadow_outcome`.
+local function shadow_deadline(ctx, h)
+  local spec = policy_spec(ctx.cfg.shadow_policy)
+  return spec and deadline_to(ctx, spec.late, spec.grace_ms, h) or nil
+end
+
+-- The shadow candidate's view of a capture of charge c arriving past its hold's deadline
+-- (CAPTURED: it would have won; REFUNDING), nil when no shadow runs or the capture is not late.
+-- A capture that loses for a reason no deadline policy changes (a winner already, the hold
+-- given up or released, the charge abandoned) loses under any candidate.
+local DEADLINE_REASONS = { deadline_release_and_refund = true, quarantine_timeout = true,
+  deadline_grace_ended = true }
+local function shadow_capture(ctx, h, c)
+  local spec = policy_spec(ctx.cfg.shadow_policy)
+  if not spec or not h or ctx.now < h.expires_ms then return nil end
+  if h.winner ~= '' or (h.given_up or 0) == 1 or h.state == RELEASED
+      or (c.refund_only == 1 and not DEADLINE_REASONS[c.reason]) then
+    return REFUNDING
+  end
+  local late_ms = ctx.now - h.expires_ms
+  if late_ms < spec.grace_ms or (spec.late == 'quarantine' and late_ms < ctx.cfg.quarantine_ms) then
+    return CAPTURED
+  end
+  return REFUNDING
+end
+
+-- Inside the enforced policy's grace: the hold stays live for its charge in flight and the
+-- deadline index moves to the grace's end, where the sweeper looks again. One record per grace
+-- (an index already at that end means it was recorded).
+local function hold_grace(ctx, h, shadow)
+  local until_ms = h.expires_ms + ctx.cfg.grace_ms
+  if (tonumber(redis.call('ZSCORE', K_DEADLINES, h.id)) or 0) >= until_ms then return end
+  redis.call('ZADD', K_DEADLINES, until_ms, h.id)
+  ctx.shadow_outcome = shadow
+  emit(ctx, 'hold', h.id, RESERVED, 'GRACE', 0, h, nil, 'deadline_charge_in_flight',
+    string.format('%d', until_ms))
+end
+
 -- The deadline rule, the one place it is written. Live while now < expires_ms. Applied by the
 -- sweeper and by every path that touches a hold (callbacks, claims, releases), so whichever
 -- script runs first after the deadline makes the one transition and the others see its result.
+-- The enforced policy decides; a shadow candidate only classifies (ADR 0020).
 local function settle(ctx, h)
   if h.state == RESERVED and ctx.now >= h.expires_ms then
-    if h.charge ~= '' and ctx.cfg.policy == 'quarantine' then
+    local to = deadline_to(ctx, ctx.cfg.policy, ctx.cfg.grace_ms, h)
+    local shadow = shadow_deadline(ctx, h)
+    if to == 'GRACE' then
+      hold_grace(ctx, h, shadow)
+    elseif to == QUARANTINED then
       h.state = QUARANTINED
       h.until_ms = h.expires_ms + ctx.cfg.quarantine_ms
       seat_move(h, 'B')
       redis.call('ZREM', K_DEADLINES, h.id)
       redis.call('ZADD', K_QUARANTINES, h.until_ms, h.id)
       put_hold(h)
+      ctx.shadow_outcome = shadow
       emit(ctx, 'hold', h.id, RESERVED, QUARANTINED, 0, h, nil, 'deadline_charge_in_flight')
     else
       local reason = 'deadline'
       if h.charge ~= '' then
-        reason = 'deadline_release_and_refund'
+        reason = ctx.cfg.grace_ms > 0 and 'deadline_grace_ended' or 'deadline_release_and_refund'
         mark_refund_only(ctx, h.charge, reason)
         h.charge = ''
       end
       seat_move(h, nil)
+      ctx.shadow_outcome = shadow
       hold_end(ctx, h, EXPIRED, reason)
     end
   end

@@ -15,7 +15,8 @@ of our money, a capture of the wrong amount, and a capture contradicting an earl
 failure go REFUNDING (never a resurrected hold); captured money we cannot tie to any charge goes
 REFUNDING as an orphan whose refund the refund worker first checks with the provider; a provider
 event id already seen returns its recorded reply and changes nothing; an attempt id maps to one
-charge forever. ]]
+charge forever; a capture past its hold's deadline is recorded with what the shadow deadline
+policy, if one runs, would have decided (it acts on nothing, ADR 0020). ]]
 local pev, key, attempt, intent, outcome = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local status, amount_raw, currency = ARGV[6], ARGV[7], ARGV[8]
 local m_event, m_hold, m_charge = ARGV[9], ARGV[10], ARGV[11]
@@ -161,6 +162,9 @@ if c.state == CHARGING then
   c.decided_ms = ctx.now
   if outcome == CAPTURED then
     c.captured = amount
+    -- A late capture: the shadow candidate's view of it, taken before this decision moves
+    -- anything and written beside it in the charge's record (ADR 0020).
+    local shadow = shadow_capture(ctx, h, c)
     local live = h and (h.state == RESERVED or h.state == QUARANTINED)
     if c.refund_only == 0 and live and h.winner == '' and (h.given_up or 0) == 0 then
       local via = h.state == QUARANTINED and 'captured_in_quarantine' or 'captured'
@@ -172,6 +176,7 @@ if c.state == CHARGING then
       hold_end(ctx, h, CONFIRMED, via)
       -- The sale is durable once the ledger holds its last record: the API tells the buyer
       -- CONFIRMED (and the provider 200) only then (ADR 0016).
+      ctx.shadow_outcome = shadow
       h.record = charge_record(ctx, c, CHARGING, h, 'winner')
       put_hold(h)
       code = 'CONFIRMED'
@@ -184,6 +189,7 @@ if c.state == CHARGING then
       c.state = REFUNDING
       c.reason = why
       redis.call('ZADD', K_REFUNDS, ctx.now, c.id)
+      ctx.shadow_outcome = shadow
       charge_record(ctx, c, CHARGING, h, why)
       if h then charge_resolved(ctx, h, c, 'charge_refunded') end
       code = 'REFUND'

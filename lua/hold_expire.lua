@@ -4,7 +4,8 @@ ARGV[1] batch_max (holds examined per call)
 Returns {code, ...}: SWEPT examined expired quarantined remaining_due | NOT_FOUND
 Invariants: only holds still RESERVED with now >= expires_ms change (the deadline rule in
 _lib.lua settle); with a charge in flight the hold goes QUARANTINED under the quarantine policy
-(seat BLOCKED), or EXPIRED with its charge marked resolve-by-refund under release_refund. ]]
+(seat BLOCKED), or EXPIRED with its charge marked resolve-by-refund under release_refund; under
+a grace policy it stays RESERVED (a GRACE record) until the grace ends, then as release_refund. ]]
 local ctx = context()
 if not ctx then return { 'NOT_FOUND' } end
 local batch = tonumber(ARGV[1])

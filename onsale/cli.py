@@ -15,6 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from rich.console import Console
 
 from engine.settings import MissingSetting, Settings
+from onsale.policy_command import add_policy_parser, run_policy
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -49,11 +50,14 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--workers", type=int, default=1)
+    add_policy_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     if args.command == "serve":
         return _serve(args)
+    if args.command == "policy":
+        return run_policy(args)
     if args.command in ("migrate", "ledger", "rebuild", "reconcile"):
         return _ledger_command(args)
     try:

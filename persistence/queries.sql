@@ -4,9 +4,10 @@
 -- name: insert_decision
 insert into decisions (event_id, decision_id, stream_ms, stream_seq, kind, entity_id,
   from_state, to_state, terminal, hold_id, charge_id, seat_id, login, winner, amount,
-  attempt_id, intent_id, policy, reason, decided_at_ms, captured, seq)
+  attempt_id, intent_id, policy, reason, decided_at_ms, captured, seq, policy_version,
+  shadow_policy, shadow_version, shadow_outcome)
 values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-  $21, $22)
+  $21, $22, $23, $24, $25, $26)
 on conflict (event_id, decision_id) do nothing
 
 -- name: upsert_hold
@@ -100,3 +101,45 @@ from decisions d
 where d.event_id = $1 and d.kind = 'charge' and d.hold_id <> ''
   and not exists (select 1 from holds h where h.event_id = d.event_id and h.hold_id = d.hold_id)
 order by d.hold_id, d.stream_ms desc, d.stream_seq desc
+
+-- name: policy_decisions
+-- An event's hold and charge decisions by the deadline policy enforced when each was made, and
+-- how many of them a shadow candidate classified (ADR 0020).
+select policy, policy_version, count(*) as decisions,
+  count(*) filter (where terminal) as terminal,
+  count(*) filter (where shadow_outcome <> '') as classified
+from decisions
+where event_id = $1 and kind in ('hold', 'charge')
+group by policy, policy_version
+order by policy_version, policy
+
+-- name: policy_shadow_counts
+-- Each candidate's classifications: the real decision (kind, to) against the candidate's.
+select shadow_policy, shadow_version, kind, to_state, shadow_outcome, count(*) as n
+from decisions
+where event_id = $1 and shadow_outcome <> ''
+group by shadow_policy, shadow_version, kind, to_state, shadow_outcome
+order by shadow_version, kind, to_state, shadow_outcome
+
+-- name: policy_shadow_examples
+-- The first $2 disagreements of each kind, for a person to read.
+select shadow_policy, shadow_version, kind, to_state, shadow_outcome, decision_id, hold_id,
+  charge_id, from_state, reason, policy, policy_version, decided_at_ms
+from (
+  select d.*, row_number() over (
+    partition by shadow_policy, shadow_version, kind, to_state, shadow_outcome
+    order by stream_ms, stream_seq) as nth
+  from decisions d
+  where event_id = $1 and shadow_outcome <> '' and shadow_outcome <> to_state
+) disagreeing
+where nth <= $2
+order by shadow_version, kind, to_state, shadow_outcome, nth
+
+-- name: policy_changes
+-- An event's policy changes in order (id: the version each took); a rebuild restores the
+-- policies they left.
+select entity_id, from_state, to_state, policy, policy_version, shadow_policy, shadow_version,
+  reason, decided_at_ms
+from decisions
+where event_id = $1 and kind = 'policy'
+order by stream_ms, stream_seq

@@ -19,16 +19,20 @@ ledger.
   refuses while the outbox holds decisions the ledger does not have yet (they would be lost),
   unless the ledger refused them or the event is fenced (its Redis went back in time): then
   the ledger wins, and the report lists the superseded decisions (ADR 0017).
-- While it runs, a read or claim of the event answers 503 "recovering", not "not found"."""
+- While it runs, a read or claim of the event answers 503 "recovering", not "not found".
+- The deadline policies come back as the ledger's last policy records left them (enforced,
+  shadow, what a rollback would restore, versions), not as the event was created (ADR 0020)."""
 
 from dataclasses import dataclass, field
 
 import asyncpg
 
 from engine.holds import Charge, SeatSpec
-from engine.scripts import RestoreCode
+from engine.policies import Policies
+from engine.scripts import PolicyCode, RestoreCode
 from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
 from engine.store import Store
+from persistence.policy_report import policy_changes, policy_state
 from persistence.queries import Q
 
 # Ended holds that still name their winner (its money moved after the sale).
@@ -101,6 +105,7 @@ async def rebuild(
     superseded = await _make_room(store, conn, event_id, force=force)
     report = RebuildReport(event_id, superseded=superseded)
     report.seats = await _create(store, conn, event_id, config)
+    await _restore_policies(store, conn, event_id)
     await store.restore.rebuilding(event_id, on=True)
     winners = await _restore_holds(store, conn, event_id, report)
     paying = await _restore_paying(store, conn, event_id, report)
@@ -127,6 +132,14 @@ async def _create(
         currency=config["currency"],
         reversal_policy=ReversalPolicy(config["reversal_policy"]),
     )
+
+
+async def _restore_policies(store: Store, conn: asyncpg.Connection, event_id: str) -> None:
+    recorded = policy_state(await policy_changes(conn, event_id))
+    if recorded is not None:
+        change = await Policies(store).restore(event_id, *recorded)
+        if change.code != PolicyCode.RESTORED:
+            raise RebuildRefused(f"could not restore the deadline policies: {change.code}")
 
 
 async def _restore_holds(

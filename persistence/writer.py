@@ -78,6 +78,10 @@ def to_row(event_id: str, entry_id: str, r: OutboxRecord) -> tuple[Any, ...]:
         r.decided_ms,
         r.captured,
         r.seq,
+        r.policy_version,
+        r.shadow_policy,
+        r.shadow_version,
+        r.shadow_outcome,
     )
 
 

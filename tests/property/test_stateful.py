@@ -28,6 +28,7 @@ from hypothesis.stateful import (
 
 from engine.holds import Charge, Hold
 from engine.keys import EVENT_KEYS as KEY_NAMES
+from engine.policies import DeadlinePolicy, Policies
 from engine.scripts import Scripts
 from engine.states import LatePolicy, ReversalPolicy
 from engine.store import Store
@@ -39,6 +40,10 @@ N_SEATS, TTL, QUARANTINE = 3, 1000, 600
 T0 = 1_900_000_000_000
 NO_LIMITS = (0, 0, 0, 0)  # claim rate, burst, per-login cap, idempotency window: off
 REVERSALS = ["REFUND", "DISPUTE_OPENED", "DISPUTE_WON", "DISPUTE_LOST"]
+# A deadline policy candidate in shadow beside the enforced one (ADR 0020): the model knows
+# nothing of it, so every check against the model also checks that it changes no outcome.
+SHADOWS = [None, "quarantine", "release_refund", "grace:1000"]
+SHADOW_OUTCOMES = {"EXPIRED", "QUARANTINED", "GRACE", "CAPTURED", "REFUNDING"}
 
 
 def normalize(op: str, raw: list[Any]) -> tuple[str, ...]:
@@ -152,15 +157,20 @@ class EngineMachine(RuleBasedStateMachine):
         self.deliveries: list[tuple[str, tuple[Any, ...]]] = []
         self.provider = Provider()
         self.event_id = ""
+        self.shadow = ""
         self.n = 0
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
 
     @initialize(
-        policy=st.sampled_from(list(LatePolicy)), reversal=st.sampled_from(list(ReversalPolicy))
+        policy=st.sampled_from(list(LatePolicy)),
+        reversal=st.sampled_from(list(ReversalPolicy)),
+        shadow=st.sampled_from(SHADOWS),
     )
-    def setup(self, policy: LatePolicy, reversal: ReversalPolicy) -> None:
+    def setup(self, policy: LatePolicy, reversal: ReversalPolicy, shadow: str | None) -> None:
+        if shadow is not None and shadow != policy:
+            self.shadow = shadow
         self.model = Model(
             {s.seat_id: int(s.rank) for s in seats(N_SEATS)},
             TTL,
@@ -188,6 +198,8 @@ class EngineMachine(RuleBasedStateMachine):
                 )
             )
             self.run(backend.set_now(T0))
+            if self.shadow:
+                self.run(Policies(store).shadow(event_id, DeadlinePolicy.parse(self.shadow)))
             self.run(store.open_sale(event_id))
             self.backends.append(backend)
             self.clients.append(client)
@@ -499,6 +511,15 @@ class EngineMachine(RuleBasedStateMachine):
                 assert got[part] == want[part], f"{part}: redis {got[part]} != model {want[part]}"
             report = self.run(b.store.read.audit(b.event_id))
             assert report.ok, report.violations
+
+    @invariant()
+    def shadows_only_classify(self) -> None:
+        """Records name the shadow candidate only when one runs, and it classifies only with a
+        decision it could have made (that it changes none is the model check above)."""
+        for b in self.backends:
+            for r in self.run(b.store.read.outbox(b.event_id)):
+                assert r["shadow_policy"] == self.shadow, r
+                assert r["shadow_outcome"] in (SHADOW_OUTCOMES if self.shadow else set()) | {""}, r
 
     @invariant()
     def money_is_accounted(self) -> None:
