@@ -56,10 +56,11 @@ OBJ: dict[str, Any] = {"type": "object"}
 OPS = "Ops only: the metrics token (ONSALE_METRICS_TOKEN) or an admin credential."
 CLAIMED: dict[str, Any] = {
     "type": "object",
-    "required": ["hold_id", "seat_id", "expires_ms", "state", "replaced_hold_id"],
+    "required": ["hold_id", "seat_id", "seat_ids", "expires_ms", "state", "replaced_hold_id"],
     "properties": {
         "hold_id": ID,
         "seat_id": ID,
+        "seat_ids": {"type": "array", "items": ID},
         "expires_ms": {"type": "integer"},
         "state": {"type": "string"},
         "replaced_hold_id": {"type": "string", "nullable": True},
@@ -168,7 +169,26 @@ OPENAPI: dict[str, Any] = {
                 "rate_limited (with Retry-After) past the login's claim rate; 409 "
                 "limit_exceeded past the seats a login may hold and buy.",
                 "requestBody": _json_body(
-                    {"type": "object", "properties": {"seat_id": ID}}, required=False
+                    {
+                        "type": "object",
+                        "description": "One of: seat_id (that seat), seat_ids (those seats, all "
+                        "or nothing), quantity (that many best seats: the best block of "
+                        "adjacent ones, consecutive ranks in one section, when one is free, "
+                        "else the best single seats); none: the best seat. A party is one "
+                        "hold, one charge (price x seats), one deadline.",
+                        "properties": {
+                            "seat_id": ID,
+                            "seat_ids": {
+                                "type": "array",
+                                "items": ID,
+                                "minItems": 1,
+                                "maxItems": int(LIMITS["quantity"].high),
+                                "uniqueItems": True,
+                            },
+                            "quantity": _limit("quantity"),
+                        },
+                    },
+                    required=False,
                 ),
                 "responses": {
                     **_ok(201, CLAIMED),

@@ -43,6 +43,7 @@ LIMITS: Mapping[str, Bound] = MappingProxyType(
         "rank": Bound(-RANK_ABS_MAX, RANK_ABS_MAX, integer=False),
         "limit": Bound(1, 500),  # free seats listed by one request
         "charging_older_than_ms": Bound(0, EXACT_MAX),
+        "quantity": Bound(1, 6),  # seats one claim asks for: a party (one hold, one charge)
     }
 )
 SEATS_MAX = 1_000_000  # seats in one event's seat map

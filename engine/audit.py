@@ -171,9 +171,10 @@ def bought_counted(s: Snapshot) -> Iterator[Violation]:
     (sold, money in question), not the REVOKED ones."""
     if s.bought is None:
         return
-    sold = Counter(
-        h.login for h in s.holds if h.state in (HoldState.CONFIRMED, HoldState.EXCEPTION)
-    )
+    sold: Counter[str] = Counter()
+    for h in s.holds:
+        if h.state in (HoldState.CONFIRMED, HoldState.EXCEPTION):
+            sold[h.login] += len(h.seat_ids)
     for login in sorted(set(sold) | {k for k, n in s.bought.items() if n}):
         if sold[login] != s.bought.get(login, 0):
             detail = f"login {login!r} counted {s.bought.get(login, 0)}, sold {sold[login]}"
@@ -191,6 +192,8 @@ def counts_of(s: Snapshot) -> dict[str, int]:
         "holds": len(s.holds),
         "charges": len(s.charges),
         "captured_winners": sum(c.state == ChargeState.CAPTURED for c in s.charges),
+        # Seats of CONFIRMED holds (a party counts each of its seats)
+        "seats_confirmed": sum(len(h.seat_ids) for h in s.holds if h.state == HoldState.CONFIRMED),
         "refunding": sum(c.state == ChargeState.REFUNDING for c in s.charges),
         "refunded": sum(c.state == ChargeState.REFUNDED for c in s.charges),
     }
@@ -215,7 +218,7 @@ def seat_map(s: Snapshot) -> Iterator[Violation]:
 
 
 def never_oversell(s: Snapshot) -> Iterator[Violation]:
-    sold = Counter(h.seat_id for h in s.holds if SEAT_KIND.get(h.state) == "S")
+    sold = Counter(seat for h in s.holds if SEAT_KIND.get(h.state) == "S" for seat in h.seat_ids)
     for seat, n in sold.items():
         if n > 1:
             yield Violation(Invariant.NEVER_OVERSELL, f"seat {seat} sold to {n} holds")
@@ -227,17 +230,18 @@ def owners_agree(s: Snapshot) -> Iterator[Violation]:
     for seat, owner in s.owners.items():
         kind, hold_id = owner[0], owner[2:]
         h = by_hold.get(hold_id)
-        if h is None or h.seat_id != seat:
+        if h is None or seat not in h.seat_ids:
             yield Violation(v, f"seat {seat} owned by unknown hold {hold_id}")
         elif kind != SEAT_KIND.get(h.state, "B" if h.blocking_charge else None):
             yield Violation(v, f"seat {seat} is {kind} but hold {hold_id} is {h.state}")
     for h in s.holds:
-        holds_seat = s.owners.get(h.seat_id, "")[2:] == h.hold_id
         should = h.state in SEAT_KIND or bool(h.blocking_charge)
-        if should and not holds_seat:
-            yield Violation(v, f"hold {h.hold_id} ({h.state}) does not own seat {h.seat_id}")
-        elif holds_seat and not should:
-            yield Violation(v, f"{h.state} hold {h.hold_id} still owns seat {h.seat_id}")
+        for seat in h.seat_ids:
+            holds_seat = s.owners.get(seat, "")[2:] == h.hold_id
+            if should and not holds_seat:
+                yield Violation(v, f"hold {h.hold_id} ({h.state}) does not own seat {seat}")
+            elif holds_seat and not should:
+                yield Violation(v, f"{h.state} hold {h.hold_id} still owns seat {seat}")
 
 
 def seat_has_money(s: Snapshot) -> Iterator[Violation]:

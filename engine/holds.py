@@ -19,7 +19,7 @@ class SeatSpec:
 class Hold:
     hold_id: str
     login: str
-    seat_id: str
+    seat_id: str  # the hold's seats, comma-separated: one, or a party's
     state: HoldState
     created_ms: int
     expires_ms: int
@@ -55,6 +55,10 @@ class Hold:
             given_up=bool(d.get("given_up")),
             record=str(d.get("record", "")),
         )
+
+    @property
+    def seat_ids(self) -> tuple[str, ...]:
+        return tuple(s for s in self.seat_id.split(",") if s)
 
 
 _TERMINAL_CHARGE = {"CAPTURED", "DECLINED", "FAILED", "REFUNDED"}
@@ -136,11 +140,15 @@ class Availability:
 @dataclass(frozen=True, slots=True)
 class Claimed:
     hold_id: str
-    seat_id: str
+    seat_id: str  # comma-separated: one seat, or a party's
     expires_ms: int
     replay: bool
     state: HoldState
     replaced: str = ""  # the login's previous hold, released by this claim (two tabs)
+
+    @property
+    def seat_ids(self) -> tuple[str, ...]:
+        return tuple(s for s in self.seat_id.split(",") if s)
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,13 +68,18 @@ class BuyerApi:
     def login(login: str) -> Call:
         return Call("login", "POST", "/v1/login", json={"login": login})
 
-    def claim(self, key: str | None = None, seat_id: str | None = None) -> Call:
-        """The key is the hold's id: a claim sent again with it is answered as the first was."""
+    def claim(self, key: str | None = None, seat_id: str | None = None, party: int = 1) -> Call:
+        """The key makes the hold's id: a claim sent again with it is answered as the first
+        was. `party` > 1: that many seats in one hold, adjacent when a block is free."""
+        body: dict[str, Any] = {"seat_id": seat_id} if seat_id else {}
+        if party > 1:
+            body = {"quantity": party}
+        name = "claim specific seat" if seat_id else "claim best available"
         return Call(
-            "claim specific seat" if seat_id else "claim best available",
+            "claim a party" if party > 1 else name,
             "POST",
             f"{self.path}/holds",
-            json={"seat_id": seat_id} if seat_id else {},
+            json=body,
             headers=self._headers(self._key(key)),
         )
 

@@ -110,6 +110,10 @@ def burst_table(clients: int, result: Burst) -> Table:
                 f"{pct(result.latencies_ms, 50):.0f} / "
                 f"{pct(result.latencies_ms, 99):.0f} / {max(result.latencies_ms):.0f}",
             ),
+            (
+                "winning holds by seats held (parties of 2-4 asked for by a sixth)",
+                ", ".join(f"{n} seats: {k}" for n, k in sorted(result.parties.items())),
+            ),
             ("last seat held at (ms after T0)", f"{result.last_seat_ms:.0f}"),
             ("every client answered at (ms after T0)", f"{result.all_answered_ms:.0f}"),
         ],
@@ -199,7 +203,10 @@ def invariant_checks(o: Outcome) -> list[Check]:
             "no seat sold twice; counters agree with the seat map",
             not audit.of(Invariant.NEVER_OVERSELL, Invariant.COUNTERS_AGREE, Invariant.SEAT_MAP),
         ),
-        ("seats sold = winning charges", avail["sold"] == c["captured_winners"]),
+        (
+            "seats sold = seats of the holds a captured charge won",
+            avail["sold"] == c["seats_confirmed"],
+        ),
         (
             "every provider capture is a winner or refunded",
             len(o.captures) == c["captured_winners"] + c["refunded"] + c["refunding"],

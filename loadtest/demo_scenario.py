@@ -38,6 +38,7 @@ class Burst:
     last_seat_ms: float = 0.0
     all_answered_ms: float = 0.0
     winners: list[tuple[str, str]] = field(default_factory=list)  # (login, hold_id)
+    parties: Counter[int] = field(default_factory=Counter)  # winning holds by seats held
 
 
 def seat_map(n: int) -> list[dict[str, Any]]:
@@ -84,13 +85,17 @@ async def burst(
     start_at = time.monotonic() + (t0_ms - server_now_ms) / 1000
 
     async def one(n: int, login: str, api: BuyerApi) -> None:
-        want = rng.choice(seats) if rng.random() < 0.2 else None
+        # A fifth ask for a seat they picked, a sixth for a party of 2 to 4, the rest for one.
+        roll = rng.random()
+        want = rng.choice(seats) if roll < 0.2 else None
+        party = rng.randint(2, 4) if 0.2 <= roll < 0.37 else 1
         await asyncio.sleep(max(0.0, start_at - time.monotonic()))
         began = time.monotonic()
         try:
-            r = await send(api.claim(f"t0-{n}", want))
+            r = await send(api.claim(f"t0-{n}", want, party))
             if r.status == 201:
                 res.winners.append((login, r.body["hold_id"]))
+                res.parties[len(r.body["seat_ids"])] += 1
                 res.last_seat_ms = max(res.last_seat_ms, (time.monotonic() - start_at) * 1000)
         except (aiohttp.ClientError, TimeoutError) as exc:
             r = Answer.transport_error(exc)

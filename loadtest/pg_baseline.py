@@ -120,7 +120,8 @@ async def healthz(request: Request) -> Response:
 async def claim(request: Request) -> Response:
     b = baseline_of(request)
     login = b.tokens.login_of(request)
-    event_id, seat_id, hold_id = await claim_input(request, b.settings.body_max_bytes, login)
+    event_id, wanted, hold_id = await claim_input(request, b.settings.body_max_bytes, login, 1)
+    seat_id = wanted.seat_ids[0] if wanted.seat_ids else None  # one seat per claim here
     return claimed_response(await b.claim(event_id, login, hold_id, seat_id))
 
 

@@ -8,8 +8,8 @@ ARGV[1] CHARGE: ARGV[2] charge_id ARGV[3] state ARGV[4] hold_id ('' if the hold 
   ARGV[11] refund_only (1|0)   ARGV[12] captured amount   ARGV[13] provider key ('' = charge id)
   ARGV[14] final (1|0: its terminal record is in the ledger)
 Returns {code, ...}: RESTORED | EXISTS | NOT_DRAFT | SEAT_NOT_FREE | NOT_FOUND
-Invariants: only while the rebuilt event is a DRAFT; a restored sale takes its seat out of the
-free set exactly once; ended holds come back as records (a replayed claim id gets its first
+Invariants: only while the rebuilt event is a DRAFT; a restored sale takes its seats (all of a
+party, or none) out of the free set exactly once; ended holds come back as records (a replayed claim id gets its first
 outcome) without a seat, those naming no charge indexed in `ended` to be trimmed like any other
 (ADR 0018); a REFUNDING charge is queued for its refund; nothing is written to the
 outbox: the ledger holds these decisions. ]]
@@ -24,10 +24,16 @@ if ARGV[1] == 'HOLD' then
   end
   if get_hold(hold_id) then return { 'EXISTS' } end
   if seated then
-    if redis.call('ZREM', K_FREE, seat) == 0 then return { 'SEAT_NOT_FREE' } end
-    redis.call('HSET', K_OWNERS, seat, 'S:' .. hold_id)
-    counters('free', 'sold')
-    count_bought(login, 1)  -- the per-login cap counts restored sales too
+    local seats = seats_of({ seat = seat })  -- a party's seats, comma-separated
+    for _, one in ipairs(seats) do
+      if not redis.call('ZSCORE', K_FREE, one) then return { 'SEAT_NOT_FREE' } end
+    end
+    for _, one in ipairs(seats) do
+      redis.call('ZREM', K_FREE, one)
+      redis.call('HSET', K_OWNERS, one, 'S:' .. hold_id)
+    end
+    counters('free', 'sold', #seats)
+    count_bought(login, #seats)  -- the per-login cap counts restored sales too
   end
   put_hold({ id = hold_id, login = login, seat = seat, state = state,
     created_ms = tonumber(ARGV[6]), expires_ms = tonumber(ARGV[6]), charge = '', blocking = '',

@@ -1,21 +1,26 @@
---[[ hold_claim: claim a specific seat if FREE, or the best FREE seat by rank (ZPOPMIN, O(log n)).
+--[[ hold_claim: claim specific seats if all are FREE, or the best FREE seats (a party: one hold).
 KEYS[1..19] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
-ARGV[1] hold_id (the idempotency key)   ARGV[2] login   ARGV[3] seat_id, '' for best available
+ARGV[1] hold_id (the idempotency key)   ARGV[2] login   ARGV[3] what is asked for: '' the best
+  free seat (ZPOPMIN, O(log n)); '#<n>' n seats, the best block of adjacent ones (consecutive
+  ranks in one section) or else the n best (reads every free seat: O(free)); 's1,s2,...'
+  those seats, all or nothing
 ARGV[4] claims per second per login (0: no limit)   ARGV[5] burst   ARGV[6] seats a login may
   hold and buy in the event (0: no cap)   ARGV[7] idempotency window ms: 0 uses ARGV[1] as the
   hold id; otherwise the hold id is ARGV[1] .. ':' .. the window number of now, and a replay is
   looked for in this window and the one before (ended holds are trimmed no sooner than one
   window after they ended, so an id is never used twice: ADR 0018)
-Returns {code, ...}: OK hold_id seat expires_ms replaced_hold_id ('' if none) |
+Returns {code, ...}: OK hold_id seats (comma-separated) expires_ms replaced_hold_id ('' if none) |
   REPLAY hold_id seat expires_ms state | SOLD_OUT restocks (times the event came back from sold
   out) | SEAT_TAKEN | UNKNOWN_SEAT | NOT_OPEN opens_at_ms | NOT_FOUND |
   CHARGE_IN_FLIGHT previous_hold_id | IDEMPOTENCY_KEY_REUSED | RATE_LIMITED retry_after_ms |
   LIMIT_EXCEEDED cap
-Invariants: a seat leaves the free set at most once per claim; one active checkout per login:
+Invariants: a seat leaves the free set at most once per claim; a party is claimed whole or not at
+all; one active checkout per login:
 the login's previous live hold is released in the same step, only when the new claim succeeds,
 and never while a charge on it is in flight; a sold-out event leaves the previous hold as it is.
 Every call, refused or not, spends one of the login's claim tokens (a flood is refused before
-it reads anything else); a login holds and buys at most the cap (bought + the new hold). ]]
+it reads anything else); a login holds and buys at most the cap of seats (bought + the new
+hold's seats). ]]
 local hold_id, login, want = ARGV[1], ARGV[2], ARGV[3]
 local per_s, burst, cap = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local window_ms = tonumber(ARGV[7])
@@ -56,19 +61,43 @@ if prev_id then
   if prev.state ~= RESERVED then prev = nil end
 end
 
-if cap > 0 and tonumber(redis.call('HGET', K_QUOTA, 'bought:' .. login) or 0) >= cap then
-  return { 'LIMIT_EXCEEDED', cap }
+-- What is asked for: specific seats (all or nothing), or n seats, best block first.
+local wanted, n = {}, 1
+if string.sub(want, 1, 1) == '#' then
+  n = tonumber(string.sub(want, 2))
+  if not n or n < 1 or n ~= math.floor(n) then return redis.error_reply('BAD_ARGS party size') end
+elseif want ~= '' then
+  for seat in string.gmatch(want, '[^,]+') do wanted[#wanted + 1] = seat end
+  n = #wanted
 end
 
--- Check the new claim can succeed before giving up the previous hold.
-if want ~= '' then
-  if not redis.call('ZSCORE', K_SEATS, want) then return { 'UNKNOWN_SEAT' } end
-  local mine = prev and prev.seat == want
-  if (not mine) and (not redis.call('ZSCORE', K_FREE, want)) then return { 'SEAT_TAKEN' } end
-elseif prev and redis.call('ZCARD', K_FREE) == 0 then
-  -- Sold out: the login keeps the hold it has. Trading it would only take the same seat back
-  -- with a fresh deadline, and announce a restock that is not one.
-  return { 'SOLD_OUT', tonumber(redis.call('HGET', K_EVENT, 'restocks') or 0) }
+local bought = tonumber(redis.call('HGET', K_QUOTA, 'bought:' .. login) or 0)
+if cap > 0 and bought + n > cap then return { 'LIMIT_EXCEEDED', cap } end
+
+-- Check the new claim can succeed before giving up the previous hold: a seat is available if
+-- it is free or the previous hold's (given up in the same step).
+local function available(seat)
+  if redis.call('ZSCORE', K_FREE, seat) then return true end
+  return prev ~= nil and redis.call('HGET', K_OWNERS, seat) == 'H:' .. prev.id
+end
+if #wanted > 0 then
+  local seen = {}
+  for _, seat in ipairs(wanted) do
+    if seen[seat] then return redis.error_reply('BAD_ARGS seat asked twice ' .. seat) end
+    seen[seat] = true
+    if not redis.call('ZSCORE', K_SEATS, seat) then return { 'UNKNOWN_SEAT' } end
+  end
+  for _, seat in ipairs(wanted) do
+    if not available(seat) then return { 'SEAT_TAKEN' } end
+  end
+else
+  local free = redis.call('ZCARD', K_FREE)
+  if free == 0 or free + (prev and #seats_of(prev) or 0) < n then
+    -- Sold out (for this party): nothing is written, and the login keeps the hold it has.
+    -- Trading it would only take the same seats back with a fresh deadline, and announce a
+    -- restock that is not one.
+    return { 'SOLD_OUT', tonumber(redis.call('HGET', K_EVENT, 'restocks') or 0) }
+  end
 end
 
 if prev then
@@ -76,18 +105,18 @@ if prev then
   hold_end(ctx, prev, RELEASED, 'replaced_by_new_claim')
 end
 
-local seat = want
-if want ~= '' then
-  if not seat_take_specific(want, hold_id) then
-    error({ err = 'INVARIANT seat ' .. want .. ' checked free but not in free set' })
+local seat
+if #wanted > 0 then
+  for _, one in ipairs(wanted) do
+    if not seat_take_specific(one, hold_id) then
+      error({ err = 'INVARIANT seat ' .. one .. ' checked free but not in free set' })
+    end
   end
+  seat = table.concat(wanted, ',')
+elseif n == 1 then
+  seat = seat_take_best(hold_id)  -- checked above: a seat is free
 else
-  -- With a previous hold a seat was free (checked above), so the pop cannot come back empty;
-  -- without one nothing has been written yet, so SOLD_OUT leaves no trace.
-  seat = seat_take_best(hold_id)
-  if not seat then
-    return { 'SOLD_OUT', tonumber(redis.call('HGET', K_EVENT, 'restocks') or 0) }
-  end
+  seat = table.concat(seats_take_best(n, hold_id), ',')
 end
 
 local h = { id = hold_id, login = login, seat = seat, state = RESERVED, created_ms = ctx.now,

@@ -4,6 +4,8 @@ The claim is the hot path: token check (CPU only), one EVALSHA, no PostgreSQL.""
 
 import os
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -12,7 +14,7 @@ from api.context import ctx, endpoint, path_id
 from api.durable import CONFIRMING, sale_durable
 from api.errors import ApiError
 from api.responses import json_response, read_json
-from api.validate import idempotency_key, ident, obj, query_integer
+from api.validate import LIMITS, idempotency_key, ident, integer, obj, query_integer
 from engine import errors, keys
 from engine.holds import Charge, Claimed, Hold
 from engine.provider import ProviderRefused, ProviderTimeout
@@ -51,28 +53,61 @@ async def free_seats(request: Request) -> Response:
     return json_response({"seats": seats})
 
 
+PARTY_MAX = int(LIMITS["quantity"].high)  # seats one claim may ask for
+
+
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    """What a claim asks for: these seats (all or nothing), or `quantity` best seats (adjacent
+    when a block is free; the best single seats otherwise)."""
+
+    seat_ids: tuple[str, ...] = ()
+    quantity: int = 1
+
+
+def wanted_of(body: dict[str, Any], party_max: int) -> Wanted:
+    """`seat_id`, `seat_ids` (1 to party_max distinct seats) or `quantity` (1 to party_max, at
+    most LIMITS["quantity"]); at most one of them; none: the best seat."""
+    asked = [name for name in ("seat_id", "seat_ids", "quantity") if body.get(name) is not None]
+    if len(asked) > 1:
+        raise ApiError(400, "invalid_request", "send one of seat_id, seat_ids, quantity")
+    if "seat_ids" in asked:
+        seats = body["seat_ids"]
+        if not isinstance(seats, list) or not 1 <= len(seats) <= party_max:
+            raise ApiError(400, "invalid_request", f"seat_ids must list 1 to {party_max} seats")
+        if len(set(map(str, seats))) != len(seats):
+            raise ApiError(400, "invalid_request", "seat_ids must not repeat a seat")
+        return Wanted(tuple(ident({"seat": s}, "seat") or "" for s in seats), len(seats))
+    if "quantity" in asked:
+        return Wanted((), integer(body, "quantity", low=1, high=party_max))
+    seat_id = ident(body, "seat_id", required=False)
+    return Wanted((seat_id,) if seat_id else ())
+
+
 async def claim_input(
-    request: Request, body_max_bytes: int, login: str
-) -> tuple[str, str | None, str]:
-    """The claim's event id, seat (None: best available) and hold id. Shared with the
-    PostgreSQL baseline, which answers the same requests.
+    request: Request, body_max_bytes: int, login: str, party_max: int
+) -> tuple[str, Wanted, str]:
+    """The claim's event id, what it asks for, and its hold id. Shared with the PostgreSQL
+    baseline, which answers the same requests (one seat each: party_max 1).
 
     The hold id is derived from the login and its Idempotency-Key (or is fresh without one): a
     retry by the same login finds its hold, and another login's use of the same key is a
     different hold, so nothing tells a caller whether someone else used a key."""
     event_id = path_id(request, "event_id")
     body = obj(await read_json(request, body_max_bytes, allow_empty=True))
-    seat_id = ident(body, "seat_id", required=False)
+    wanted = wanted_of(body, party_max)
     key = idempotency_key(request.headers.get("idempotency-key"), "")
     hold_id = keys.hold_key(event_id, login, key) if key else os.urandom(16).hex()
-    return event_id, seat_id, hold_id
+    return event_id, wanted, hold_id
 
 
 def claimed_response(claimed: Claimed) -> Response:
+    seats = claimed.seat_ids
     return json_response(
         {
             "hold_id": claimed.hold_id,
-            "seat_id": claimed.seat_id,
+            "seat_id": seats[0] if seats else claimed.seat_id,  # the first (or only) seat
+            "seat_ids": list(seats),
             "expires_ms": claimed.expires_ms,
             "state": claimed.state,
             # Two tabs: the login's previous hold, released by this claim (None if there was
@@ -87,9 +122,13 @@ def claimed_response(claimed: Claimed) -> Response:
 async def claim(request: Request) -> Response:
     c = ctx(request)
     login_name = c.login_of(request, request.path_params["event_id"])
-    event_id, seat_id, hold_id = await claim_input(request, c.settings.body_max_bytes, login_name)
+    event_id, wanted, hold_id = await claim_input(
+        request, c.settings.body_max_bytes, login_name, PARTY_MAX
+    )
     try:
-        claimed = await c.store.claim(event_id, login_name, hold_id, seat_id)
+        claimed = await c.store.claim(
+            event_id, login_name, hold_id, seats=wanted.seat_ids, quantity=wanted.quantity
+        )
     except Exception as exc:
         c.metrics.claimed(getattr(exc, "code", "error"))
         raise
@@ -102,7 +141,8 @@ def hold_view(h: Hold, charges: list[Charge], *, durable: bool = True) -> dict[s
     then reads CONFIRMING (ADR 0016)."""
     return {
         "hold_id": h.hold_id,
-        "seat_id": h.seat_id,
+        "seat_id": h.seat_ids[0] if h.seat_ids else h.seat_id,
+        "seat_ids": list(h.seat_ids),
         "state": h.state if durable else CONFIRMING,
         "expires_ms": h.expires_ms,
         "winner": h.winner or None,
@@ -184,7 +224,7 @@ async def start_charge(request: Request) -> Response:
     client_key = idempotency_key(request.headers.get("idempotency-key"), uuid.uuid4().hex)
     charge_id = keys.charge_key(event_id, h.hold_id, login_name, client_key)
     event = await c.store.read.availability(event_id)
-    price = event.price_minor
+    price = event.price_minor * len(h.seat_ids)  # one charge for the whole party
     started = await c.store.start_charge(event_id, h.hold_id, login_name, charge_id, price)
     provider_status = "processing"
     if not started.replay or started.state == "CHARGING":

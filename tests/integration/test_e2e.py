@@ -37,8 +37,10 @@ def hold_state(stack: Stack, buyer: BuyerApi, hold_id: str) -> dict[str, Any]:
     return answer.body
 
 
-def claim(stack: Stack, buyer: BuyerApi, seat_id: str | None = None) -> dict[str, Any]:
-    answer = stack.send(buyer.claim(seat_id=seat_id))
+def claim(
+    stack: Stack, buyer: BuyerApi, seat_id: str | None = None, party: int = 1
+) -> dict[str, Any]:
+    answer = stack.send(buyer.claim(seat_id=seat_id, party=party))
     assert answer.status == 201, answer
     return answer.body
 
@@ -103,6 +105,41 @@ def test_late_success_after_the_hold_died_is_refunded(stack: Stack) -> None:
         e["kind"] for e in stack.ledger()["entries"] if e["idempotency_key"] == charge["charge_id"]
     ]
     assert kinds == ["capture", "refund"]
+
+
+def test_a_party_of_four_pays_once(stack: Stack) -> None:
+    event_id = stack.new_event(6)
+    fam = stack.buyer(event_id, "family")
+    h = claim(stack, fam, party=4)
+    assert h["seat_ids"] == ["s0", "s1", "s2", "s3"] and h["seat_id"] == "s0"
+    charge = pay(stack, fam, h["hold_id"])
+    assert charge["amount"] == 4 * 4500
+    final = eventually(
+        lambda: (s := hold_state(stack, fam, h["hold_id"]))["state"] == "CONFIRMED" and s
+    )
+    assert final["seat_ids"] == h["seat_ids"] and final["winner"] == charge["charge_id"]
+    assert stack.send(fam.availability()).body["sold"] == 4
+    entries = [e for e in stack.ledger()["entries"] if e["idempotency_key"] == charge["charge_id"]]
+    assert [(e["kind"], e["amount"]) for e in entries] == [("capture", 4 * 4500)]
+
+
+def test_a_late_capture_on_an_expired_party_is_refunded_in_full(stack: Stack) -> None:
+    event_id = stack.new_event(4, hold_ttl_ms=1000, quarantine_ms=1000, policy="release_refund")
+    fam, other = stack.buyer(event_id, "late-family"), stack.buyer(event_id, "next-family")
+    h = claim(stack, fam, party=3)
+    stack.sim_config(late_rate=1.0, late_delay_ms=2500)
+    charge = pay(stack, fam, h["hold_id"])
+    eventually(lambda: hold_state(stack, fam, h["hold_id"])["state"] == "EXPIRED")
+    stack.sim_config(late_rate=0.0)
+    resold = claim(stack, other, party=3)  # the whole party went back on sale
+    assert sorted(resold["seat_ids"]) == sorted(h["seat_ids"])
+    eventually(lambda: hold_state(stack, fam, h["hold_id"])["charges"][0]["state"] == "REFUNDED")
+    moves = [
+        (e["kind"], e["amount"])
+        for e in stack.ledger()["entries"]
+        if e["idempotency_key"] == charge["charge_id"]
+    ]
+    assert moves == [("capture", 3 * 4500), ("refund", 3 * 4500)]
 
 
 def test_two_tabs_one_wins_the_other_is_refunded(stack: Stack) -> None:

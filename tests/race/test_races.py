@@ -15,7 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from engine import errors
-from engine.holds import ProviderOutcome, ProviderReversal
+from engine.holds import LoginLimits, ProviderOutcome, ProviderReversal
 from engine.scripts import Scripts
 from engine.states import ChargeState, HoldState, LatePolicy
 from engine.store import Store
@@ -372,3 +372,42 @@ async def test_money_leaving_a_sold_seat_races_revoke_and_resale(race_store: Sto
         charges = await race_store.read.scan_charges(sale.event_id)
         assert sum(c.holds_money for c in charges) == 0  # the provider holds nothing now
         await sale.audit_ok()
+
+
+async def test_10k_parties_of_1_to_6_on_80_seats_never_split_or_oversell(
+    race_store: Store,
+) -> None:
+    """10,000 claims of 1 to 6 seats at once, a fifth of them from a login's second tab: every
+    answer is a whole party or a refusal, no seat is held twice, and no login holds more than
+    the cap, two tabs included."""
+    capped = Store(
+        race_store.client,
+        scripts=race_store.scripts,
+        prefix=race_store.prefix,
+        timeout_s=30,
+        limits=LoginLimits(cap=6),
+    )
+    sale = await open_sale(capped, 80)
+    rng = random.Random(11)
+    asks = [(f"u{i % 8_000}", f"h{i}", rng.randint(1, 6)) for i in range(10_000)]
+
+    async def party(login: str, hold_id: str, n: int) -> tuple[str, str, int, tuple[str, ...]]:
+        try:
+            claimed = await capped.claim(sale.event_id, login, hold_id, quantity=n)
+        except (errors.SoldOut, errors.ChargeInFlight):
+            return login, hold_id, n, ()
+        return login, hold_id, n, claimed.seat_ids
+
+    results = await asyncio.gather(*(party(*a) for a in asks))
+    for _login, _hold, n, seats in results:
+        assert len(seats) in (0, n), (n, seats)  # a whole party or nothing
+    holds = await capped.read.holds(sale.event_id)
+    live = [h for h in holds.values() if h.state == HoldState.RESERVED]
+    held = [seat for h in live for seat in h.seat_ids]
+    assert len(held) == len(set(held)) <= 80  # no seat twice
+    per_login = Counter(h.login for h in live)
+    assert max(per_login.values()) == 1  # two tabs: one checkout, at most the cap of seats
+    assert all(len(h.seat_ids) <= 6 for h in live)
+    avail = await capped.read.availability(sale.event_id)
+    assert avail.held == len(held) and avail.free == 80 - len(held)
+    await sale.audit_ok()

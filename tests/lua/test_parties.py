@@ -1,0 +1,133 @@
+"""A party: several seats in one hold (one charge, one deadline), on fakeredis and real Redis.
+Specific seats are all or nothing; "n best" takes the best block of adjacent seats (consecutive
+ranks in one section) when one is free, else the n best single seats; the whole party moves
+together through every transition, and the per-login cap counts seats."""
+
+import pytest
+
+from engine import errors
+from engine.holds import LoginLimits, SeatSpec
+from engine.states import HoldState
+from engine.store import Store
+from tests.conftest import Sale
+from tests.helpers import callback
+
+T0 = 1_900_000_000_000
+
+
+async def venue(store: Store, rows: dict[str, list[float]], *, now_ms: int = T0) -> Sale:
+    """Seats named <section><rank>, e.g. A1, A2, B10."""
+    event_id = f"party-{len(rows)}-{sum(map(len, rows.values()))}"
+    seats = [SeatSpec(f"{sec}{int(r)}", r, sec) for sec, ranks in rows.items() for r in ranks]
+    await store.create_event(event_id, seats, hold_ttl_ms=480_000, quarantine_ms=900_000)
+    sale = Sale(store, event_id)
+    await sale.at(now_ms)
+    await store.open_sale(event_id)
+    return sale
+
+
+async def test_specific_seats_are_all_or_nothing(store: Store) -> None:
+    sale = await venue(store, {"A": [1, 2, 3, 4]})
+    await store.claim(sale.event_id, "other", "o1", "A3")
+    with pytest.raises(errors.SeatTaken):
+        await store.claim(sale.event_id, "fam", "f1", seats=["A1", "A2", "A3"])
+    with pytest.raises(errors.UnknownSeat):
+        await store.claim(sale.event_id, "fam", "f1", seats=["A1", "Z9"])
+    assert (await store.read.availability(sale.event_id)).free == 3  # nothing taken
+    party = await store.claim(sale.event_id, "fam", "f1", seats=["A1", "A2", "A4"])
+    assert party.seat_ids == ("A1", "A2", "A4")
+    a = await store.read.availability(sale.event_id)
+    assert (a.free, a.held) == (0, 4)
+    await sale.audit_ok()
+
+
+async def test_n_best_takes_the_best_adjacent_block_else_the_best_seats(store: Store) -> None:
+    # A1, A2 free but A3 taken: the best block of 3 is B10-B12, not A1, A2, A4.
+    sale = await venue(store, {"A": [1, 2, 3, 4], "B": [10, 11, 12, 13]})
+    await store.claim(sale.event_id, "other", "o1", "A3")
+    party = await store.claim(sale.event_id, "fam", "f1", quantity=3)
+    assert party.seat_ids == ("B10", "B11", "B12")
+    # Free now: A1, A2, A4, B13. No three consecutive ranks in one section: the fallback takes
+    # the three best single seats.
+    party2 = await store.claim(sale.event_id, "fam2", "f2", quantity=3)
+    assert party2.seat_ids == ("A1", "A2", "A4")
+    await sale.audit_ok()
+
+
+async def test_a_block_never_spans_two_sections(store: Store) -> None:
+    sale = await venue(store, {"A": [1, 2], "B": [3, 4, 5]})
+    party = await store.claim(sale.event_id, "fam", "f1", quantity=3)
+    assert party.seat_ids == ("B3", "B4", "B5")  # A2-B3 have consecutive ranks, not one row
+    await sale.audit_ok()
+
+
+async def test_a_party_larger_than_what_is_free_is_sold_out_and_leaves_no_trace(
+    store: Store,
+) -> None:
+    sale = await venue(store, {"A": [1, 2, 3]})
+    await store.claim(sale.event_id, "solo", "s1", quantity=2)
+    outbox = len(await store.read.outbox(sale.event_id))
+    with pytest.raises(errors.SoldOut):
+        await store.claim(sale.event_id, "fam", "f1", quantity=2)
+    assert len(await store.read.outbox(sale.event_id)) == outbox
+    assert (await store.read.availability(sale.event_id)).free == 1
+    # The first login may grow its own party: its two seats come back into the count.
+    bigger = await store.claim(sale.event_id, "solo", "s2", quantity=3)
+    assert (bigger.replaced, len(bigger.seat_ids)) == ("s1", 3)
+    await sale.audit_ok()
+
+
+async def test_a_party_moves_as_one_through_expiry_and_confirmation(store: Store) -> None:
+    sale = await venue(store, {"A": [1, 2, 3, 4, 5, 6]})
+    expiring = await store.claim(sale.event_id, "late", "h1", quantity=2)
+    paying = await store.claim(sale.event_id, "fam", "h2", quantity=4)
+    await store.start_charge(sale.event_id, "h2", "fam", "c2", 4 * 100)
+    assert (await callback(sale, "c2", "CAPTURED")).hold_state == HoldState.CONFIRMED
+    await sale.at(T0 + 480_000)
+    assert (await store.sweep(sale.event_id)).expired == 1
+    a = await store.read.availability(sale.event_id)
+    assert (a.free, a.held, a.sold) == (2, 0, 4)
+    assert set(await store.read.free_seats(sale.event_id)) == set(expiring.seat_ids)
+    assert (await store.read.hold(sale.event_id, "h2")).seat_ids == paying.seat_ids
+    await sale.audit_ok()
+
+
+async def test_a_party_in_flight_at_its_deadline_is_quarantined_whole(store: Store) -> None:
+    sale = await venue(store, {"A": [1, 2, 3]})
+    await store.claim(sale.event_id, "fam", "h1", quantity=3)
+    await store.start_charge(sale.event_id, "h1", "fam", "c1", 300)
+    await sale.at(T0 + 480_000)
+    await store.sweep(sale.event_id)
+    a = await store.read.availability(sale.event_id)
+    assert (a.blocked, a.held, a.free) == (3, 0, 0)
+    late = await callback(sale, "c1", "CAPTURED")  # within the quarantine: it wins
+    assert late.hold_state == HoldState.CONFIRMED
+    assert (await store.read.availability(sale.event_id)).sold == 3
+    await sale.audit_ok()
+
+
+async def test_the_cap_counts_seats(store: Store) -> None:
+    s = Store(store.client, scripts=store.scripts, prefix=store.prefix, limits=LoginLimits(cap=4))
+    sale = await venue(s, {"A": [1, 2, 3, 4, 5, 6, 7, 8]})
+    with pytest.raises(errors.LimitExceeded):
+        await s.claim(sale.event_id, "fam", "h0", quantity=5)
+    await s.claim(sale.event_id, "fam", "h1", quantity=3)
+    await s.start_charge(sale.event_id, "h1", "fam", "c1", 300)
+    await callback(sale, "c1", "CAPTURED")
+    with pytest.raises(errors.LimitExceeded):  # 3 bought + 2 > 4
+        await s.claim(sale.event_id, "fam", "h2", quantity=2)
+    assert len((await s.claim(sale.event_id, "fam", "h3")).seat_ids) == 1  # 3 + 1 = 4
+    await sale.audit_ok()
+
+
+async def test_a_rebuild_restores_a_sold_party_whole_or_not_at_all(store: Store) -> None:
+    seats = [SeatSpec(f"A{i}", i, "A") for i in (1, 2, 3)]
+    await store.create_event("rebuilt", seats, hold_ttl_ms=480_000, quarantine_ms=900_000)
+    restored = await store.restore.hold("rebuilt", "h1", "fam", "A1,A2", "c1", T0)
+    assert restored == "RESTORED"
+    a = await store.read.availability("rebuilt")
+    assert (a.sold, a.free) == (2, 1)
+    assert (await store.read.hold("rebuilt", "h1")).seat_ids == ("A1", "A2")
+    clash = await store.restore.hold("rebuilt", "h2", "other", "A3,A2", "c2", T0)
+    assert clash == "SEAT_NOT_FREE"
+    assert (await store.read.availability("rebuilt")).free == 1  # A3 was not taken either
