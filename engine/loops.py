@@ -9,9 +9,10 @@ InvariantViolation ends it: a bug must stop the process rather than act on impos
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
 
-from engine.errors import InvariantViolation
+from engine.errors import EventNotFound, InvariantViolation, StoreUnavailable
 
 BACKOFF_MAX_S = 10.0
 
@@ -55,3 +56,48 @@ async def repeat(
                     await stop.wait()
             except TimeoutError:
                 pass
+
+
+class PassStats(Protocol):
+    passes: int
+    errors: int
+
+
+async def each_event(
+    event_ids: Iterable[str], step: Callable[[str], Awaitable[bool]], stats: PassStats
+) -> bool:
+    """One pass of a per-event worker (sweeper, trimmer): `step` for every event, True if one
+    still had work. An event deleted between the listing and its step is skipped."""
+    behind = False
+    for event_id in event_ids:
+        try:
+            behind |= await step(event_id)
+        except EventNotFound:
+            continue
+    stats.passes += 1
+    return behind
+
+
+async def run_passes(
+    name: str,
+    run_once: Callable[[], Awaitable[bool]],
+    stop: asyncio.Event,
+    stats: PassStats,
+    *,
+    interval_s: float,
+    log: logging.Logger,
+) -> None:
+    """`repeat` for a per-event worker: Redis outages are expected, counted in `stats`."""
+
+    def failed() -> None:
+        stats.errors += 1
+
+    await repeat(
+        name,
+        run_once,
+        stop,
+        interval_s=interval_s,
+        expected=(StoreUnavailable,),
+        log=log,
+        on_error=failed,
+    )

@@ -9,8 +9,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from engine.errors import EventNotFound, StoreUnavailable
-from engine.loops import repeat
+from engine.loops import each_event, run_passes
 from engine.store import Store
 
 log = logging.getLogger("onsale.sweeper")
@@ -61,28 +60,11 @@ class Sweeper:
 
     async def run_once(self) -> bool:
         """One pass over every event. True if some event still had due work."""
-        behind = False
-        for event_id in await self.store.read.event_ids():
-            try:
-                behind |= await self.sweep_event(event_id)
-            except EventNotFound:
-                continue  # deleted between listing and sweeping
-        self.stats.passes += 1
-        return behind
+        return await each_event(await self.store.read.event_ids(), self.sweep_event, self.stats)
 
     async def run(self, stop: asyncio.Event) -> SweepStats:
         """Sweep until `stop` is set; Redis outages are retried with backoff."""
-
-        def failed() -> None:
-            self.stats.errors += 1
-
-        await repeat(
-            "sweep",
-            self.run_once,
-            stop,
-            interval_s=self.interval_s,
-            expected=(StoreUnavailable,),
-            log=log,
-            on_error=failed,
+        await run_passes(
+            "sweep", self.run_once, stop, self.stats, interval_s=self.interval_s, log=log
         )
         return self.stats

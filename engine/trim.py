@@ -18,8 +18,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.errors import EventNotFound, StoreUnavailable
-from engine.loops import repeat
+from engine.errors import EventNotFound
+from engine.loops import each_event, run_passes
 from engine.scripts import TrimCode
 
 if TYPE_CHECKING:
@@ -97,28 +97,11 @@ class Trimmer:
 
     async def run_once(self) -> bool:
         """One pass over every event. True if some event still had holds to trim."""
-        behind = False
-        for event_id in await self.store.read.event_ids():
-            try:
-                behind |= await self.trim_event(event_id)
-            except EventNotFound:
-                continue  # deleted between listing and trimming
-        self.stats.passes += 1
-        return behind
+        return await each_event(await self.store.read.event_ids(), self.trim_event, self.stats)
 
     async def run(self, stop: asyncio.Event) -> TrimStats:
         """Trim until `stop` is set; Redis outages are retried with backoff."""
-
-        def failed() -> None:
-            self.stats.errors += 1
-
-        await repeat(
-            "trim",
-            self.run_once,
-            stop,
-            interval_s=self.interval_s,
-            expected=(StoreUnavailable,),
-            log=log,
-            on_error=failed,
+        await run_passes(
+            "trim", self.run_once, stop, self.stats, interval_s=self.interval_s, log=log
         )
         return self.stats
