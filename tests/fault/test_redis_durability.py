@@ -16,6 +16,7 @@ from engine.states import HoldState
 from engine.store import Store
 from tests.conftest import seats
 from tests.fault.conftest import PrivateRedis
+from tests.helpers import wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -58,7 +59,11 @@ async def test_told_confirmations_survive_kill_9(durable_redis: PrivateRedis) ->
             await asyncio.gather(*(one(i) for i in range(first, first + 600)))
 
         task = asyncio.create_task(run(next_buyer))
-        await asyncio.sleep(rng.uniform(0.2, 0.5))
+        # Kill mid-burst, after this round told its first sale (a slow start, coverage or a
+        # busy machine, must not make the kill land before anything was told).
+        sold_before = sum(d == "CONFIRMED" for d in told.values())
+        await wait_until(lambda n=sold_before: sum(d == "CONFIRMED" for d in told.values()) > n, 30)
+        await asyncio.sleep(rng.uniform(0.05, 0.3))
         durable_redis.kill()
         await task
         next_buyer += 600
