@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.errors import ApiError, error_response, from_engine
-from api.identity import Identity
+from api.identity import Identity, bearer_bytes
 from api.limits import AddressLimiter
 from api.settings import ApiSettings
 from engine import errors, keys
@@ -146,10 +146,8 @@ class Context:
 
     def require_ops(self, request: Request) -> None:
         """/metrics and /openapi.json: the metrics token, or an admin credential."""
-        token = self.settings.metrics_token.encode()
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        raw = given.strip().encode("latin-1", "replace")
-        if token and scheme.lower() == "bearer" and hmac.compare_digest(raw, token):
+        token, raw = self.settings.metrics_token.encode(), bearer_bytes(request)
+        if token and raw is not None and hmac.compare_digest(raw, token):
             return
         self.identity.admin(request)
 

@@ -55,6 +55,16 @@ def valid_login(value: object) -> bool:
     )
 
 
+def bearer_bytes(request: Request) -> bytes | None:
+    """The raw token of an `Authorization: Bearer <token>` header, for a constant-time compare
+    with a configured credential (bytes: non-ASCII is a wrong token, not a crash); None for
+    another scheme."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip().encode("latin-1", "replace")
+
+
 def bearer_token(request: Request) -> str:
     """The token of an `Authorization: Bearer <token>` header; the scheme is case-insensitive
     (RFC 9110). Anything else, non-ASCII bytes included, is a 401."""
@@ -278,11 +288,10 @@ class Identity:
     def admin(self, request: Request) -> str:
         """The acting admin's name for audit records: `admin` for the admin token, the JWT's
         subject for an admin JWT. Compared as bytes: non-ASCII is a wrong token, not a crash."""
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        raw = token.strip().encode("latin-1", "replace")
-        if scheme.lower() == "bearer" and hmac.compare_digest(raw, self.admin_token):
+        raw = bearer_bytes(request)
+        if raw is not None and hmac.compare_digest(raw, self.admin_token):
             return "admin"
-        if self.jwt is not None and scheme.lower() == "bearer" and token.isascii():
+        if self.jwt is not None and raw is not None and raw.isascii():
             caller = self.caller(request)
             if caller.admin:
                 return caller.login

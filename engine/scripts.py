@@ -178,12 +178,6 @@ CHARGE_START_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType
     }
 )
 
-# What a refusal tells the client: its own request's outcome, never an id it did not send.
-_MESSAGES = {
-    "RATE_LIMITED": "too many requests from this login; retry after the given time",
-    "LIMIT_EXCEEDED": "this login holds or bought as many seats as one login may",
-}
-
 
 def refusal(
     table: Mapping[str, type[errors.EngineError]], code: str, reply: list[Any]
@@ -196,8 +190,8 @@ def refusal(
         details["cap"] = int(reply[1])
     elif code == "NOT_OPEN" and len(reply) > 1:
         details["opens_at_ms"] = int(reply[1])
-    message = _MESSAGES.get(code, code.lower().replace("_", " "))
-    return table[code](message, reply=reply[1:], **details)
+    # The message is for logs; a client is told the error's summary (engine/errors.py).
+    return table[code](code.lower().replace("_", " "), reply=reply[1:], **details)
 
 
 REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
