@@ -9,6 +9,7 @@ from enum import StrEnum
 
 from engine.holds import Charge, Hold
 from engine.states import CHARGE_TERMINAL, HOLD_DECIDED, ChargeState, HoldState
+from engine.stock import lines_of, stock_problems, stock_table
 
 
 class Invariant(StrEnum):
@@ -23,6 +24,7 @@ class Invariant(StrEnum):
     ENDED_INDEXED = "ended_indexed"  # the trim index lists exactly the holds that may be trimmed
     LOGINS_NAME_HOLDS = "logins_name_holds"  # a login's current checkout is a hold that exists
     BOUGHT_COUNTED = "bought_counted"  # the per-login cap counts exactly the login's sales
+    STOCK_AGREES = "stock_agrees"  # per sku and location: on hand adds up, holds own the units
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,7 @@ class Snapshot:
     ended: set[str] | None = None  # the trim index (ADR 0018)
     logins: dict[str, str] | None = None  # login -> its current hold
     bought: dict[str, int] | None = None  # login -> seats bought (the cap's count, ADR 0019)
+    stock: dict[str, str] | None = None  # the stock hash of a stock event (ADR 0022)
 
     @property
     def by_hold(self) -> dict[str, Hold]:
@@ -174,26 +177,48 @@ def bought_counted(s: Snapshot) -> Iterator[Violation]:
     sold: Counter[str] = Counter()
     for h in s.holds:
         if h.state in (HoldState.CONFIRMED, HoldState.EXCEPTION):
-            sold[h.login] += len(h.seat_ids)
+            sold[h.login] += units(h)
     for login in sorted(set(sold) | {k for k, n in s.bought.items() if n}):
         if sold[login] != s.bought.get(login, 0):
             detail = f"login {login!r} counted {s.bought.get(login, 0)}, sold {sold[login]}"
             yield Violation(Invariant.BOUGHT_COUNTED, detail)
 
 
+def units(h: Hold) -> int:
+    """Seats of a hold, or units of a stock hold's lines."""
+    return sum(line.quantity for line in lines_of(h.seat_id)) if h.is_stock else len(h.seat_ids)
+
+
+def unit_kind(h: Hold) -> str | None:
+    """Where a hold's units must be: H held, B blocked, S sold, None given back."""
+    return SEAT_KIND.get(h.state, "B" if h.blocking_charge else None)
+
+
+def _stock_counts(s: Snapshot) -> dict[str, int]:
+    table = stock_table(s.stock or {})
+    total = Counter(
+        {n: sum(c.get(n, 0) for e in table.values() for c in e["locations"].values()) for n in
+         ("on_hand", "available", "held", "blocked", "sold")}
+    )  # fmt: skip
+    return {"seats": total["on_hand"], "free": total["available"], "held": total["held"],
+            "blocked": total["blocked"], "sold": total["sold"]}  # fmt: skip
+
+
 def counts_of(s: Snapshot) -> dict[str, int]:
     kinds = Counter(v[0] for v in s.owners.values())
+    stock = _stock_counts(s) if s.stock else {}
     return {
         "seats": len(s.seats),
         "free": len(s.free),
         "held": kinds["H"],
         "blocked": kinds["B"],
         "sold": kinds["S"],
+        **stock,
         "holds": len(s.holds),
         "charges": len(s.charges),
         "captured_winners": sum(c.state == ChargeState.CAPTURED for c in s.charges),
         # Seats of CONFIRMED holds (a party counts each of its seats)
-        "seats_confirmed": sum(len(h.seat_ids) for h in s.holds if h.state == HoldState.CONFIRMED),
+        "seats_confirmed": sum(units(h) for h in s.holds if h.state == HoldState.CONFIRMED),
         "refunding": sum(c.state == ChargeState.REFUNDING for c in s.charges),
         "refunded": sum(c.state == ChargeState.REFUNDED for c in s.charges),
     }
@@ -205,8 +230,34 @@ def counters_agree(s: Snapshot) -> Iterator[Violation]:
         if int(s.event.get(name, -1)) != counts[name]:
             detail = f"counter {name}={s.event.get(name)} but structures say {counts[name]}"
             yield Violation(Invariant.COUNTERS_AGREE, detail)
-    if int(s.event.get("seats_total", -1)) != len(s.seats):
+    if int(s.event.get("seats_total", -1)) != counts["seats"]:
         yield Violation(Invariant.COUNTERS_AGREE, "seats_total differs from the seat set")
+
+
+def stock_agrees(s: Snapshot) -> Iterator[Violation]:
+    """Per sku and location: available + held + blocked + sold = on hand, none below zero,
+    and the held, blocked and sold counters are exactly what the stock holds own."""
+    if not s.stock:
+        return
+    table = stock_table(s.stock)
+    for problem in stock_problems(table):
+        yield Violation(Invariant.STOCK_AGREES, problem)
+    owned: Counter[tuple[str, str, str]] = Counter()
+    for h in s.holds:
+        kind = unit_kind(h) if h.is_stock else None
+        for line in lines_of(h.seat_id) if kind else ():
+            owned[(line.sku, line.location, OWNER_COUNTER[kind or ""])] += line.quantity
+    for sku, entry in table.items():
+        for location, c in entry["locations"].items():
+            for counter in ("held", "blocked", "sold"):
+                if c.get(counter, 0) != owned[(sku, location, counter)]:
+                    detail = f"{sku}@{location} {counter}={c.get(counter)}, holds own "
+                    yield Violation(
+                        Invariant.STOCK_AGREES, detail + str(owned[(sku, location, counter)])
+                    )
+
+
+OWNER_COUNTER = {"H": "held", "B": "blocked", "S": "sold"}
 
 
 def seat_map(s: Snapshot) -> Iterator[Violation]:
@@ -218,7 +269,7 @@ def seat_map(s: Snapshot) -> Iterator[Violation]:
 
 
 def never_oversell(s: Snapshot) -> Iterator[Violation]:
-    sold = Counter(seat for h in s.holds if SEAT_KIND.get(h.state) == "S" for seat in h.seat_ids)
+    sold = Counter(seat for h in _seated(s) if SEAT_KIND.get(h.state) == "S" for seat in h.seat_ids)
     for seat, n in sold.items():
         if n > 1:
             yield Violation(Invariant.NEVER_OVERSELL, f"seat {seat} sold to {n} holds")
@@ -234,7 +285,7 @@ def owners_agree(s: Snapshot) -> Iterator[Violation]:
             yield Violation(v, f"seat {seat} owned by unknown hold {hold_id}")
         elif kind != SEAT_KIND.get(h.state, "B" if h.blocking_charge else None):
             yield Violation(v, f"seat {seat} is {kind} but hold {hold_id} is {h.state}")
-    for h in s.holds:
+    for h in _seated(s):
         should = h.state in SEAT_KIND or bool(h.blocking_charge)
         for seat in h.seat_ids:
             holds_seat = s.owners.get(seat, "")[2:] == h.hold_id
@@ -242,6 +293,10 @@ def owners_agree(s: Snapshot) -> Iterator[Violation]:
                 yield Violation(v, f"hold {h.hold_id} ({h.state}) does not own seat {seat}")
             elif holds_seat and not should:
                 yield Violation(v, f"{h.state} hold {h.hold_id} still owns seat {seat}")
+
+
+def _seated(s: Snapshot) -> list[Hold]:
+    return [h for h in s.holds if not h.is_stock]
 
 
 def seat_has_money(s: Snapshot) -> Iterator[Violation]:
@@ -301,6 +356,7 @@ CHECKS: tuple[Check, ...] = (
     ended_indexed,
     logins_name_holds,
     bought_counted,
+    stock_agrees,
 )
 
 

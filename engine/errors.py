@@ -172,3 +172,60 @@ class LimitExceeded(EngineError):
     code = "limit_exceeded"
     summary = "this login holds or bought as many seats as one login may (cap)"
     public = ("cap",)
+
+
+class NotEnoughSeats(EngineError):
+    """A party larger than the seats still free: seats are free (not sold out), only fewer
+    than asked; `available` says how many this claim could have had."""
+
+    code = "not_enough_seats"
+    summary = "fewer seats are free than this party asks for; available says how many"
+    public = ("available",)
+
+
+class PartyTooLarge(EngineError):
+    code = "party_too_large"
+    summary = "this event sells at most max_party seats in one claim"
+    public = ("max_party",)
+
+
+class WrongKind(EngineError):
+    """Seats asked of a stock event, stock lines of a seat event."""
+
+    code = "wrong_event_kind"
+    summary = "this event does not sell what the request asks for; kind says what it sells"
+    public = ("kind",)
+
+
+class UnknownSku(EngineError):
+    code = "unknown_sku"
+    summary = "the event sells no such SKU"
+    public = ("sku",)
+
+
+class UnknownLocation(EngineError):
+    code = "unknown_location"
+    summary = "the event has no such stock location"
+    public = ("location",)
+
+
+class InsufficientStock(EngineError):
+    """No location (or not the one asked for) has the whole line's quantity available;
+    `available` is the most any of them has."""
+
+    code = "insufficient_stock"
+    summary = "not enough of this SKU is available at one location; available says the most"
+    public = ("sku", "available")
+
+
+class StockBelowZero(EngineError):
+    """A stock correction that would leave fewer units on hand than holds and sales own."""
+
+    code = "stock_below_zero"
+    summary = "the correction would take available stock below zero given what is held and sold"
+    public = ("available", "held", "blocked", "sold")
+
+
+class CorrectionIdReused(EngineError):
+    code = "correction_id_reused"
+    summary = "this correction id was applied with another body"

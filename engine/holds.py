@@ -34,6 +34,7 @@ class Hold:
     # The outbox id of the sale's last record: the sale is durable once the ledger holds it
     # ("" for a sale restored from the ledger, durable by construction).
     record: str = ""
+    amount: int = 0  # a stock hold: what its lines cost (minor units), fixed at the claim
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> "Hold":
@@ -54,11 +55,17 @@ class Hold:
             charge_ids=tuple(c for c in d["charges"].split(",") if c),
             given_up=bool(d.get("given_up")),
             record=str(d.get("record", "")),
+            amount=int(d.get("amount") or 0),
         )
 
     @property
     def seat_ids(self) -> tuple[str, ...]:
         return tuple(s for s in self.seat_id.split(",") if s)
+
+    @property
+    def is_stock(self) -> bool:
+        """Its `seat_id` lists stock lines ('<sku>@<location>*<qty>'), not seats."""
+        return "*" in self.seat_id
 
 
 _TERMINAL_CHARGE = {"CAPTURED", "DECLINED", "FAILED", "REFUNDED"}

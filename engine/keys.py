@@ -13,7 +13,7 @@ Login = NewType("Login", str)
 
 PREFIX = "onsale:v1"
 
-# The order is the contract with lua/_lib.lua (KEYS[1] .. KEYS[19]).
+# The order is the contract with lua/_lib.lua (KEYS[1] .. KEYS[21]).
 EVENT_KEYS: tuple[str, ...] = (
     "event",
     "seats",
@@ -34,6 +34,8 @@ EVENT_KEYS: tuple[str, ...] = (
     "watch",  # charges provider reconciliation asks about (CHARGING, recent declines)
     "quota",  # per-login counters: claim and charge-start rate buckets, units bought
     "ended",  # ended holds that never had a charge -> decided ms (trimmed after retention)
+    "stock",  # quantity stock: per sku and location, on hand and where its units are
+    "corrections",  # stock correction id -> what it did (a replay is answered from here)
 )
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")

@@ -298,6 +298,7 @@ class Reads:
             pipe.zrange(self._key(event_id, "ended"), 0, -1)
             pipe.hgetall(self._key(event_id, "logins"))
             pipe.hgetall(self._key(event_id, "quota"))
+            pipe.hgetall(self._key(event_id, "stock"))
             (
                 ev,
                 seats,
@@ -313,6 +314,7 @@ class Reads:
                 ended,
                 logins,
                 quota,
+                stock,
             ) = await self._read(pipe.execute())
         return audit(
             Snapshot(
@@ -328,5 +330,6 @@ class Reads:
                 ended=set(ended),
                 logins=dict(logins),
                 bought={k[7:]: int(v) for k, v in quota.items() if k.startswith("bought:")},
+                stock=stock or None,
             )
         )

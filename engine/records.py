@@ -15,6 +15,10 @@ class RecordKind(StrEnum):
     CHARGE = "charge"
     ALERT = "alert"
     POLICY = "policy"  # a change of the event's deadline policies (lua/event_policy.lua)
+    # A stock correction (lua/stock_correct.lua): `id` the correction id, from/to the on-hand
+    # count before/after, `seat` '<sku>@<location>', `login` the operator, `mode`/`value` what
+    # was asked (ADR 0022).
+    CORRECTION = "correction"
 
 
 class Marker(StrEnum):
@@ -92,6 +96,9 @@ class OutboxRecord:
     shadow_policy: str = ""
     shadow_version: int = 0
     shadow_outcome: str = ""
+    # A correction's own fields (kind correction): 'set' or 'adjust', and its signed value.
+    mode: str = ""
+    value: int = 0
 
     @classmethod
     def from_fields(cls, f: Mapping[str, str]) -> "OutboxRecord":
@@ -121,6 +128,8 @@ class OutboxRecord:
             shadow_policy=f.get("shadow_policy", ""),
             shadow_version=int(f.get("shadow_version") or 0),
             shadow_outcome=f.get("shadow_outcome", ""),
+            mode=f.get("mode", ""),
+            value=int(f.get("value") or 0),
         )
 
     @property

@@ -41,6 +41,17 @@ class Restore:
         )
         return RestoreCode(reply[0])
 
+    async def stock(self, event_id: str, sku: str, location: str, on_hand: int) -> RestoreCode:
+        """A location's on-hand count (the ledger's last correction), before any sale."""
+        reply = await self._run("event_restore", event_id, ["STOCK", sku, location, on_hand])
+        return RestoreCode(reply[0])
+
+    async def correction(self, event_id: str, correction_id: str, recorded: str) -> RestoreCode:
+        """A correction applied before the loss (its json: body, before, after, at_ms), so
+        that its replay is answered as one."""
+        reply = await self._run("event_restore", event_id, ["CORRECTION", correction_id, recorded])
+        return RestoreCode(reply[0])
+
     async def charge(self, event_id: str, charge: Charge) -> RestoreCode:
         reply = await self._run(
             "event_restore",

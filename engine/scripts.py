@@ -1,7 +1,8 @@
 """Loads lua/, registers every script (EVALSHA, reload on NOSCRIPT) and names reply codes.
 
-Each script is sent as one chunk: clock + lua/_lib.lua + lua/<name>.lua. Production uses the
-server clock; `Scripts(test_clock=True)` swaps in lua/_clock_test.lua, which only tests build."""
+Each script is sent as one chunk: clock + lua/_lib.lua + lua/_stock.lua + lua/<name>.lua.
+Production uses the server clock; `Scripts(test_clock=True)` swaps in lua/_clock_test.lua,
+which only tests build."""
 
 from collections.abc import Mapping
 from enum import StrEnum
@@ -27,6 +28,12 @@ class ClaimCode(StrEnum):
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     RATE_LIMITED = "RATE_LIMITED"
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+    NOT_ENOUGH_SEATS = "NOT_ENOUGH_SEATS"
+    PARTY_TOO_LARGE = "PARTY_TOO_LARGE"
+    WRONG_KIND = "WRONG_KIND"
+    UNKNOWN_SKU = "UNKNOWN_SKU"
+    UNKNOWN_LOCATION = "UNKNOWN_LOCATION"
+    INSUFFICIENT_STOCK = "INSUFFICIENT_STOCK"
 
 
 class ReleaseCode(StrEnum):
@@ -116,6 +123,27 @@ class SeatsAddCode(StrEnum):
     NOT_FOUND = "NOT_FOUND"
     NOT_DRAFT = "NOT_DRAFT"
     DUPLICATE_SEAT = "DUPLICATE_SEAT"
+    WRONG_KIND = "WRONG_KIND"
+
+
+class StockAddCode(StrEnum):
+    ADDED = "ADDED"
+    NOT_FOUND = "NOT_FOUND"
+    NOT_DRAFT = "NOT_DRAFT"
+    WRONG_KIND = "WRONG_KIND"
+    DUPLICATE_SKU = "DUPLICATE_SKU"
+
+
+class CorrectionCode(StrEnum):
+    APPLIED = "APPLIED"
+    REPLAY = "REPLAY"
+    BELOW_ZERO = "BELOW_ZERO"
+    CORRECTION_ID_REUSED = "CORRECTION_ID_REUSED"
+    UNKNOWN_SKU = "UNKNOWN_SKU"
+    UNKNOWN_LOCATION = "UNKNOWN_LOCATION"
+    WRONG_KIND = "WRONG_KIND"
+    NOT_OPEN = "NOT_OPEN"
+    NOT_FOUND = "NOT_FOUND"
 
 
 class OpenCode(StrEnum):
@@ -165,6 +193,23 @@ CLAIM_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType(
         ClaimCode.IDEMPOTENCY_KEY_REUSED: errors.IdempotencyKeyReused,
         ClaimCode.RATE_LIMITED: errors.RateLimited,
         ClaimCode.LIMIT_EXCEEDED: errors.LimitExceeded,
+        ClaimCode.NOT_ENOUGH_SEATS: errors.NotEnoughSeats,
+        ClaimCode.PARTY_TOO_LARGE: errors.PartyTooLarge,
+        ClaimCode.WRONG_KIND: errors.WrongKind,
+        ClaimCode.UNKNOWN_SKU: errors.UnknownSku,
+        ClaimCode.UNKNOWN_LOCATION: errors.UnknownLocation,
+        ClaimCode.INSUFFICIENT_STOCK: errors.InsufficientStock,
+    }
+)
+CORRECTION_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType(
+    {
+        CorrectionCode.BELOW_ZERO: errors.StockBelowZero,
+        CorrectionCode.CORRECTION_ID_REUSED: errors.CorrectionIdReused,
+        CorrectionCode.UNKNOWN_SKU: errors.UnknownSku,
+        CorrectionCode.UNKNOWN_LOCATION: errors.UnknownLocation,
+        CorrectionCode.WRONG_KIND: errors.WrongKind,
+        CorrectionCode.NOT_OPEN: errors.SaleNotOpen,
+        CorrectionCode.NOT_FOUND: errors.EventNotFound,
     }
 )
 CHARGE_START_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType(
@@ -188,16 +233,34 @@ def refusal(
         details["retry_after_ms"] = int(reply[1])
     elif code == "LIMIT_EXCEEDED":
         details["cap"] = int(reply[1])
-    elif code == "NOT_OPEN" and len(reply) > 1:
+    elif code == "NOT_OPEN" and len(reply) > 1 and str(reply[1]).isdigit():
         details["opens_at_ms"] = int(reply[1])
+    details.update(_STOCK_DETAILS.get(code, lambda r: {})(reply))
     # The message is for logs; a client is told the error's summary (engine/errors.py).
     return table[code](code.lower().replace("_", " "), reply=reply[1:], **details)
+
+
+_STOCK_DETAILS: Mapping[str, Any] = MappingProxyType(
+    {
+        "NOT_ENOUGH_SEATS": lambda r: {"available": int(r[1])},
+        "PARTY_TOO_LARGE": lambda r: {"max_party": int(r[1])},
+        "WRONG_KIND": lambda r: {"kind": "stock" if len(r) < 2 else str(r[1])},
+        "UNKNOWN_SKU": lambda r: {"sku": str(r[1]) if len(r) > 1 else None},
+        "UNKNOWN_LOCATION": lambda r: {"location": str(r[1]) if len(r) > 1 else None},
+        "INSUFFICIENT_STOCK": lambda r: {"sku": str(r[1]), "available": int(r[2])},
+        "BELOW_ZERO": lambda r: dict(
+            zip(("available", "held", "blocked", "sold"), map(int, r[1:5]), strict=True)
+        ),
+    }
+)
 
 
 REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
     {
         "event_create": EventCreateCode,
         "event_seats_add": SeatsAddCode,
+        "stock_add": StockAddCode,
+        "stock_correct": CorrectionCode,
         "event_open": OpenCode,
         "event_restore": RestoreCode,
         "event_fence": FenceCode,
@@ -220,7 +283,7 @@ REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
 def chunk(name: str, *, test_clock: bool = False) -> str:
     """The exact text sent to Redis for script `name`."""
     clock = lua.source("_clock_test" if test_clock else "_clock_server")
-    return "\n".join((clock, lua.source("_lib"), lua.source(name)))
+    return "\n".join((clock, lua.source("_lib"), lua.source("_stock"), lua.source(name)))
 
 
 class Scripts:

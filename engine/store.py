@@ -55,6 +55,7 @@ from engine.states import (
     LatePolicy,
     ReversalPolicy,
 )
+from engine.stock import Stock, StockLine
 
 KEYS_CACHE_MAX = 10_000  # events whose key names are kept built
 SEATS_CHUNK_MAX = 500  # seats per event_seats_add call (<= 1000): a few ms, buyers go between
@@ -93,6 +94,7 @@ class Store:
         self.restore = Restore(self)  # rebuild from the ledger
         self.revoked = RevokedLogins(client, prefix=prefix, timeout_s=timeout_s)  # identity
         self.notes = Notes(client, prefix=prefix, timeout_s=timeout_s)  # beside the state
+        self.stock = Stock(self)  # quantity stock: create, correct, read (ADR 0022)
         # Script calls of one event-loop tick share one round trip (engine/pipeline.py).
         self.pipeline = (
             AutoPipeline(client, self.scripts, timeout_s=timeout_s) if autopipeline else None
@@ -139,13 +141,15 @@ class Store:
         price_minor: int = 0,
         currency: str = "EUR",
         reversal_policy: ReversalPolicy = ReversalPolicy.MANUAL,
+        max_party: int = 0,
+        login_cap: int | None = None,
     ) -> int:
-        """Create a DRAFT event and add its seats in chunks; returns the number of seats."""
-        reply = await self._run(
-            "event_create",
-            event_id,
-            [event_id, hold_ttl_ms, quarantine_ms, str(policy), currency, str(reversal_policy)],
-        )
+        """Create a DRAFT event and add its seats in chunks; returns the number of seats.
+        `max_party`: seats one claim may ask for (0: the API's limit); `login_cap`: seats a
+        login may hold and buy here (None: the deployment's cap, 0: none)."""
+        args = [event_id, hold_ttl_ms, quarantine_ms, str(policy), currency, str(reversal_policy)]
+        cap = "" if login_cap is None else login_cap
+        reply = await self._run("event_create", event_id, [*args, "seats", "", max_party, cap])
         if reply[0] == EventCreateCode.EXISTS:
             raise errors.EventExists(f"event {event_id} exists")
         # The price is display data, no script's input: set after the create, on a DRAFT.
@@ -193,17 +197,22 @@ class Store:
         *,
         seats: Sequence[str] = (),
         quantity: int = 1,
+        lines: Sequence[StockLine] = (),
     ) -> Claimed:
         """Claim `seat_id` (or all of `seats`), or else the `quantity` best free seats (adjacent
-        when a block is free). `hold_id` is the idempotency key (with an idempotency window,
-        the hold id is made from it)."""
+        when a block is free), or the stock `lines` of a stock event (all or nothing, ADR 0022).
+        `hold_id` is the idempotency key (with an idempotency window, the hold id is made from
+        it)."""
         if not keys.valid_id(hold_id) or not login:
             raise ValueError("hold_id and login are required")
         memory = self.sold_out
         if memory is not None and memory.refuses(event_id, hold_id):
             raise errors.SoldOut(f"claim {hold_id}: SOLD_OUT (remembered)", reply=[])
         sent_at = time.monotonic()
-        want = ",".join(seats) or seat_id or (f"#{quantity}" if quantity > 1 else "")
+        if lines:
+            want = "+" + ",".join(line.asked for line in lines)
+        else:
+            want = ",".join(seats) or seat_id or (f"#{quantity}" if quantity > 1 else "")
         reply = await self._run("hold_claim", event_id, [hold_id, login, want, *self._claim_limits])
         code = ClaimCode(reply[0])
         if code == ClaimCode.SOLD_OUT and memory is not None:

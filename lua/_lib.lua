@@ -13,14 +13,19 @@ KEYS[17] watch zset (charge -> since ms): CHARGING since created, DECLINED/FAILE
 KEYS[18] quota hash (per login: 'claim:'/'charge:' rate buckets, 'bought:' units confirmed)
 KEYS[19] ended zset (hold -> decided ms): RELEASED/EXPIRED holds that never had a charge,
   trimmed once the ledger has them and the retention passed (lua/hold_trim.lua)
-Invariants kept here: free + held + blocked + sold = seats_total; a seat is in the free zset
-iff it has no owner entry; every terminal transition XADDs exactly one outbox record. ]]
+KEYS[20] stock hash (quantity stock: '<sku>:price', '<sku>@<location>:<counter>' with counter
+  on_hand, available, held, blocked, sold; lua/_stock.lua)
+KEYS[21] corrections hash (stock correction id -> json of the applied correction)
+Invariants kept here: free + held + blocked + sold = seats_total (units, for quantity stock);
+a seat is in the free zset iff it has no owner entry; per sku and location, available + held +
+blocked + sold = on_hand; every terminal transition XADDs exactly one outbox record. ]]
 
 local K_EVENT, K_SEATS, K_FREE, K_OWNERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_HOLDS, K_CHARGES, K_LOGINS, K_DEADLINES = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_QUARANTINES, K_REFUNDS, K_ATTEMPTS, K_CALLBACKS = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local K_OUTBOX, K_SECTIONS, K_ALERTS, K_RESTOCKED = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
-local K_WATCH, K_QUOTA, K_ENDED = KEYS[17], KEYS[18], KEYS[19]
+local K_WATCH, K_QUOTA, K_ENDED, K_STOCK, K_CORRECTIONS = KEYS[17], KEYS[18], KEYS[19],
+  KEYS[20], KEYS[21]
 local ALERTS_MAX = 100000  -- the alerts hash stops growing here; the outbox still records all
 
 -- Hold states (engine/states.py HoldState) and charge states (ChargeState).
@@ -37,7 +42,8 @@ local PROVIDER_REFUNDED, DISPUTED, CHARGED_BACK = 'PROVIDER_REFUNDED', 'DISPUTED
 local function config()
   local v = redis.call('HMGET', K_EVENT, 'id', 'status', 'opens_at_ms', 'hold_ttl_ms',
     'quarantine_ms', 'policy', 'currency', 'reversal_policy', 'policy_grace_ms',
-    'policy_version', 'shadow_policy', 'shadow_version')
+    'policy_version', 'shadow_policy', 'shadow_version', 'kind', 'locations', 'max_party',
+    'login_cap')
   if not v[1] then return nil end
   local grace_ms = tonumber(v[9]) or 0
   return { id = v[1], status = v[2], opens_at_ms = tonumber(v[3]) or 0,
@@ -45,7 +51,8 @@ local function config()
            currency = v[7] or 'EUR', reversal_policy = v[8] or 'manual', grace_ms = grace_ms,
            policy_name = grace_ms > 0 and string.format('grace:%d', grace_ms) or v[6],
            policy_version = tonumber(v[10]) or 1, shadow_policy = v[11] or '',
-           shadow_version = tonumber(v[12]) or 0 }
+           shadow_version = tonumber(v[12]) or 0, kind = v[13] or 'seats', locations = v[14] or '',
+           max_party = tonumber(v[15]) or 0, login_cap = tonumber(v[16]) }
 end
 
 -- Identity map: within one script call, each hold and charge is decoded once and every path
@@ -100,7 +107,7 @@ local function emit(ctx, kind, id, from, to, terminal, h, c, reason, suffix)
   local shadow_outcome = ctx.shadow_outcome or ''
   ctx.shadow_outcome = nil
   local seq = redis.call('HINCRBY', K_EVENT, 'seq', 1)
-  return redis.call('XADD', K_OUTBOX, '*',
+  local fields = {
     'decision_id', decision_id, 'event', ctx.cfg.id, 'kind', kind, 'id', id,
     'from', from, 'to', to, 'terminal', terminal,
     'hold', h and h.id or (c and c.hold or ''), 'charge', c and c.id or '',
@@ -110,7 +117,11 @@ local function emit(ctx, kind, id, from, to, terminal, h, c, reason, suffix)
     'policy', ctx.cfg.policy_name, 'reason', reason or '', 'now_ms', ctx.now,
     'captured', c and c.captured or 0, 'seq', seq, 'policy_version', ctx.cfg.policy_version,
     'shadow_policy', ctx.cfg.shadow_policy, 'shadow_version', ctx.cfg.shadow_version,
-    'shadow_outcome', shadow_outcome)
+    'shadow_outcome', shadow_outcome }
+  -- A kind's own fields (a stock correction's mode and value), set by its script for this record.
+  for _, field in ipairs(ctx.extra or {}) do fields[#fields + 1] = field end
+  ctx.extra = nil
+  return redis.call('XADD', K_OUTBOX, '*', unpack(fields))
 end
 
 -- A charge's first terminal state is its one terminal record; later moves the provider forces
@@ -168,6 +179,20 @@ local function seats_of(h)
   local out = {}
   for seat in string.gmatch(h.seat, '[^,]+') do out[#out + 1] = seat end
   return out
+end
+
+-- Quantity stock (lua/_stock.lua, ADR 0022): a stock hold's `seat` lists lines
+-- '<sku>@<location>*<qty>' (a seat id never contains '*'). Defined there, used here.
+local stock_move, stock_units
+
+local function is_stock(h)
+  return string.find(h.seat, '*', 1, true) ~= nil
+end
+
+-- Units a hold owns: its seats, or the sum of its stock lines' quantities.
+local function units_of(h)
+  if is_stock(h) then return stock_units(h.seat) end
+  return #seats_of(h)
 end
 
 -- The event went from no free seat to one. API processes that answer "sold out" from memory
@@ -239,6 +264,7 @@ end
 
 -- Move every seat owned by hold h to owner state H, B or S, or back on sale (nil).
 local function seat_move(h, to)
+  if is_stock(h) then return stock_move(h, to) end
   for _, seat in ipairs(seats_of(h)) do
     local cur = redis.call('HGET', K_OWNERS, seat)
     if (not cur) or string.sub(cur, 3) ~= h.id then
@@ -281,7 +307,7 @@ end
 
 local function hold_end(ctx, h, to, reason)
   local from = h.state
-  if to == CONFIRMED then count_bought(h.login, #seats_of(h)) end
+  if to == CONFIRMED then count_bought(h.login, units_of(h)) end
   h.state = to
   h.decided_ms = ctx.now
   h.reason = reason
@@ -307,7 +333,7 @@ local function hold_after_sale(ctx, h, to, reason, suffix)
   local from = h.state
   if to == REVOKED then
     seat_move(h, nil)
-    count_bought(h.login, -#seats_of(h))
+    count_bought(h.login, -units_of(h))
   end
   h.state = to
   h.reason = reason

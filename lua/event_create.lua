@@ -1,7 +1,10 @@
---[[ event_create: create an event's config in DRAFT, ready for seats; idempotent by event id.
-KEYS[1..19] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+--[[ event_create: create an event's config in DRAFT, ready for seats or stock; idempotent by event id.
+KEYS[1..21] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] event_id   ARGV[2] hold_ttl_ms   ARGV[3] quarantine_ms   ARGV[4] policy (quarantine|release_refund)
 ARGV[5] currency (ISO 4217, default EUR)   ARGV[6] reversal policy (manual|revoke, default manual)
+ARGV[7] kind (seats|stock, default seats)   ARGV[8] stock locations in preference order,
+  comma-separated ('' for seats)   ARGV[9] units one claim may ask for (0: the API's limit)
+ARGV[10] units a login may hold and buy ('' : the deployment's cap, 0: none)
 Returns {code, ...}: CREATED | EXISTS
 Invariants: an existing event's config and counters are never overwritten; `restocks` starts
 above every value an earlier event of the same id reached. ]]
@@ -19,6 +22,17 @@ end
 if reversal ~= 'manual' and reversal ~= 'revoke' then
   return redis.error_reply('BAD_ARGS unknown reversal policy ' .. tostring(reversal))
 end
+local kind, locations = ARGV[7] or 'seats', ARGV[8] or ''
+local max_party, login_cap = tonumber(ARGV[9] or 0), ARGV[10] or ''
+if kind ~= 'seats' and kind ~= 'stock' then
+  return redis.error_reply('BAD_ARGS unknown kind ' .. tostring(kind))
+end
+if (kind == 'stock') ~= (locations ~= '') or not string.match(locations, '^[%w_.:,-]*$') then
+  return redis.error_reply('BAD_ARGS a stock event names its locations, a seat event none')
+end
+if not max_party or max_party < 0 or (login_cap ~= '' and not tonumber(login_cap)) then
+  return redis.error_reply('BAD_ARGS max_party and login_cap')
+end
 if redis.call('HSETNX', K_EVENT, 'id', ARGV[1]) == 0 then return { 'EXISTS' } end
 -- `restocks` (lua/_lib.lua restocked) starts at the creation time, not 0: an event dropped and
 -- created again (a rebuild) never repeats a count of its earlier life, so no API process can
@@ -27,6 +41,7 @@ local now = now_ms()
 redis.call('HSET', K_EVENT, 'status', 'draft', 'hold_ttl_ms', ttl, 'quarantine_ms', qms,
   'policy', ARGV[4], 'opens_at_ms', 0, 'seats_total', 0, 'free', 0, 'held', 0, 'blocked', 0,
   'sold', 0, 'created_ms', now, 'restocks', now, 'currency', currency,
-  'reversal_policy', reversal)
+  'reversal_policy', reversal, 'kind', kind, 'locations', locations, 'max_party', max_party)
+if login_cap ~= '' then redis.call('HSET', K_EVENT, 'login_cap', tonumber(login_cap)) end
 redis.call('PUBLISH', K_RESTOCKED, now) -- drops any memory of an earlier life
 return { 'CREATED' }

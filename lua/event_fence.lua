@@ -1,5 +1,5 @@
 --[[ event_fence: stop deciding anything for an event whose Redis went back in time.
-KEYS[1..19] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..21] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] reason
 Returns {code, ...}: FENCED | ALREADY_FENCED | NOT_FOUND
 Invariants: only the status moves (to 'fenced', with its reason and time): claims and charge starts

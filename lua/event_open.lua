@@ -1,5 +1,5 @@
 --[[ event_open: open the sale at T0 (server clock); claims before T0 are refused.
-KEYS[1..19] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..21] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] opens_at_ms (0 = now, by the server clock)
 Returns {code, ...}: OPENED opens_at_ms | NOT_FOUND
 Invariants: opening never touches seats, holds or counters. ]]

@@ -1,5 +1,5 @@
 --[[ event_restore: put back one confirmed sale or one charge of a DRAFT event, from the ledger.
-KEYS[1..19] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..21] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] HOLD: ARGV[2] hold_id ARGV[3] login ARGV[4] seat ARGV[5] winner charge id ARGV[6] decided_ms
   ARGV[7] state (CONFIRMED or EXCEPTION takes its seat; EXPIRED, RELEASED or REVOKED is a record
   without a seat)
@@ -7,9 +7,12 @@ ARGV[1] CHARGE: ARGV[2] charge_id ARGV[3] state ARGV[4] hold_id ('' if the hold 
   ARGV[5] seat ARGV[6] login ARGV[7] amount ARGV[8] attempt ARGV[9] intent ARGV[10] decided_ms
   ARGV[11] refund_only (1|0)   ARGV[12] captured amount   ARGV[13] provider key ('' = charge id)
   ARGV[14] final (1|0: its terminal record is in the ledger)
+ARGV[1] STOCK: ARGV[2] sku ARGV[3] location ARGV[4] on hand (the ledger's last correction)
+ARGV[1] CORRECTION: ARGV[2] correction id ARGV[3] its json (kept so a replay stays a replay)
 Returns {code, ...}: RESTORED | EXISTS | NOT_DRAFT | SEAT_NOT_FREE | NOT_FOUND
 Invariants: only while the rebuilt event is a DRAFT; a restored sale takes its seats (all of a
-party, or none) out of the free set exactly once; ended holds come back as records (a replayed claim id gets its first
+party, or none) out of the free set exactly once, or its stock lines (all, or none) from
+available to sold; a location's on hand is restored once, before any sale; ended holds come back as records (a replayed claim id gets its first
 outcome) without a seat, those naming no charge indexed in `ended` to be trimmed like any other
 (ADR 0018); a REFUNDING charge is queued for its refund; nothing is written to the
 outbox: the ledger holds these decisions. ]]
@@ -23,7 +26,20 @@ if ARGV[1] == 'HOLD' then
     return redis.error_reply('BAD_ARGS hold state ' .. tostring(state))
   end
   if get_hold(hold_id) then return { 'EXISTS' } end
-  if seated then
+  local bucket = ''
+  if seated and is_stock({ seat = seat }) then
+    local lines = lines_of(seat)
+    for _, line in ipairs(lines) do
+      if stock_get(line.sku, line.loc, 'available') < line.qty then return { 'SEAT_NOT_FREE' } end
+    end
+    for _, line in ipairs(lines) do
+      stock_add(line.sku, line.loc, 'available', -line.qty)
+      stock_add(line.sku, line.loc, 'sold', line.qty)
+    end
+    counters('free', 'sold', stock_units(seat))
+    count_bought(login, stock_units(seat))
+    bucket = 'S'
+  elseif seated then
     local seats = seats_of({ seat = seat })  -- a party's seats, comma-separated
     for _, one in ipairs(seats) do
       if not redis.call('ZSCORE', K_FREE, one) then return { 'SEAT_NOT_FREE' } end
@@ -38,7 +54,7 @@ if ARGV[1] == 'HOLD' then
   put_hold({ id = hold_id, login = login, seat = seat, state = state,
     created_ms = tonumber(ARGV[6]), expires_ms = tonumber(ARGV[6]), charge = '', blocking = '',
     winner = (seated or state == REVOKED) and ARGV[5] or '', until_ms = 0,
-    decided_ms = tonumber(ARGV[6]), reason = 'restored', charges = ARGV[5] })
+    decided_ms = tonumber(ARGV[6]), reason = 'restored', charges = ARGV[5], bucket = bucket })
   if (state == EXPIRED or state == RELEASED) and ARGV[5] == '' then
     -- Its decision is in the ledger already (no `record`): trimmed once the retention passed.
     redis.call('ZADD', K_ENDED, tonumber(ARGV[6]), hold_id)
@@ -56,6 +72,21 @@ elseif ARGV[1] == 'CHARGE' then
   put_charge(c)
   if c.attempt ~= '' then redis.call('HSET', K_ATTEMPTS, c.attempt, charge_id) end
   if state == REFUNDING then redis.call('ZADD', K_REFUNDS, 0, charge_id) end
+  return { 'RESTORED' }
+elseif ARGV[1] == 'STOCK' then
+  local sku, loc, on_hand = ARGV[2], ARGV[3], tonumber(ARGV[4])
+  if not on_hand or on_hand < 0 then return redis.error_reply('BAD_ARGS on hand') end
+  if not redis.call('HGET', K_STOCK, sku .. '@' .. loc .. ':on_hand') then
+    return { 'NOT_FOUND' }
+  end
+  if stock_get(sku, loc, 'on_hand') ~= 0 then return { 'EXISTS' } end
+  stock_add(sku, loc, 'on_hand', on_hand)
+  stock_add(sku, loc, 'available', on_hand)
+  redis.call('HINCRBY', K_EVENT, 'seats_total', on_hand)
+  redis.call('HINCRBY', K_EVENT, 'free', on_hand)
+  return { 'RESTORED' }
+elseif ARGV[1] == 'CORRECTION' then
+  if redis.call('HSETNX', K_CORRECTIONS, ARGV[2], ARGV[3]) == 0 then return { 'EXISTS' } end
   return { 'RESTORED' }
 end
 return redis.error_reply('BAD_ARGS kind ' .. tostring(ARGV[1]))

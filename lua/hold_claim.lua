@@ -1,26 +1,30 @@
---[[ hold_claim: claim specific seats if all are FREE, or the best FREE seats (a party: one hold).
-KEYS[1..19] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+--[[ hold_claim: claim specific seats if all are FREE, the best FREE seats (a party: one hold), or
+lines of quantity stock (a cart: one hold).
+KEYS[1..21] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] hold_id (the idempotency key)   ARGV[2] login   ARGV[3] what is asked for: '' the best
   free seat (ZPOPMIN, O(log n)); '#<n>' n seats, the best block of adjacent ones (consecutive
   ranks in one section) or else the n best (reads every free seat: O(free)); 's1,s2,...'
-  those seats, all or nothing
-ARGV[4] claims per second per login (0: no limit)   ARGV[5] burst   ARGV[6] seats a login may
-  hold and buy in the event (0: no cap)   ARGV[7] idempotency window ms: 0 uses ARGV[1] as the
+  those seats, all or nothing; '+<sku>*<qty>[@<location>],...' stock lines, all or nothing,
+  each from the location asked for or the first of the event's locations that has enough
+ARGV[4] claims per second per login (0: no limit)   ARGV[5] burst   ARGV[6] units a login may
+  hold and buy in the event (0: no cap; the event's own `login_cap`, when set, wins)   ARGV[7] idempotency window ms: 0 uses ARGV[1] as the
   hold id; otherwise the hold id is ARGV[1] .. ':' .. the window number of now, and a replay is
   looked for in this window and the one before (ended holds are trimmed no sooner than one
   window after they ended, so an id is never used twice: ADR 0018)
 Returns {code, ...}: OK hold_id seats (comma-separated) expires_ms replaced_hold_id ('' if none) |
   REPLAY hold_id seat expires_ms state | SOLD_OUT restocks (times the event came back from sold
-  out) | SEAT_TAKEN | UNKNOWN_SEAT | NOT_OPEN opens_at_ms | NOT_FOUND |
+  out) | NOT_ENOUGH_SEATS free (a party larger than what is free, seats are still free) |
+  PARTY_TOO_LARGE max_party | SEAT_TAKEN | UNKNOWN_SEAT | NOT_OPEN opens_at_ms | NOT_FOUND |
   CHARGE_IN_FLIGHT previous_hold_id | IDEMPOTENCY_KEY_REUSED | RATE_LIMITED retry_after_ms |
-  LIMIT_EXCEEDED cap
+  LIMIT_EXCEEDED cap | WRONG_KIND kind (seats asked of a stock event, or stock of a seat event) |
+  UNKNOWN_SKU sku | UNKNOWN_LOCATION location | INSUFFICIENT_STOCK sku most_available
 Invariants: a seat leaves the free set at most once per claim; a party is claimed whole or not at
 all; one active checkout per login:
 the login's previous live hold is released in the same step, only when the new claim succeeds,
 and never while a charge on it is in flight; a sold-out event leaves the previous hold as it is.
 Every call, refused or not, spends one of the login's claim tokens (a flood is refused before
-it reads anything else); a login holds and buys at most the cap of seats (bought + the new
-hold's seats). ]]
+it reads anything else); a login holds and buys at most the cap of units (bought + the new
+hold's units); a stock line never takes a location below zero. ]]
 local hold_id, login, want = ARGV[1], ARGV[2], ARGV[3]
 local per_s, burst, cap = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local window_ms = tonumber(ARGV[7])
@@ -61,16 +65,27 @@ if prev_id then
   if prev.state ~= RESERVED then prev = nil end
 end
 
--- What is asked for: specific seats (all or nothing), or n seats, best block first.
-local wanted, n = {}, 1
-if string.sub(want, 1, 1) == '#' then
+-- What is asked for: specific seats (all or nothing), n seats (best block first), or stock lines.
+local stock = string.sub(want, 1, 1) == '+'
+if stock ~= (ctx.cfg.kind == 'stock') then return { 'WRONG_KIND', ctx.cfg.kind } end
+local wanted, n, plan, amount = {}, 1, nil, nil
+if stock then
+  plan, amount = stock_plan(want, ctx.cfg, prev)
+  if not plan then return amount end  -- the refusal
+  n = 0
+  for _, line in ipairs(plan) do n = n + line.qty end
+elseif string.sub(want, 1, 1) == '#' then
   n = tonumber(string.sub(want, 2))
   if not n or n < 1 or n ~= math.floor(n) then return redis.error_reply('BAD_ARGS party size') end
 elseif want ~= '' then
   for seat in string.gmatch(want, '[^,]+') do wanted[#wanted + 1] = seat end
   n = #wanted
 end
+if not stock and ctx.cfg.max_party > 0 and n > ctx.cfg.max_party then
+  return { 'PARTY_TOO_LARGE', ctx.cfg.max_party }
+end
 
+if ctx.cfg.login_cap then cap = ctx.cfg.login_cap end
 local bought = tonumber(redis.call('HGET', K_QUOTA, 'bought:' .. login) or 0)
 if cap > 0 and bought + n > cap then return { 'LIMIT_EXCEEDED', cap } end
 
@@ -90,14 +105,17 @@ if #wanted > 0 then
   for _, seat in ipairs(wanted) do
     if not available(seat) then return { 'SEAT_TAKEN' } end
   end
-else
+elseif not stock then
   local free = redis.call('ZCARD', K_FREE)
-  if free == 0 or free + (prev and #seats_of(prev) or 0) < n then
-    -- Sold out (for this party): nothing is written, and the login keeps the hold it has.
-    -- Trading it would only take the same seats back with a fresh deadline, and announce a
-    -- restock that is not one.
+  if free == 0 then
+    -- Sold out: nothing is written, and the login keeps the hold it has. Trading it would only
+    -- take the same seats back with a fresh deadline, and announce a restock that is not one.
     return { 'SOLD_OUT', tonumber(redis.call('HGET', K_EVENT, 'restocks') or 0) }
   end
+  local can = free + (prev and units_of(prev) or 0)
+  -- Seats are free, only not enough for this party: not SOLD_OUT, which API processes remember
+  -- and would answer to single-seat claims that can still win.
+  if can < n then return { 'NOT_ENOUGH_SEATS', can } end
 end
 
 if prev then
@@ -105,8 +123,14 @@ if prev then
   hold_end(ctx, prev, RELEASED, 'replaced_by_new_claim')
 end
 
+local h = { id = hold_id, login = login, state = RESERVED, created_ms = ctx.now,
+  expires_ms = ctx.now + ctx.cfg.hold_ttl_ms, charge = '', blocking = '', winner = '',
+  until_ms = 0, decided_ms = 0, reason = '', charges = '' }
 local seat
-if #wanted > 0 then
+if stock then
+  seat = stock_take(plan, h)
+  h.amount = amount
+elseif #wanted > 0 then
   for _, one in ipairs(wanted) do
     if not seat_take_specific(one, hold_id) then
       error({ err = 'INVARIANT seat ' .. one .. ' checked free but not in free set' })
@@ -119,9 +143,7 @@ else
   seat = table.concat(seats_take_best(n, hold_id), ',')
 end
 
-local h = { id = hold_id, login = login, seat = seat, state = RESERVED, created_ms = ctx.now,
-  expires_ms = ctx.now + ctx.cfg.hold_ttl_ms, charge = '', blocking = '', winner = '',
-  until_ms = 0, decided_ms = 0, reason = '', charges = '' }
+h.seat = seat
 put_hold(h)
 redis.call('HSET', K_LOGINS, login, hold_id)
 redis.call('ZADD', K_DEADLINES, h.expires_ms, hold_id)

@@ -1,5 +1,5 @@
 --[[ hold_expire: the sweeper's step, expire-if-still-held for a bounded batch of overdue holds.
-KEYS[1..19] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..21] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] batch_max (holds examined per call)
 Returns {code, ...}: SWEPT examined expired quarantined remaining_due | NOT_FOUND
 Invariants: only holds still RESERVED with now >= expires_ms change (the deadline rule in

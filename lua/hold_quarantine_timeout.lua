@@ -1,5 +1,5 @@
 --[[ hold_quarantine_timeout: past the quarantine hard timeout, put blocked seats back on sale.
-KEYS[1..19] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..21] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] batch_max (holds examined per call)
 Returns {code, ...}: SWEPT examined expired freed remaining_due | NOT_FOUND
 Invariants: a QUARANTINED hold past until_ms goes EXPIRED and its charge is marked

@@ -1,5 +1,5 @@
 --[[ hold_release: the owner gives a hold up; always accepted for the owner.
-KEYS[1..19] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..21] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1] hold_id   ARGV[2] login
 Returns {code, ...}: RELEASED state | ALREADY_TERMINAL state | NOT_OWNER | NOT_FOUND
 Invariants: with no charge in flight the seat is FREE at once; with one in flight the hold is

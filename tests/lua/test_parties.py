@@ -7,10 +7,11 @@ import pytest
 
 from engine import errors
 from engine.holds import LoginLimits, SeatSpec
+from engine.soldout import SoldOutMemory
 from engine.states import HoldState
 from engine.store import Store
 from tests.conftest import Sale
-from tests.helpers import callback
+from tests.helpers import callback, wait_until
 
 T0 = 1_900_000_000_000
 
@@ -61,20 +62,60 @@ async def test_a_block_never_spans_two_sections(store: Store) -> None:
     await sale.audit_ok()
 
 
-async def test_a_party_larger_than_what_is_free_is_sold_out_and_leaves_no_trace(
+async def test_a_party_larger_than_what_is_free_is_refused_and_leaves_no_trace(
     store: Store,
 ) -> None:
     sale = await venue(store, {"A": [1, 2, 3]})
     await store.claim(sale.event_id, "solo", "s1", quantity=2)
     outbox = len(await store.read.outbox(sale.event_id))
-    with pytest.raises(errors.SoldOut):
+    # Not SOLD_OUT: a seat is free, and API processes remember SOLD_OUT for every claim.
+    with pytest.raises(errors.NotEnoughSeats) as short:
         await store.claim(sale.event_id, "fam", "f1", quantity=2)
+    assert short.value.public_details() == {"available": 1}
     assert len(await store.read.outbox(sale.event_id)) == outbox
     assert (await store.read.availability(sale.event_id)).free == 1
     # The first login may grow its own party: its two seats come back into the count.
     bigger = await store.claim(sale.event_id, "solo", "s2", quantity=3)
     assert (bigger.replaced, len(bigger.seat_ids)) == ("s1", 3)
     await sale.audit_ok()
+
+
+async def test_a_refused_party_leaves_single_seats_claimable_with_the_memory_on(
+    store: Store,
+) -> None:
+    """The sold-out memory is entered only from SOLD_OUT: a party refused for want of seats
+    must not make this process refuse single-seat claims while seats are free."""
+    memory = SoldOutMemory(store.client, store.prefix, ttl_s=30.0)
+    store.sold_out = memory
+    await memory.start()
+    try:
+        await wait_until(lambda: memory.listening)
+        sale = await venue(store, {"A": [1, 2, 3]})
+        await store.claim(sale.event_id, "solo", "s1", quantity=2)
+        with pytest.raises(errors.NotEnoughSeats):
+            await store.claim(sale.event_id, "fam", "f1", quantity=4)
+        single = await store.claim(sale.event_id, "one", "o1")
+        assert single.seat_ids == ("A3",)
+        with pytest.raises(errors.SoldOut):  # now it is sold out, and remembered
+            await store.claim(sale.event_id, "two", "t1")
+        await wait_until(lambda: memory.refuses(sale.event_id, "t2"))
+    finally:
+        await memory.stop()
+
+
+async def test_an_event_caps_the_party_size(store: Store) -> None:
+    await store.create_event(
+        "small-parties", [SeatSpec(f"A{i}", i, "A") for i in range(1, 9)],
+        hold_ttl_ms=480_000, quarantine_ms=900_000, max_party=3,
+    )  # fmt: skip
+    await Sale(store, "small-parties").at(T0)
+    await store.open_sale("small-parties")
+    with pytest.raises(errors.PartyTooLarge) as big:
+        await store.claim("small-parties", "fam", "f1", quantity=4)
+    assert big.value.public_details() == {"max_party": 3}
+    with pytest.raises(errors.PartyTooLarge):
+        await store.claim("small-parties", "fam", "f1", seats=["A1", "A2", "A3", "A4"])
+    assert len((await store.claim("small-parties", "fam", "f1", quantity=3)).seat_ids) == 3
 
 
 async def test_a_party_moves_as_one_through_expiry_and_confirmation(store: Store) -> None:

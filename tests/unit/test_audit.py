@@ -8,6 +8,7 @@ import pytest
 
 from engine.audit import Invariant
 from engine.keys import EVENT_KEYS
+from engine.stock import SkuSpec, StockLine
 from engine.store import Store
 from tests.conftest import Sale, open_sale
 from tests.helpers import callback
@@ -83,6 +84,54 @@ async def test_each_check_catches_its_own_violation(
     fake_store: Store, what: str, plant: Plant, kind: Invariant
 ) -> None:
     sale = await sold_and_held(fake_store)
+    await plant(sale)
+    report = await fake_store.read.audit(sale.event_id)
+    assert report.of(kind), f"{what}: {report.violations}"
+
+
+async def stock_sold_and_held(store: Store) -> Sale:
+    """A stock event: 2 CHAIN@east sold to h1, 1 held by h2, 2 available."""
+    await store.stock.create_event(
+        "shop", ["east"], [SkuSpec("CHAIN", 100, {"east": 5})], hold_ttl_ms=60_000,
+        quarantine_ms=60_000,
+    )  # fmt: skip
+    sale = Sale(store, "shop")
+    await sale.at(T0)
+    await store.open_sale("shop")
+    await store.claim("shop", "alice", "h1", lines=[StockLine("CHAIN", 2)])
+    await store.start_charge("shop", "h1", "alice", "c1", 200)
+    await callback(sale, "c1", "CAPTURED")
+    await store.claim("shop", "bob", "h2", lines=[StockLine("CHAIN", 1)])
+    return sale
+
+
+STOCK_PLANTS: list[tuple[str, Plant, Invariant]] = [
+    ("on hand that does not add up",
+     lambda s: s.store.client.hincrby(_key(s, "stock"), "CHAIN@east:on_hand", 1),
+     Invariant.STOCK_AGREES),
+    ("units sold that no hold owns",
+     lambda s: _json_set(s, "holds", "h1", seat="CHAIN@east*1"), Invariant.STOCK_AGREES),
+    ("a stock counter below zero",
+     lambda s: s.store.client.hset(_key(s, "stock"), "CHAIN@east:available", -1),
+     Invariant.STOCK_AGREES),
+    ("a sale the cap counts by seats, not units",
+     lambda s: s.store.client.hset(_key(s, "quota"), "bought:alice", 1), Invariant.BOUGHT_COUNTED),
+]  # fmt: skip
+
+
+async def test_a_clean_stock_event_has_no_violation(fake_store: Store) -> None:
+    sale = await stock_sold_and_held(fake_store)
+    report = await fake_store.read.audit(sale.event_id)
+    assert report.ok, report.violations
+    counts = report.counts
+    assert (counts["seats"], counts["sold"], counts["held"], counts["free"]) == (5, 2, 1, 2)
+
+
+@pytest.mark.parametrize(("what", "plant", "kind"), STOCK_PLANTS, ids=[p[0] for p in STOCK_PLANTS])
+async def test_each_stock_check_catches_its_own_violation(
+    fake_store: Store, what: str, plant: Plant, kind: Invariant
+) -> None:
+    sale = await stock_sold_and_held(fake_store)
     await plant(sale)
     report = await fake_store.read.audit(sale.event_id)
     assert report.of(kind), f"{what}: {report.violations}"

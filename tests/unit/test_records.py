@@ -13,8 +13,8 @@ def emitted_fields() -> tuple[str, ...]:
     lib = lua.source("_lib")
     body = lib[lib.index("local function emit(") :]
     body = body[: body.index("\nend")]
-    xadd = body[body.index("redis.call('XADD'") :]
-    return tuple(re.findall(r"'([a-z_]+)',\s*[^,)]", xadd.split("'*',", 1)[1]))
+    fields = body[body.index("local fields = {") : body.index("}\n")]
+    return tuple(re.findall(r"'([a-z_]+)',\s*[^,)]", fields.split("{", 1)[1]))
 
 
 def test_emit_writes_exactly_the_record_fields() -> None:
