@@ -221,29 +221,44 @@ local function seat_take_best(hold_id)
 end
 
 -- The best block of n adjacent free seats: consecutive ranks (r, r+1, ...) in one section,
--- the block whose first seat ranks best. Reads every free seat (O(free)): asked only for
--- parties (n > 1). nil when no such block is free.
+-- the block whose first seat ranks best. Reads the free seats in rank order, a chunk at a
+-- time, and stops at the first block. Taking seats never makes a block, so the rank where the
+-- last search for n found its block (or 'none') is kept in `block_from:<n>` and the next search
+-- starts there; any seat coming back on sale (seat_move) forgets every such hint. So the cost
+-- stays O(n log N) per party even on a map that fragments as it sells (rows of 20, parties of
+-- 6: each row leaves 2); asked only for parties (n > 1); nil when no such block is free.
+local BLOCK_CHUNK, BLOCK_HINTS = 128, { 'block_from:2', 'block_from:3', 'block_from:4',
+  'block_from:5', 'block_from:6' }
 local function free_block(n)
-  local free = redis.call('ZRANGE', K_FREE, 0, -1, 'WITHSCORES')
-  if #free < 2 * n then return nil end
-  local ids, sections = {}, {}
-  for i = 1, #free, 2 do ids[#ids + 1] = free[i] end
-  for first = 1, #ids, 1000 do  -- unpack has a bound: sections in chunks
-    local chunk = redis.call('HMGET', K_SECTIONS, unpack(ids, first, math.min(#ids, first + 999)))
-    for _, section in ipairs(chunk) do sections[#sections + 1] = section end
-  end
-  local start = 1
-  for i = 2, #ids do
-    local adjacent = tonumber(free[2 * i]) == tonumber(free[2 * i - 2]) + 1
-      and sections[i] == sections[i - 1]
-    if not adjacent then start = i end
-    if i - start + 1 >= n then
-      local block = {}
-      for j = i - n + 1, i do block[#block + 1] = ids[j] end
-      return block
+  local hint = n <= #BLOCK_HINTS + 1 and 'block_from:' .. n or nil
+  local from = hint and redis.call('HGET', K_EVENT, hint) or nil
+  if from == 'none' then return nil end
+  local run, last_rank, last_section = {}, nil, nil
+  local offset = 0
+  while true do
+    local free = redis.call('ZRANGE', K_FREE, from or '-inf', '+inf', 'BYSCORE', 'LIMIT', offset,
+      BLOCK_CHUNK, 'WITHSCORES')
+    if #free == 0 then
+      if hint then redis.call('HSET', K_EVENT, hint, 'none') end
+      return nil
     end
+    local ids = {}
+    for i = 1, #free, 2 do ids[#ids + 1] = free[i] end
+    local sections = redis.call('HMGET', K_SECTIONS, unpack(ids))
+    for i, seat in ipairs(ids) do
+      local rank, section = tonumber(free[2 * i]), sections[i]
+      if not (last_rank and rank == last_rank + 1 and section == last_section) then run = {} end
+      run[#run + 1] = { seat, free[2 * i] }
+      if #run >= n then
+        if hint then redis.call('HSET', K_EVENT, hint, run[1][2]) end
+        local block = {}
+        for _, entry in ipairs(run) do block[#block + 1] = entry[1] end
+        return block
+      end
+      last_rank, last_section = rank, section
+    end
+    offset = offset + BLOCK_CHUNK
   end
-  return nil
 end
 
 -- n seats for one hold: the best adjacent block, or else (the documented fallback) the n best
@@ -281,6 +296,7 @@ local function seat_move(h, to)
       if counters(OWNER_COUNTER[from], 'free') == 1 then restocked() end
     end
   end
+  if not to then redis.call('HDEL', K_EVENT, unpack(BLOCK_HINTS)) end  -- a block may be back
 end
 
 local function drop_login(h)

@@ -172,3 +172,37 @@ async def test_a_rebuild_restores_a_sold_party_whole_or_not_at_all(store: Store)
     clash = await store.restore.hold("rebuilt", "h2", "other", "A3,A2", "c2", T0)
     assert clash == "SEAT_NOT_FREE"
     assert (await store.read.availability("rebuilt")).free == 1  # A3 was not taken either
+
+
+async def test_the_best_block_is_found_across_the_chunks_the_script_reads(store: Store) -> None:
+    """The script reads free seats 128 at a time: a block whose seats straddle two chunks (free
+    positions 126-129 here) is still found, and is still the best one."""
+    sale = await venue(store, {"A": [float(r) for r in range(1, 401)]})
+    for r in range(2, 254, 2):  # take every even rank up to 252: A1, A3, ... A253 stay free
+        await store.claim(sale.event_id, f"x{r}", f"x{r}", f"A{r}")
+    # Free by rank: A1, A3, ..., A251 (126 seats, no two adjacent), then A253, A254, A255, ...
+    party = await store.claim(sale.event_id, "fam", "f1", quantity=4)
+    assert party.seat_ids == ("A253", "A254", "A255", "A256")
+    await sale.audit_ok()
+
+
+async def test_a_block_that_comes_back_is_found_again(store: Store) -> None:
+    """Each search for n starts where the last one found its block (taking seats never makes a
+    block); a seat back on sale forgets that, so a better block freed later is found first."""
+    sale = await venue(store, {"A": [1, 2, 3], "B": [11, 12, 13, 14, 15, 16]})
+    first = await store.claim(sale.event_id, "fam1", "f1", quantity=3)
+    assert first.seat_ids == ("A1", "A2", "A3")
+    second = await store.claim(sale.event_id, "fam2", "f2", quantity=3)
+    assert second.seat_ids == ("B11", "B12", "B13")
+    await store.release(sale.event_id, "f1", "fam1")  # the best block is back
+    third = await store.claim(sale.event_id, "fam3", "f3", quantity=3)
+    assert third.seat_ids == ("A1", "A2", "A3")
+    fourth = await store.claim(sale.event_id, "fam4", "f4", quantity=3)
+    assert fourth.seat_ids == ("B14", "B15", "B16")
+    # No block of 3 left: the fallback (n best single seats) answers, and the next search for 3
+    # is short-circuited until a seat comes back.
+    await store.release(sale.event_id, "f2", "fam2")
+    await store.claim(sale.event_id, "one", "o1", "B12")
+    fifth = await store.claim(sale.event_id, "fam5", "f5", quantity=2)
+    assert fifth.seat_ids == ("B11", "B13")  # no two adjacent free: the two best
+    await sale.audit_ok()
