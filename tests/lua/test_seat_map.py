@@ -6,8 +6,10 @@ from typing import Any
 import pytest
 from redis.exceptions import ResponseError
 
+from engine import errors
 from engine import store as store_module
 from engine.holds import SeatSpec
+from engine.sections import SectionsInterleaved, section_availability
 from engine.store import Store
 
 SEATS_ADD = "event_seats_add"
@@ -105,3 +107,26 @@ async def test_a_large_seat_map_goes_in_chunks_the_script_accepts(
     chunk = store_module.SEATS_CHUNK_MAX
     assert sizes == [chunk, chunk, 1] and chunk <= 1000
     assert await seats_total(store, "big") == n
+
+
+async def test_free_seats_per_section_are_counted_without_a_scan(store: Store) -> None:
+    seats = [SeatSpec(f"A{i}", i, "A") for i in range(1, 6)]
+    seats += [SeatSpec(f"B{i}", 10 + i, "B") for i in range(1, 4)]
+    await store.create_event("sec", seats, hold_ttl_ms=60_000, quarantine_ms=60_000)
+    await store.open_sale("sec")
+    await store.claim("sec", "fam", "f1", quantity=3)  # A1-A3
+    await store.claim("sec", "one", "o1", "B2")
+    counts = await section_availability(store.read, "sec")
+    assert [(c.section, c.seats, c.free) for c in counts] == [("A", 5, 2), ("B", 3, 2)]
+    await store.release("sec", "f1", "fam")
+    assert [c.free for c in await section_availability(store.read, "sec")] == [5, 2]
+
+
+async def test_interleaved_sections_are_refused_not_miscounted(store: Store) -> None:
+    seats = [SeatSpec("A1", 1, "A"), SeatSpec("B1", 2, "B"), SeatSpec("A2", 3, "A")]
+    await store.create_event("mixed", seats, hold_ttl_ms=60_000, quarantine_ms=60_000)
+    await store.open_sale("mixed")
+    with pytest.raises(SectionsInterleaved):
+        await section_availability(store.read, "mixed")
+    with pytest.raises(errors.EventNotFound):
+        await section_availability(store.read, "nope")
