@@ -192,7 +192,7 @@ async def _play(
     """The T0 burst, then the winners' journeys alongside the second wave, then settling."""
     cfg, send = sale.cfg, sale.send
     now_ms = await sale.store.read.server_time_ms()
-    result = await burst(send, fans, t0_ms, now_ms, seat_ids, progress)
+    result = await burst(send, fans, t0_ms, now_ms, seat_ids, progress, cfg.seed)
     wave_deadline = time.monotonic() + (cfg.hold_ttl_ms + cfg.quarantine_ms) / 1000 + 15
     won = {login for login, _ in result.winners}
     losers = [api for login, api in fans.items() if login not in won]

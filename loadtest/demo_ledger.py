@@ -26,7 +26,7 @@ class LedgerView:
 
     outbox: int  # decisions in the outbox
     decisions: int  # decisions in the ledger
-    confirmed: int  # CONFIRMED holds in the ledger
+    confirmed: int  # seats of the CONFIRMED holds in the ledger (a party's hold has several)
     samples: LedgerSamples
 
 
@@ -62,7 +62,8 @@ async def demo_database(dsn: str, name: str) -> str:
 
 
 async def ledger_counts(dsn: str, event_id: str) -> tuple[int, int]:
-    """(decisions, confirmed holds) the ledger holds for the event."""
+    """(decisions, seats of confirmed holds) the ledger holds for the event; a party's hold
+    lists its seats in `seat_id`, comma-separated (ADR 0021)."""
     import asyncpg
 
     conn = await asyncpg.connect(dsn, timeout=5)
@@ -71,7 +72,9 @@ async def ledger_counts(dsn: str, event_id: str) -> tuple[int, int]:
             "select count(*) from decisions where event_id = $1", event_id
         )
         confirmed = await conn.fetchval(
-            "select count(*) from holds where event_id = $1 and state = 'CONFIRMED'", event_id
+            "select coalesce(sum(cardinality(string_to_array(seat_id, ','))), 0) from holds"
+            " where event_id = $1 and state = 'CONFIRMED'",
+            event_id,
         )
         return int(decisions), int(confirmed)
     finally:

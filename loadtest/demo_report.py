@@ -111,8 +111,17 @@ def burst_table(clients: int, result: Burst) -> Table:
                 f"{pct(result.latencies_ms, 99):.0f} / {max(result.latencies_ms):.0f}",
             ),
             (
-                "winning holds by seats held (parties of 2-4 asked for by a sixth)",
+                "winning holds by seats held",
                 ", ".join(f"{n} seats: {k}" for n, k in sorted(result.parties.items())),
+            ),
+            (
+                "winning holds that were parties / seats they took",
+                f"{result.party_holds} of {len(result.winners)} holds / "
+                f"{result.party_seats} of {sum(n * k for n, k in result.parties.items())} seats",
+            ),
+            *(
+                (f"won / asked at T0: {kind}", f"{result.won[kind]:,} / {asked:,}")
+                for kind, asked in sorted(result.asked.items())
             ),
             ("last seat held at (ms after T0)", f"{result.last_seat_ms:.0f}"),
             ("every client answered at (ms after T0)", f"{result.all_answered_ms:.0f}"),
@@ -238,7 +247,7 @@ def invariant_checks(o: Outcome) -> list[Check]:
 def ledger_checks(view: LedgerView, sold: int) -> list[Check]:
     return [
         ("ledger holds every decision of the outbox", view.decisions == view.outbox),
-        ("ledger's confirmed holds = seats sold", view.confirmed == sold),
+        ("ledger's confirmed seats = seats sold", view.confirmed == sold),
     ]
 
 

@@ -39,6 +39,55 @@ class Burst:
     all_answered_ms: float = 0.0
     winners: list[tuple[str, str]] = field(default_factory=list)  # (login, hold_id)
     parties: Counter[int] = field(default_factory=Counter)  # winning holds by seats held
+    asked: Counter[str] = field(default_factory=Counter)  # claims by what they ask for
+    won: Counter[str] = field(default_factory=Counter)  # winning claims by what they asked for
+
+    @property
+    def party_holds(self) -> int:
+        """Winning holds of more than one seat."""
+        return sum(k for n, k in self.parties.items() if n > 1)
+
+    @property
+    def party_seats(self) -> int:
+        """Seats the winning parties took."""
+        return sum(n * k for n, k in self.parties.items() if n > 1)
+
+
+# What a client asks for at T0, as the report names it.
+ONE_BEST, ONE_PICKED, PARTY = "one seat, best available", "one seat they picked", "a party of 2-4"
+
+
+@dataclass(frozen=True)
+class T0Claim:
+    """One client's press of "buy" at T0: a seat it picked, or `party` best seats."""
+
+    n: int
+    login: str
+    api: BuyerApi
+    seat_id: str | None = None
+    party: int = 1
+
+    @property
+    def kind(self) -> str:
+        if self.seat_id:
+            return ONE_PICKED
+        return PARTY if self.party > 1 else ONE_BEST
+
+
+def t0_claims(fans: dict[str, BuyerApi], seats: list[str], seed: int) -> list[T0Claim]:
+    """What each client asks for at T0, in the order they press "buy": a fifth a seat they
+    picked, a sixth a party of 2 to 4, the rest one seat. Decided up front and then shuffled, so
+    that a client's place in the crowd does not depend on what it asks for."""
+    rng = random.Random(seed)
+    plan = []
+    for n, (login, api) in enumerate(fans.items()):
+        roll = rng.random()
+        if roll < 0.2:
+            plan.append(T0Claim(n, login, api, seat_id=rng.choice(seats)))
+        else:
+            plan.append(T0Claim(n, login, api, party=rng.randint(2, 4) if roll < 0.37 else 1))
+    rng.shuffle(plan)
+    return plan
 
 
 def seat_map(n: int) -> list[dict[str, Any]]:
@@ -78,24 +127,28 @@ async def burst(
     server_now_ms: int,
     seats: list[str],
     progress: Progress,
+    seed: int = 1,
 ) -> Burst:
+    """Every client presses "buy" at T0, in the order of `t0_claims`: all wait behind one gate
+    that opens at T0 and lets them through in the order they reached it. (A timer per client
+    released them in the order of the nanoseconds each took to set its timer, a few less for
+    those asking for one seat: the single seats went first and the parties found the event sold
+    out.)"""
     res = Burst()
-    rng = random.Random(1)
     task_id = progress.add_task("T0 burst: clients answered", total=len(fans))
-    start_at = time.monotonic() + (t0_ms - server_now_ms) / 1000
+    gate = asyncio.Event()
+    start_at = time.monotonic() + (t0_ms - server_now_ms) / 1000  # T0 by this process's clock
 
-    async def one(n: int, login: str, api: BuyerApi) -> None:
-        # A fifth ask for a seat they picked, a sixth for a party of 2 to 4, the rest for one.
-        roll = rng.random()
-        want = rng.choice(seats) if roll < 0.2 else None
-        party = rng.randint(2, 4) if 0.2 <= roll < 0.37 else 1
-        await asyncio.sleep(max(0.0, start_at - time.monotonic()))
+    async def one(c: T0Claim) -> None:
+        res.asked[c.kind] += 1
+        await gate.wait()
         began = time.monotonic()
         try:
-            r = await send(api.claim(f"t0-{n}", want, party))
+            r = await send(c.api.claim(f"t0-{c.n}", c.seat_id, c.party))
             if r.status == 201:
-                res.winners.append((login, r.body["hold_id"]))
+                res.winners.append((c.login, r.body["hold_id"]))
                 res.parties[len(r.body["seat_ids"])] += 1
+                res.won[c.kind] += 1
                 res.last_seat_ms = max(res.last_seat_ms, (time.monotonic() - start_at) * 1000)
         except (aiohttp.ClientError, TimeoutError) as exc:
             r = Answer.transport_error(exc)
@@ -105,7 +158,11 @@ async def burst(
         res.all_answered_ms = max(res.all_answered_ms, (ended - start_at) * 1000)
         progress.advance(task_id)
 
-    await asyncio.gather(*(one(n, login, api) for n, (login, api) in enumerate(fans.items())))
+    # Tasks run their first step in the order they are made: each queues at the gate in turn.
+    clients = [asyncio.create_task(one(c)) for c in t0_claims(fans, seats, seed)]
+    await asyncio.sleep(max(0.0, start_at - time.monotonic()))
+    gate.set()
+    await asyncio.gather(*clients)
     return res
 
 

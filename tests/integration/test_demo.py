@@ -59,6 +59,11 @@ def test_demo_runs_clean_and_everything_settles() -> None:
         assert "ledger holds every decision of the outbox" in proc.stdout
         settled = [line for line in proc.stdout.splitlines() if "everything settled" in line]
         assert settled and "ok" in settled[0], settled  # no live hold, refund or callback left
+        # Parties take part at T0: the table says how many winning holds were parties and how
+        # many seats they took, and the ledger's check counts a party's seats, not its hold.
+        assert "winning holds that were parties / seats they took" in proc.stdout
+        assert "won / asked at T0: a party of 2-4" in proc.stdout
+        assert "ledger's confirmed seats = seats sold" in proc.stdout
     finally:
         asyncio.run(drop_database(database))
         client = redis.Redis.from_url(REDIS_URL)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from rich.progress import Progress
 
 from loadtest import buyer
 from loadtest.buyer import (
@@ -19,6 +20,7 @@ from loadtest.buyer import (
     drive_async,
     drive_sync,
 )
+from loadtest.demo_scenario import PARTY, Burst, burst
 
 API = BuyerApi("e1", "tok")
 AUTH = {"Authorization": "Bearer tok"}
@@ -344,3 +346,60 @@ def test_a_driver_that_sends_no_answer_is_caught() -> None:
     assert next(journey) == API.hold("h1")
     with pytest.raises(TypeError, match="hold status"):
         journey.send(None)
+
+
+# -- the demo's T0 burst ------------------------------------------------------------------------
+
+
+class Sale:
+    """The stack's side of a T0 burst: claims answered in the order they are sent, from `seats`
+    free seats, a party whole or sold out (as the claim script answers)."""
+
+    def __init__(self, seats: int) -> None:
+        self.free = seats
+        self.sent: list[Call] = []
+
+    async def send(self, call: Call) -> Answer:
+        self.sent.append(call)
+        wanted = int((call.json or {}).get("quantity", 1))
+        if wanted > self.free:
+            return Answer(409, "sold_out", {})
+        self.free -= wanted
+        seats = [f"s{self.free + i}" for i in range(wanted)]
+        return Answer(201, "201", {"hold_id": f"h{len(self.sent)}", "seat_ids": seats})
+
+
+async def t0_burst(clients: int, seats: int) -> tuple[list[Call], Burst]:
+    sale = Sale(seats)
+    fans = {f"fan{i}": BuyerApi("e1", f"tok{i}") for i in range(clients)}
+    with Progress(disable=True) as progress:
+        # T0 is 200 ms away: every client is waiting when the sale opens, as in the demo.
+        result = await burst(
+            sale.send, fans, 1_000_200, 1_000_000, [f"s{i}" for i in range(seats)], progress
+        )
+    return sale.sent, result
+
+
+async def test_parties_are_sent_at_t0_as_often_as_they_are_in_the_crowd() -> None:
+    """Who is sent first at T0 must not depend on what they ask for. A timer per client released
+    the crowd in the order of the nanoseconds each took to set its timer, a few less for the
+    single-seat clients: they went first and took every seat."""
+    sent, result = await t0_burst(2_000, 80)
+    names = [c.name for c in sent]
+    share = names.count("claim a party") / len(names)
+    first = names[:200]
+    assert 0.12 < share < 0.22
+    assert first.count("claim a party") / len(first) > share / 2, (share, first)
+    assert result.asked[PARTY] == names.count("claim a party")
+    assert 0 < result.won[PARTY] == result.party_holds
+    assert result.party_seats >= 2 * result.party_holds
+    assert sum(result.parties.values()) == len(result.winners)
+    assert sum(n * k for n, k in result.parties.items()) == 80
+
+
+async def test_the_t0_order_is_the_seeded_shuffle_not_the_timers() -> None:
+    first, _ = await t0_burst(1_000, 20)
+    again, _ = await t0_burst(1_000, 20)
+    assert [c.headers["Idempotency-Key"] for c in first] == [
+        c.headers["Idempotency-Key"] for c in again
+    ]
