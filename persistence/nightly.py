@@ -26,7 +26,10 @@ Classes:
 - sale_lost_by_redis: a sale the ledger holds (a hold CONFIRMED, or EXCEPTION after it) that
   Redis lacks or holds in another state: Redis lost data or went back in time. Never repaired
   here, and its money is never refunded as "captured without a seat": the repair is
-  `onsale rebuild` (docs/recovery.md)."""
+  `onsale rebuild` (docs/recovery.md).
+- stock_mismatch: a stock event's location whose Redis on hand is not what the ledger's
+  corrections add up to, or whose sold units are not its sold lines in the ledger
+  (persistence/stock_ledger.py). Never repaired: a person finds out which side is right."""
 
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +50,7 @@ from engine.states import ChargeState, HoldState
 from engine.store import Store
 from persistence.nightly_report import CLASSES, Discrepancy, EventReport
 from persistence.queries import Q
+from persistence.stock_ledger import stock_mismatches
 from persistence.writer import LedgerWriter
 
 SOLD = (HoldState.CONFIRMED, HoldState.EXCEPTION)
@@ -357,6 +361,8 @@ async def reconcile_event(
         run.found(CLASSES[4], hold_id, "hold", False)
     for charge_id in ledger_charges - run.charges.keys():
         run.found(CLASSES[4], charge_id, "charge", False)
+    for where, figures in await stock_mismatches(store, conn, event_id):
+        run.found(CLASSES[8], where, figures, False)
     await run.reload()
     run.money(provider_attempts(await provider_entries(provider), event_id))
     run.exceptions()

@@ -13,6 +13,7 @@ CLASSES = (
     "refund_never_confirmed",
     "money_invariant",
     "sale_lost_by_redis",
+    "stock_mismatch",
 )
 
 

@@ -61,8 +61,33 @@ on conflict do nothing
 
 -- name: insert_event_config
 insert into event_configs (event_id, hold_ttl_ms, quarantine_ms, policy, price_minor,
-  opens_at_ms, seats_total, currency, reversal_policy)
-values ($1, $2, $3, $4, $5, $6, $7, $8, $9) on conflict do nothing
+  opens_at_ms, seats_total, currency, reversal_policy, kind, locations, login_cap, max_party)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) on conflict do nothing
+
+-- name: insert_event_sku
+insert into event_skus (event_id, sku, price_minor) values ($1, $2, $3) on conflict do nothing
+
+-- name: event_kind
+select kind from event_configs where event_id = $1
+
+-- name: event_skus
+select sku, price_minor from event_skus where event_id = $1 order by sku
+
+-- name: insert_stock_correction
+-- One row per applied correction, idempotent by its id (a replayed record writes nothing).
+insert into stock_corrections (event_id, correction_id, sku, location, mode, value,
+  on_hand_before, on_hand_after, reason, operator, decided_at_ms, stream_ms, stream_seq, seq)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+on conflict (event_id, correction_id) do nothing
+
+-- name: event_stock_corrections
+-- An event's corrections in the order they were decided (a location's last one is its on hand).
+select * from stock_corrections where event_id = $1 order by seq, stream_ms, stream_seq
+
+-- name: event_stock_on_hand
+-- Per SKU and location, what the ledger's corrections add up to (after - before, summed).
+select sku, location, sum(on_hand_after - on_hand_before)::bigint as on_hand
+from stock_corrections where event_id = $1 group by sku, location
 
 -- name: event_config
 select * from event_configs where event_id = $1

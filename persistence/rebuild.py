@@ -21,8 +21,14 @@ ledger.
   the ledger wins, and the report lists the superseded decisions (ADR 0017).
 - While it runs, a read or claim of the event answers 503 "recovering", not "not found".
 - The deadline policies come back as the ledger's last policy records left them (enforced,
-  shadow, what a rollback would restore, versions), not as the event was created (ADR 0020)."""
+  shadow, what a rollback would restore, versions), not as the event was created (ADR 0020).
+- A stock event (ADR 0022) comes back with its SKUs and locations and no initial count (no new
+  correction is recorded): each location's on hand is the `on_hand_after` of its last
+  correction in the ledger, and every correction is put back as its script keeps it, so a
+  replayed correction id is answered as a replay; then the holds, a sold one taking its lines
+  from available to sold (all of them or none)."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import asyncpg
@@ -31,9 +37,11 @@ from engine.holds import Charge, SeatSpec
 from engine.policies import Policies
 from engine.scripts import PolicyCode, RestoreCode
 from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
+from engine.stock import SkuSpec, lines_of
 from engine.store import Store
 from persistence.policy_report import policy_changes, policy_state
 from persistence.queries import Q
+from persistence.stock_ledger import recorded_correction
 
 # Ended holds that still name their winner (its money moved after the sale).
 WINNER_KEPT = (HoldState.CONFIRMED, HoldState.EXCEPTION, HoldState.REVOKED)
@@ -46,7 +54,7 @@ class RebuildRefused(RuntimeError):
 @dataclass
 class RebuildReport:
     event_id: str
-    seats: int = 0
+    seats: int = 0  # a stock event: the units on hand
     sold: int = 0
     ended_holds: int = 0
     charges: dict[str, int] = field(default_factory=dict)
@@ -94,6 +102,7 @@ async def _make_room(
 
 
 Winners = dict[str, tuple[str, str, HoldState]]  # charge id -> (hold, seat, hold state)
+AmountOf = Callable[[str], int]  # what a sale of this seat (or line list) cost
 
 
 async def rebuild(
@@ -104,12 +113,13 @@ async def rebuild(
         raise RebuildRefused(f"the ledger has no configuration for event {event_id}")
     superseded = await _make_room(store, conn, event_id, force=force)
     report = RebuildReport(event_id, superseded=superseded)
-    report.seats = await _create(store, conn, event_id, config)
+    create = _create_stock if config["kind"] == "stock" else _create
+    report.seats, amount_of = await create(store, conn, event_id, config)
     await _restore_policies(store, conn, event_id)
     await store.restore.rebuilding(event_id, on=True)
     winners = await _restore_holds(store, conn, event_id, report)
     paying = await _restore_paying(store, conn, event_id, report)
-    await _restore_charges(store, conn, event_id, config, winners, paying, report)
+    await _restore_charges(store, conn, event_id, amount_of, winners, paying, report)
     last_seq = await conn.fetchval(Q["event_last_seq"], event_id)
     await store.restore.mark(event_id, await store.read.server_time_ms(), last_seq)
     await store.open_sale(event_id, config["opens_at_ms"])
@@ -119,10 +129,11 @@ async def rebuild(
 
 async def _create(
     store: Store, conn: asyncpg.Connection, event_id: str, config: asyncpg.Record
-) -> int:
-    """The event as a DRAFT with every seat free: claims refused, callbacks told to retry."""
+) -> tuple[int, AmountOf]:
+    """The event as a DRAFT with every seat free: claims refused, callbacks told to retry.
+    Returns its seats and the amount of a sale (the event's price)."""
     seat_rows = await conn.fetch(Q["event_seats"], event_id)
-    return await store.create_event(
+    seats = await store.create_event(
         event_id,
         [SeatSpec(r["seat_id"], r["rank"], r["section"]) for r in seat_rows],
         hold_ttl_ms=config["hold_ttl_ms"],
@@ -131,7 +142,44 @@ async def _create(
         price_minor=config["price_minor"],
         currency=config["currency"],
         reversal_policy=ReversalPolicy(config["reversal_policy"]),
+        max_party=config["max_party"],
+        login_cap=config["login_cap"],
     )
+    price: int = config["price_minor"]
+    return seats, lambda _seat: price
+
+
+async def _create_stock(
+    store: Store, conn: asyncpg.Connection, event_id: str, config: asyncpg.Record
+) -> tuple[int, AmountOf]:
+    """The stock event as a DRAFT with its SKUs, each location's on hand from its last
+    correction, and every correction's record; returns the units on hand and the amount of a
+    line list at the SKUs' prices."""
+    prices = {r["sku"]: r["price_minor"] for r in await conn.fetch(Q["event_skus"], event_id)}
+    await store.stock.create_event(
+        event_id,
+        config["locations"].split(","),
+        [SkuSpec(sku, price) for sku, price in prices.items()],  # no count: no correction
+        hold_ttl_ms=config["hold_ttl_ms"],
+        quarantine_ms=config["quarantine_ms"],
+        policy=LatePolicy(config["policy"]),
+        currency=config["currency"],
+        reversal_policy=ReversalPolicy(config["reversal_policy"]),
+        login_cap=config["login_cap"],
+    )
+    corrections = await conn.fetch(Q["event_stock_corrections"], event_id)
+    on_hand = {(r["sku"], r["location"]): r["on_hand_after"] for r in corrections}  # the last
+    for (sku, location), units in on_hand.items():
+        code = await store.restore.stock(event_id, sku, location, units)
+        _restored(code, f"the on hand of {sku}@{location}")
+    for r in corrections:
+        code = await store.restore.correction(event_id, r["correction_id"], recorded_correction(r))
+        _restored(code, f"correction {r['correction_id']}")
+
+    def amount_of(listed: str) -> int:
+        return sum(line.quantity * prices.get(line.sku, 0) for line in lines_of(listed))
+
+    return sum(on_hand.values()), amount_of
 
 
 async def _restore_policies(store: Store, conn: asyncpg.Connection, event_id: str) -> None:
@@ -186,14 +234,14 @@ async def _restore_charges(
     store: Store,
     conn: asyncpg.Connection,
     event_id: str,
-    config: asyncpg.Record,
+    amount_of: AmountOf,
     winners: Winners,
     paying: dict[str, str],
     report: RebuildReport,
 ) -> None:
     final = {r[0] for r in await conn.fetch(Q["event_final_charges"], event_id)}
     rows = {r["charge_id"]: r for r in await conn.fetch(Q["event_charges"], event_id)}
-    restored = [_winner(c, rows.pop(c, None), w, config) for c, w in winners.items()]
+    restored = [_winner(c, rows.pop(c, None), w, amount_of(w[1])) for c, w in winners.items()]
     restored += [_other(c, r, c in final, paying.get(c, "")) for c, r in rows.items()]
     for charge in restored:
         _restored(await store.restore.charge(event_id, charge), f"charge {charge.charge_id}")
@@ -204,10 +252,11 @@ def _winner(
     charge_id: str,
     r: asyncpg.Record | None,
     winner_of: tuple[str, str, HoldState],
-    config: asyncpg.Record,
+    price: int,
 ) -> Charge:
-    """A confirmed hold implies its winner captured, even if the ledger's charge row lags;
-    after the sale the winner is in whatever state the provider's movement left it."""
+    """A confirmed hold implies its winner captured, even if the ledger's charge row lags
+    (then it captured `price`); after the sale the winner is in whatever state the provider's
+    movement left it."""
     hold_id, seat_id, hold_state = winner_of
     state = ChargeState.CAPTURED
     if r is not None and hold_state != HoldState.CONFIRMED:
@@ -221,12 +270,12 @@ def _winner(
         attempt_id=r["attempt_id"] if r else "",
         intent_id=r["intent_id"] if r else "",
         refund_only=False,
-        amount=r["amount"] if r else config["price_minor"],
+        amount=r["amount"] if r else price,
         created_ms=r["decided_at_ms"] if r else 0,
         decided_ms=r["decided_at_ms"] if r else 0,
         refund_attempts=0,
         reason="restored",
-        captured=(r["captured"] or r["amount"]) if r else config["price_minor"],
+        captured=(r["captured"] or r["amount"]) if r else price,
         final=True,
     )
 

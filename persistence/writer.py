@@ -4,7 +4,8 @@
   reclaims entries left pending by a dead consumer (XAUTOCLAIM), then reads new ones.
 - Writes a batch in one transaction: decisions inserted with ON CONFLICT DO NOTHING on their
   deterministic decision id (a replay writes nothing twice), holds and charges upserted only
-  forward in stream order, refunds recorded.
+  forward in stream order, refunds recorded, and each stock correction kept whole in
+  stock_corrections (ADR 0022; idempotent by correction id).
 - Acknowledges (XACK) only after the commit. A crash before the ack re-delivers the batch,
   which the conflict clauses make harmless.
 - A row a constraint refuses (say, a second terminal decision for one hold) is not dropped: the
@@ -30,14 +31,14 @@ from engine.reads import LEDGER_GROUP, stream_id
 from engine.records import OutboxRecord
 from engine.store import Store
 from persistence.fencing import Fencer
+from persistence.ledger_rows import Rows, config_row, to_row
 from persistence.metrics import LedgerMetrics
 from persistence.queries import Q
+from persistence.stock_ledger import sku_rows
 
 log = logging.getLogger("onsale.ledger")
 
 GROUP = LEDGER_GROUP
-# Money that went back to the buyer, by who started it.
-REFUND_STATES = {"REFUNDED": "merchant", "PROVIDER_REFUNDED": "provider"}
 
 
 @dataclass
@@ -48,41 +49,6 @@ class WriterStats:
     alerts: int = 0
     errors: int = 0
     raw_callbacks: int = 0
-
-
-def to_row(event_id: str, entry_id: str, r: OutboxRecord) -> tuple[Any, ...]:
-    """The `decisions` row of one outbox record (insert_decision's parameter order)."""
-    # Pair the assertion made when the script XADDed the record with one at the ledger.
-    assert r.event_id == event_id, f"record of {r.event_id} in the outbox of {event_id}"
-    ms, seq = stream_id(entry_id)
-    return (
-        event_id,
-        r.decision_id,
-        ms,
-        seq,
-        str(r.kind),
-        r.entity_id,
-        r.from_state,
-        r.to_state,
-        r.terminal,
-        r.hold_id,
-        r.charge_id,
-        r.seat_id,
-        r.login,
-        r.winner,
-        r.amount,
-        r.attempt_id,
-        r.intent_id,
-        r.policy,
-        r.reason,
-        r.decided_ms,
-        r.captured,
-        r.seq,
-        r.policy_version,
-        r.shadow_policy,
-        r.shadow_version,
-        r.shadow_outcome,
-    )
 
 
 class LedgerWriter:
@@ -128,8 +94,8 @@ class LedgerWriter:
             self._groups.add(event_id)
 
     async def mirror_event(self, event_id: str) -> bool:
-        """Copy the event's config and seat map into the ledger once it is open (both are
-        fixed from then on); False while the event is still a draft."""
+        """Copy the event's config and seat map (a stock event: its SKUs and prices) into the
+        ledger once it is open (all fixed from then on); False while it is still a draft."""
         ev = await self.redis.hgetall(keys.event_key(event_id, "event", self.prefix))
         if not ev or ev.get("status") != "open":
             return False
@@ -140,6 +106,9 @@ class LedgerWriter:
                 keys.event_key(event_id, "seats", self.prefix), 0, -1, withscores=True
             )
             sections = await self.redis.hgetall(keys.event_key(event_id, "sections", self.prefix))
+            skus = []
+            if ev.get("kind") == "stock":
+                skus = await sku_rows(self.redis, self.prefix, event_id)
             async with conn.transaction():
                 await conn.execute(Q["insert_event"], event_id)
                 await conn.executemany(
@@ -149,18 +118,8 @@ class LedgerWriter:
                         for seat, rank in seats
                     ],
                 )
-                await conn.execute(
-                    Q["insert_event_config"],
-                    event_id,
-                    int(ev["hold_ttl_ms"]),
-                    int(ev["quarantine_ms"]),
-                    ev["policy"],
-                    int(ev.get("price_minor", 0)),
-                    int(ev["opens_at_ms"]),
-                    len(seats),
-                    ev.get("currency", "EUR"),
-                    ev.get("reversal_policy", "manual"),
-                )
+                await conn.executemany(Q["insert_event_sku"], skus)
+                await conn.execute(Q["insert_event_config"], *config_row(event_id, ev, len(seats)))
         return True
 
     async def step(self, event_id: str) -> int:
@@ -262,47 +221,20 @@ class LedgerWriter:
     async def _apply(
         self, conn: asyncpg.Connection, records: list[tuple[str, OutboxRecord]]
     ) -> None:
-        """Decisions appended; holds and charges moved forward in stream order; refunds kept."""
+        """Decisions appended; holds and charges moved forward in stream order; refunds and
+        stock corrections kept."""
         await conn.executemany(Q["insert_decision"], [to_row(r.event_id, s, r) for s, r in records])
-        holds, charges, refunds = [], [], []
+        rows = Rows()
         for sid, r in records:
-            ms, seq = stream_id(sid)
-            common = (r.policy, r.decided_ms, ms, seq)
-            if r.moves_hold:
-                holds.append(
-                    (r.event_id, r.entity_id, r.seat_id, r.login, r.to_state, r.winner, *common)
-                )
-            elif r.moves_charge:
-                charges.append(
-                    (
-                        r.event_id,
-                        r.entity_id,
-                        r.hold_id,
-                        r.seat_id,
-                        r.to_state,
-                        r.amount,
-                        r.attempt_id,
-                        r.intent_id,
-                        *common,
-                        r.captured,
-                    )
-                )
-                if r.to_state in REFUND_STATES:
-                    refunds.append(
-                        (
-                            r.event_id,
-                            r.entity_id,
-                            r.captured or r.amount,
-                            r.decided_ms,
-                            REFUND_STATES[r.to_state],
-                        )
-                    )
-        if holds:
-            await conn.executemany(Q["upsert_hold"], holds)
-        if charges:
-            await conn.executemany(Q["upsert_charge"], charges)
-        if refunds:
-            await conn.executemany(Q["insert_refund"], refunds)
+            rows.add(sid, r)
+        for query, batch in (
+            ("upsert_hold", rows.holds),
+            ("upsert_charge", rows.charges),
+            ("insert_refund", rows.refunds),
+            ("insert_stock_correction", rows.corrections),
+        ):
+            if batch:
+                await conn.executemany(Q[query], batch)
 
     async def trim(self, event_id: str) -> int:
         """XTRIM MINID below both the oldest entry the ledger may not hold yet (pending or

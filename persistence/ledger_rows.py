@@ -1,0 +1,113 @@
+"""The ledger's rows, built from what Redis holds: one per table and parameter order of its
+query in persistence/queries.sql (`decisions`, `holds`, `charges`, `refunds`,
+`stock_corrections` from outbox records; `event_configs` from an event hash)."""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.reads import stream_id
+from engine.records import OutboxRecord, RecordKind
+
+# Money that went back to the buyer, by who started it.
+REFUND_STATES = {"REFUNDED": "merchant", "PROVIDER_REFUNDED": "provider"}
+
+
+def to_row(event_id: str, entry_id: str, r: OutboxRecord) -> tuple[Any, ...]:
+    """The `decisions` row of one outbox record (insert_decision's parameter order)."""
+    # Pair the assertion made when the script XADDed the record with one at the ledger.
+    assert r.event_id == event_id, f"record of {r.event_id} in the outbox of {event_id}"
+    ms, seq = stream_id(entry_id)
+    return (
+        event_id,
+        r.decision_id,
+        ms,
+        seq,
+        str(r.kind),
+        r.entity_id,
+        r.from_state,
+        r.to_state,
+        r.terminal,
+        r.hold_id,
+        r.charge_id,
+        r.seat_id,
+        r.login,
+        r.winner,
+        r.amount,
+        r.attempt_id,
+        r.intent_id,
+        r.policy,
+        r.reason,
+        r.decided_ms,
+        r.captured,
+        r.seq,
+        r.policy_version,
+        r.shadow_policy,
+        r.shadow_version,
+        r.shadow_outcome,
+    )
+
+
+def config_row(event_id: str, ev: dict[Any, Any], seats_total: int) -> tuple[Any, ...]:
+    """The `event_configs` row of an event hash (insert_event_config's parameter order)."""
+    cap = ev.get("login_cap", "")
+    return (
+        event_id,
+        int(ev["hold_ttl_ms"]),
+        int(ev["quarantine_ms"]),
+        ev["policy"],
+        int(ev.get("price_minor", 0)),
+        int(ev["opens_at_ms"]),
+        seats_total,
+        ev.get("currency", "EUR"),
+        ev.get("reversal_policy", "manual"),
+        ev.get("kind") or "seats",
+        ev.get("locations", ""),
+        int(cap) if cap != "" else None,
+        int(ev.get("max_party") or 0),
+    )
+
+
+@dataclass
+class Rows:
+    """What one batch of records writes besides `decisions`, table by table."""
+
+    holds: list[tuple[Any, ...]] = field(default_factory=list)
+    charges: list[tuple[Any, ...]] = field(default_factory=list)
+    refunds: list[tuple[Any, ...]] = field(default_factory=list)
+    corrections: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def add(self, sid: str, r: OutboxRecord) -> None:
+        ms, seq = stream_id(sid)
+        common = (r.policy, r.decided_ms, ms, seq)
+        if r.moves_hold:
+            self.holds.append(
+                (r.event_id, r.entity_id, r.seat_id, r.login, r.to_state, r.winner, *common)
+            )
+        elif r.moves_charge:
+            self.charges.append(
+                (
+                    r.event_id, r.entity_id, r.hold_id, r.seat_id, r.to_state, r.amount,
+                    r.attempt_id, r.intent_id, *common, r.captured,
+                )
+            )  # fmt: skip
+            if r.to_state in REFUND_STATES:
+                self.refunds.append(
+                    (
+                        r.event_id, r.entity_id, r.captured or r.amount, r.decided_ms,
+                        REFUND_STATES[r.to_state],
+                    )
+                )  # fmt: skip
+        elif r.kind == RecordKind.CORRECTION:
+            self.corrections.append(correction_row(r.event_id, sid, r))
+
+
+def correction_row(event_id: str, entry_id: str, r: OutboxRecord) -> tuple[Any, ...]:
+    """The `stock_corrections` row of a correction record (ADR 0022): `seat` is
+    '<sku>@<location>', from/to the on hand before/after, `login` the operator."""
+    assert r.kind == RecordKind.CORRECTION, r
+    ms, seq = stream_id(entry_id)
+    sku, _, location = r.seat_id.partition("@")
+    return (
+        event_id, r.entity_id, sku, location, r.mode, r.value, int(r.from_state),
+        int(r.to_state), r.reason, r.login, r.decided_ms, ms, seq, r.seq,
+    )  # fmt: skip
