@@ -20,7 +20,7 @@ from api.errors import error_response
 from api.hotpath import HotRoute
 from api.identity import DemoTokens, Identity, Jwks, JwtTokens
 from api.limits import AddressLimiter
-from api.routes import admin, callbacks, checkout, logins, meta
+from api.routes import admin, callbacks, checkout, logins, meta, stock
 from api.settings import ApiSettings
 from engine import errors
 from engine.loops import repeat
@@ -42,6 +42,7 @@ ROUTES = [
     Route("/v1/login", logins.login, methods=["POST"]),
     Route("/v1/events/{event_id}", checkout.availability, methods=["GET"]),
     Route("/v1/events/{event_id}/seats", checkout.free_seats, methods=["GET"]),
+    Route("/v1/events/{event_id}/stock", stock.stock_table, methods=["GET"]),
     Route("/v1/events/{event_id}/holds/{hold_id}", checkout.hold_status, methods=["GET"]),
     Route("/v1/events/{event_id}/holds/{hold_id}", checkout.release, methods=["DELETE"]),
     Route("/v1/events/{event_id}/holds/{hold_id}/charges", checkout.start_charge, methods=["POST"]),
@@ -57,6 +58,7 @@ ROUTES = [
         "/v1/admin/events/{event_id}/holds/{hold_id}/revoke", admin.revoke_hold, methods=["POST"]
     ),
     Route("/v1/admin/events/{event_id}/exceptions", admin.exceptions, methods=["GET"]),
+    Route("/v1/admin/events/{event_id}/stock/corrections", stock.correct_stock, methods=["POST"]),
     Route("/v1/admin/logins/{login}/revoke", logins.revoke_login, methods=["POST"]),
 ]
 

@@ -5,67 +5,29 @@ which tests/unit/test_api_contract.py checks."""
 
 from typing import Any
 
-from api.errors import STATUS
+from api.openapi_parts import (
+    BEARER,
+    CHARGE_ID,
+    CLAIM_CODES,
+    CLAIM_LINES,
+    CLAIMED,
+    CORRECTION_OP,
+    CREATE_CODES,
+    ERROR_SCHEMA,
+    ID,
+    KIND_FIELDS,
+    OBJ,
+    OPS,
+    STOCK_TABLE_OP,
+    errors_of,
+    json_body,
+    limit,
+    ok,
+    path,
+    query,
+)
 from api.settings import ApiSettings
 from api.validate import LIMITS, SEATS_MAX, SECTION_CHARS_MAX
-
-ERROR = {"$ref": "#/components/schemas/Error"}
-ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}$"}
-# A charge id is minted by the server: <event id>~<24 hex> (engine/keys.py charge_key).
-CHARGE_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}(~[0-9a-f]{24})?$"}
-
-
-def _errors(*codes: int) -> dict[str, Any]:
-    return {
-        str(c): {"description": "error", "content": {"application/json": {"schema": ERROR}}}
-        for c in codes
-    }
-
-
-def _ok(code: int, schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"description": "ok"}
-    if schema is not None:
-        body["content"] = {"application/json": {"schema": schema}}
-    return {str(code): body}
-
-
-def _path(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "schema": ID}
-
-
-def _json_body(
-    schema: dict[str, Any], required: bool = True, max_bytes: int = ApiSettings.body_max_bytes
-) -> dict[str, Any]:
-    return {
-        "required": required,
-        "description": f"at most {max_bytes} bytes by default (larger: 413 body_too_large)",
-        "content": {"application/json": {"schema": schema}},
-    }
-
-
-def _limit(name: str) -> dict[str, Any]:
-    return LIMITS[name].schema()
-
-
-def _query(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "query", "schema": _limit(name)}
-
-
-BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
-OBJ: dict[str, Any] = {"type": "object"}
-OPS = "Ops only: the metrics token (ONSALE_METRICS_TOKEN) or an admin credential."
-CLAIMED: dict[str, Any] = {
-    "type": "object",
-    "required": ["hold_id", "seat_id", "seat_ids", "expires_ms", "state", "replaced_hold_id"],
-    "properties": {
-        "hold_id": ID,
-        "seat_id": ID,
-        "seat_ids": {"type": "array", "items": ID},
-        "expires_ms": {"type": "integer"},
-        "state": {"type": "string"},
-        "replaced_hold_id": {"type": "string", "nullable": True},
-    },
-}
 
 OPENAPI: dict[str, Any] = {
     "openapi": "3.0.3",
@@ -73,59 +35,24 @@ OPENAPI: dict[str, Any] = {
     "components": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         "schemas": {
-            "Error": {
-                "type": "object",
-                "required": ["error"],
-                "properties": {
-                    "error": {
-                        "type": "object",
-                        "required": ["code", "message", "request_id"],
-                        "properties": {
-                            # "internal": a 500, which is a bug of ours
-                            "code": {"type": "string", "enum": sorted({*STATUS, "internal"})},
-                            "message": {"type": "string"},
-                            "request_id": {"type": "string"},
-                            "opens_at_ms": {
-                                "type": "integer",
-                                "nullable": True,
-                                "description": "sale_not_open: when the sale opens (server "
-                                "clock, ms); null when no opening time is set yet",
-                            },
-                            "state": {
-                                "type": "string",
-                                "description": "already_confirmed, hold_expired, hold_revoked: "
-                                "the state the hold is in",
-                            },
-                            "cap": {
-                                "type": "integer",
-                                "description": "limit_exceeded: seats a login may hold and buy",
-                            },
-                            "charge_state": {
-                                "type": "string",
-                                "description": "charge_captured, charge_not_in_flight: the "
-                                "state the charge is in",
-                            },
-                        },
-                    }
-                },
-            },
+            "Error": ERROR_SCHEMA,
         },
     },
     "paths": {
-        "/healthz": {"get": {"responses": _ok(200, OBJ)}},
-        "/readyz": {"get": {"responses": {**_ok(200, OBJ), **_errors(503)}}},
+        "/healthz": {"get": {"responses": ok(200, OBJ)}},
+        "/readyz": {"get": {"responses": {**ok(200, OBJ), **errors_of(503)}}},
         "/metrics": {
             "get": {
                 "security": BEARER,
                 "description": OPS,
-                "responses": {"200": {"description": "Prometheus text"}, **_errors(401, 429)},
+                "responses": {"200": {"description": "Prometheus text"}, **errors_of(401, 429)},
             }
         },
         "/openapi.json": {
             "get": {
                 "security": BEARER,
                 "description": OPS,
-                "responses": {**_ok(200, OBJ), **_errors(401, 429)},
+                "responses": {**ok(200, OBJ), **errors_of(401, 429)},
             }
         },
         "/v1/login": {
@@ -133,33 +60,34 @@ OPENAPI: dict[str, Any] = {
                 "description": "Demo and load runs only (ONSALE_DEMO_LOGIN=1): a signed token "
                 "for any name, limited to `event_id` when given; 404 login_disabled otherwise "
                 "(buyer tokens come from the identity provider).",
-                "requestBody": _json_body(
+                "requestBody": json_body(
                     {
                         "type": "object",
                         "required": ["login"],
                         "properties": {"login": ID, "event_id": ID},
                     }
                 ),
-                "responses": {**_ok(200, OBJ), **_errors(400, 404, 413, 415, 429)},
+                "responses": {**ok(200, OBJ), **errors_of(400, 404, 413, 415, 429)},
             }
         },
         "/v1/events/{event_id}": {
             "get": {
-                "parameters": [_path("event_id")],
-                "responses": {**_ok(200, OBJ), **_errors(400, 404, 503)},
+                "parameters": [path("event_id")],
+                "responses": {**ok(200, OBJ), **errors_of(400, 404, 503)},
             }
         },
         "/v1/events/{event_id}/seats": {
             "get": {
-                "parameters": [_path("event_id"), _query("limit")],
-                "responses": {**_ok(200, OBJ), **_errors(400, 404, 503)},
+                "parameters": [path("event_id"), query("limit")],
+                "responses": {**ok(200, OBJ), **errors_of(400, 404, 503)},
             }
         },
+        "/v1/events/{event_id}/stock": {"get": STOCK_TABLE_OP},
         "/v1/events/{event_id}/holds": {
             "post": {
                 "security": BEARER,
                 "parameters": [
-                    _path("event_id"),
+                    path("event_id"),
                     {"name": "Idempotency-Key", "in": "header", "schema": ID},
                 ],
                 "description": "The hold id is derived from the login and its Idempotency-Key: "
@@ -167,15 +95,18 @@ OPENAPI: dict[str, Any] = {
                 "same hold; another login's same key is another hold. `replaced_hold_id`: the "
                 "login's previous hold, released by this claim (another tab's). 429 "
                 "rate_limited (with Retry-After) past the login's claim rate; 409 "
-                "limit_exceeded past the seats a login may hold and buy.",
-                "requestBody": _json_body(
+                "limit_exceeded past the units a login may hold and buy. What the event sells "
+                "is the claim's to match: seats of a stock event, or lines of a seat event, "
+                "are 400 wrong_event_kind.",
+                "requestBody": json_body(
                     {
                         "type": "object",
                         "description": "One of: seat_id (that seat), seat_ids (those seats, all "
                         "or nothing), quantity (that many best seats: the best block of "
                         "adjacent ones, consecutive ranks in one section, when one is free, "
-                        "else the best single seats); none: the best seat. A party is one "
-                        "hold, one charge (price x seats), one deadline.",
+                        "else the best single seats), lines (stock events: a cart); none: the "
+                        "best seat. A party or a cart is one hold, one charge (price x seats, "
+                        "or the cart's amount fixed at the claim), one deadline.",
                         "properties": {
                             "seat_id": ID,
                             "seat_ids": {
@@ -185,23 +116,30 @@ OPENAPI: dict[str, Any] = {
                                 "maxItems": int(LIMITS["quantity"].high),
                                 "uniqueItems": True,
                             },
-                            "quantity": _limit("quantity"),
+                            "quantity": limit("quantity"),
+                            "lines": CLAIM_LINES,
                         },
                     },
                     required=False,
                 ),
                 "responses": {
-                    **_ok(201, CLAIMED),
-                    **_ok(200, CLAIMED),
-                    **_errors(400, 401, 403, 404, 409, 413, 415, 422, 429, 503),
+                    **ok(201, CLAIMED),
+                    **ok(200, CLAIMED),
+                    **errors_of(
+                        400, 401, 403, 404, 409, 413, 415, 422, 429, 503, codes=CLAIM_CODES
+                    ),
                 },
             }
         },
         "/v1/events/{event_id}/holds/{hold_id}": {
             "get": {
                 "security": BEARER,
-                "parameters": [_path("event_id"), _path("hold_id")],
-                "responses": {**_ok(200, OBJ), **_errors(400, 401, 403, 404, 503)},
+                "description": "The hold, its charges, and what it owns: seat_id and seat_ids, "
+                "or a stock hold's lines and amount (seat_id null). A CONFIRMED hold, once the "
+                "sale is told, has its `order` (seat_ids or lines, amount, currency, the "
+                "charge_id that paid); null otherwise.",
+                "parameters": [path("event_id"), path("hold_id")],
+                "responses": {**ok(200, OBJ), **errors_of(400, 401, 403, 404, 503)},
             },
             "delete": {
                 "security": BEARER,
@@ -210,11 +148,11 @@ OPENAPI: dict[str, Any] = {
                 "(given_up, a late capture is refunded, the login may claim again) and ends "
                 "when the charge resolves or at quarantine_until_ms. 409: it ended otherwise "
                 "(already_confirmed, hold_expired, hold_revoked; `state` in the error).",
-                "parameters": [_path("event_id"), _path("hold_id")],
+                "parameters": [path("event_id"), path("hold_id")],
                 "responses": {
-                    **_ok(200, OBJ),
-                    **_ok(202, OBJ),
-                    **_errors(400, 401, 403, 404, 409, 503),
+                    **ok(200, OBJ),
+                    **ok(202, OBJ),
+                    **errors_of(400, 401, 403, 404, 409, 503),
                 },
             },
         },
@@ -222,17 +160,17 @@ OPENAPI: dict[str, Any] = {
             "post": {
                 "security": BEARER,
                 "parameters": [
-                    _path("event_id"),
-                    _path("hold_id"),
+                    path("event_id"),
+                    path("hold_id"),
                     {"name": "Idempotency-Key", "in": "header", "schema": ID},
                 ],
-                "requestBody": _json_body(
+                "requestBody": json_body(
                     {"type": "object", "description": "an object (no field is read yet)"},
                     required=False,
                 ),
                 "responses": {
-                    **_ok(202, OBJ),
-                    **_errors(400, 401, 403, 404, 409, 413, 415, 422, 429, 502, 503),
+                    **ok(202, OBJ),
+                    **errors_of(400, 401, 403, 404, 409, 413, 415, 422, 429, 502, 503),
                 },
             }
         },
@@ -240,14 +178,14 @@ OPENAPI: dict[str, Any] = {
             "post": {
                 "security": BEARER,
                 "parameters": [
-                    _path("event_id"),
-                    _path("hold_id"),
+                    path("event_id"),
+                    path("hold_id"),
                     {"name": "charge_id", "in": "path", "required": True, "schema": CHARGE_ID},
                 ],
                 "description": "409 charge_captured or charge_not_in_flight (with "
                 "`charge_state`) when the charge is not in flight; a repeat answers like the "
                 "first abandon.",
-                "responses": {**_ok(200, OBJ), **_errors(400, 401, 403, 404, 409, 503)},
+                "responses": {**ok(200, OBJ), **errors_of(400, 401, 403, 404, 409, 503)},
             }
         },
         "/v1/provider/callbacks": {
@@ -256,20 +194,25 @@ OPENAPI: dict[str, Any] = {
                 f"t within {ApiSettings.webhook_tolerance_s} s of now by default. A duplicate "
                 "(same provider event id) answers the recorded decision with the charge's and "
                 "the hold's states now beside the recorded ones (`recorded`).",
-                "requestBody": _json_body(OBJ),
-                "responses": {**_ok(200, OBJ), **_errors(400, 401, 404, 409, 413, 503)},
+                "requestBody": json_body(OBJ),
+                "responses": {**ok(200, OBJ), **errors_of(400, 401, 404, 409, 413, 503)},
             }
         },
         "/v1/admin/events": {
             "post": {
                 "security": BEARER,
-                "requestBody": _json_body(
+                "description": "kind seats (default): `seats` (and optionally price_minor, "
+                "max_party); kind stock: `locations` and `skus` instead (no seats, max_party or "
+                "price_minor). A field of the other kind is 400 invalid_request; a refused "
+                "create writes nothing.",
+                "requestBody": json_body(
                     {
                         "type": "object",
-                        "required": ["event_id", "seats"],
+                        "required": ["event_id"],
                         "additionalProperties": False,
                         "properties": {
                             "event_id": ID,
+                            **KIND_FIELDS,
                             "seats": {
                                 "type": "array",
                                 "minItems": 1,
@@ -281,7 +224,7 @@ OPENAPI: dict[str, Any] = {
                                     "additionalProperties": False,
                                     "properties": {
                                         "seat_id": ID,
-                                        "rank": _limit("rank"),
+                                        "rank": limit("rank"),
                                         "section": {
                                             "type": "string",
                                             "maxLength": SECTION_CHARS_MAX,
@@ -289,47 +232,51 @@ OPENAPI: dict[str, Any] = {
                                     },
                                 },
                             },
-                            "hold_ttl_ms": _limit("hold_ttl_ms"),
-                            "quarantine_ms": _limit("quarantine_ms"),
+                            "hold_ttl_ms": limit("hold_ttl_ms"),
+                            "quarantine_ms": limit("quarantine_ms"),
                             "policy": {"type": "string", "enum": ["quarantine", "release_refund"]},
-                            "price_minor": _limit("price_minor"),
+                            "price_minor": limit("price_minor"),
                             "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
                             "reversal_policy": {"type": "string", "enum": ["manual", "revoke"]},
-                            "opens_at_ms": {**_limit("opens_at_ms"), "nullable": True},
+                            "opens_at_ms": {**limit("opens_at_ms"), "nullable": True},
                         },
                     },
                     max_bytes=ApiSettings.admin_body_max_bytes,
                 ),
-                "responses": {**_ok(201, OBJ), **_errors(400, 401, 409, 413, 415, 429, 503)},
+                "responses": {
+                    **ok(201, OBJ),
+                    **errors_of(400, 401, 409, 413, 415, 429, 503, codes=CREATE_CODES),
+                },
             }
         },
+        "/v1/admin/events/{event_id}/stock/corrections": {"post": CORRECTION_OP},
         "/v1/admin/events/{event_id}/open": {
             "post": {
                 "security": BEARER,
-                "parameters": [_path("event_id")],
-                "requestBody": _json_body(
+                "parameters": [path("event_id")],
+                "requestBody": json_body(
                     {
                         "type": "object",
                         "additionalProperties": False,
-                        "properties": {"opens_at_ms": _limit("opens_at_ms")},
+                        "properties": {"opens_at_ms": limit("opens_at_ms")},
                     },
                     required=False,
                 ),
-                "responses": {**_ok(200, OBJ), **_errors(400, 401, 404, 413, 415, 429, 503)},
+                "responses": {**ok(200, OBJ), **errors_of(400, 401, 404, 413, 415, 429, 503)},
             }
         },
         "/v1/admin/events/{event_id}/holds/{hold_id}/revoke": {
             "post": {
                 "security": BEARER,
-                "parameters": [_path("event_id"), _path("hold_id")],
-                "responses": {**_ok(200, OBJ), **_errors(400, 401, 404, 409, 429, 503)},
+                "parameters": [path("event_id"), path("hold_id")],
+                "responses": {**ok(200, OBJ), **errors_of(400, 401, 404, 409, 429, 503)},
             }
         },
         "/v1/admin/events/{event_id}/exceptions": {
             "get": {
                 "security": BEARER,
-                "parameters": [_path("event_id"), _query("charging_older_than_ms")],
-                "responses": {**_ok(200, OBJ), **_errors(400, 401, 404, 429, 503)},
+                "parameters": [path("event_id"), query("charging_older_than_ms")],
+                "responses": {**ok(200, OBJ), **errors_of(400, 401, 404, 429, 503)},
             }
         },
         "/v1/admin/logins/{login}/revoke": {
@@ -346,7 +293,7 @@ OPENAPI: dict[str, Any] = {
                         "schema": {"type": "string", "pattern": "^[!-~]{1,128}$"},
                     }
                 ],
-                "responses": {**_ok(200, OBJ), **_errors(400, 401, 404, 429, 503)},
+                "responses": {**ok(200, OBJ), **errors_of(400, 401, 404, 429, 503)},
             }
         },
     },

@@ -1,9 +1,10 @@
 """Small, strict validators for JSON bodies and query strings: wrong input is a 400 with a
 clear message that names only what the client sent.
 
-`LIMITS` is every numeric limit the API enforces, by field name: the validators below and the
+`LIMITS` is every limit the API enforces on what a client sends, by name: a number's range, a
+list's length (`of="items"`) or a text's length (`of="chars"`). The validators below and the
 OpenAPI document (api/openapi.py) both read it, so the document states exactly what is refused
-(tests/unit/test_api_limits.py checks both against it)."""
+(tests/unit/test_api_contract.py checks both against it)."""
 
 import math
 from collections.abc import Mapping
@@ -13,17 +14,24 @@ from typing import Any
 
 from api.errors import ApiError
 from engine import keys
+from engine.stock import valid_stock_id
 
 
 @dataclass(frozen=True, slots=True)
 class Bound:
-    """An inclusive range; `integer`: whole numbers only (JSON integers, never 1.0 or true)."""
+    """An inclusive range; `integer`: whole numbers only (JSON integers, never 1.0 or true).
+    `of`: what is bounded: the value ("value"), a list's length ("items"), a text's ("chars")."""
 
     low: int | float
     high: int | float
     integer: bool = True
+    of: str = "value"
 
     def schema(self) -> dict[str, Any]:
+        if self.of == "items":
+            return {"type": "array", "minItems": self.low, "maxItems": self.high}
+        if self.of == "chars":
+            return {"type": "string", "minLength": self.low, "maxLength": self.high}
         kind = "integer" if self.integer else "number"
         return {"type": kind, "minimum": self.low, "maximum": self.high}
 
@@ -34,6 +42,7 @@ EXACT_MAX = 2**53 - 1
 # A seat's rank only orders seats (best available = lowest); a billion either way orders any
 # venue, and keeps every rank a double represents to well below a millionth.
 RANK_ABS_MAX = 1e9
+PARTY_MAX = 6  # seats one claim may ask for (ADR 0021)
 LIMITS: Mapping[str, Bound] = MappingProxyType(
     {
         "hold_ttl_ms": Bound(1_000, 86_400_000),  # 1 s .. 1 day
@@ -43,9 +52,25 @@ LIMITS: Mapping[str, Bound] = MappingProxyType(
         "rank": Bound(-RANK_ABS_MAX, RANK_ABS_MAX, integer=False),
         "limit": Bound(1, 500),  # free seats listed by one request
         "charging_older_than_ms": Bound(0, EXACT_MAX),
-        "quantity": Bound(1, 6),  # seats one claim asks for: a party (one hold, one charge)
+        "quantity": Bound(1, PARTY_MAX),  # seats one claim asks for: a party (one hold, one charge)
+        "max_party": Bound(1, PARTY_MAX),  # an event's own cap on a party (at most "quantity")
+        "login_cap": Bound(0, 1_000_000),  # units a login may hold and buy in an event (0: none)
+        # Quantity stock (ADR 0022). A cart's amount, lines x line_quantity x price_minor at
+        # most, stays an exact integer in the scripts (checked below).
+        "locations": Bound(1, 16, of="items"),  # a stock event's locations, in preference order
+        "skus": Bound(1, 1_000, of="items"),  # SKUs of one stock event
+        "on_hand": Bound(0, 10**9),  # a SKU's initial count at one location
+        "lines": Bound(1, 50, of="items"),  # lines of one cart (one SKU each)
+        "line_quantity": Bound(1, 100),  # units of one line
+        "set": Bound(0, 10**9),  # a correction: the new on-hand count
+        "adjust": Bound(-(10**9), 10**9),  # a correction: the change of the on-hand count
+        "reason": Bound(1, 500, of="chars"),  # why a count was corrected
+        "operator": Bound(1, 64, of="chars"),  # who corrected it
     }
 )
+assert (
+    LIMITS["lines"].high * LIMITS["line_quantity"].high * LIMITS["price_minor"].high < EXACT_MAX
+), "a cart's amount must stay exact in the scripts"
 SEATS_MAX = 1_000_000  # seats in one event's seat map
 SECTION_CHARS_MAX = 64
 
@@ -76,6 +101,48 @@ def integer(
     return value
 
 
+def stock_ident(body: dict[str, Any], name: str, *, required: bool = True) -> str | None:
+    """A SKU or location id: the id alphabet without ':' (engine/stock.py)."""
+    value = body.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not valid_stock_id(value):
+        raise ApiError(400, "invalid_request", f"{name} must be a string of [A-Za-z0-9_.-]{{1,64}}")
+    return value
+
+
+def items(body: dict[str, Any], name: str, limit: str | None = None) -> list[Any]:
+    """`body[name]`: a list whose length is within `LIMITS[limit or name]` (of="items")."""
+    bound = LIMITS[limit or name]
+    assert bound.of == "items", f"{limit or name} does not bound a list"
+    value = body.get(name)
+    if not isinstance(value, list) or not bound.low <= len(value) <= bound.high:
+        raise ApiError(
+            400, "invalid_request", f"{name} must be a list of {bound.low} to {bound.high} items"
+        )
+    return value
+
+
+def text(body: dict[str, Any], name: str, default: str | None = None) -> str:
+    """`body[name]` (or `default` when absent or null): a string whose length is within
+    `LIMITS[name]` (of="chars"), without control characters."""
+    bound = LIMITS[name]
+    assert bound.of == "chars", f"{name} does not bound a text"
+    value = body.get(name)
+    value = default if value is None else value  # null: not given
+    if (
+        not isinstance(value, str)
+        or not bound.low <= len(value) <= bound.high
+        or not value.isprintable()
+    ):
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"{name} must be a printable string of {bound.low} to {bound.high} characters",
+        )
+    return value
+
+
 def idempotency_key(header: str | None, fallback: str) -> str:
     if header is None:
         return fallback
@@ -87,7 +154,7 @@ def idempotency_key(header: str | None, fallback: str) -> str:
 def whole(body: dict[str, Any], name: str, default: int | None = None) -> int:
     """`body[name]` (or `default`): an integer within `LIMITS[name]`."""
     bound = LIMITS[name]
-    assert bound.integer, f"{name} is not a whole-number limit"
+    assert bound.integer and bound.of == "value", f"{name} is not a whole-number limit"
     return integer(body, name, default=default, low=int(bound.low), high=int(bound.high))
 
 

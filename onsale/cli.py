@@ -16,6 +16,7 @@ from rich.console import Console
 
 from engine.settings import MissingSetting, Settings
 from onsale.policy_command import add_policy_parser, run_policy
+from onsale.stock_command import add_stock_parser, run_stock
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--workers", type=int, default=1)
     add_policy_parser(sub)
+    add_stock_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
@@ -58,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     if args.command == "policy":
         return run_policy(args)
+    if args.command == "stock":
+        return run_stock(args)
     if args.command in ("migrate", "ledger", "rebuild", "reconcile"):
         return _ledger_command(args)
     try:

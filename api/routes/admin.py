@@ -1,5 +1,5 @@
-"""Admin (create event, open sale, revoke a seat whose money left) and ops (the exceptions
-view). Admin token required."""
+"""Admin (create a seat or stock event, open sale, revoke a seat whose money left) and ops (the
+exceptions view). Admin token required. Stock corrections are in api/routes/stock.py."""
 
 import re
 from dataclasses import dataclass
@@ -12,6 +12,7 @@ from starlette.responses import Response
 from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
 from api.responses import json_response, parse_json, read_body, read_json
+from api.routes.stock import NewStock, new_stock
 from api.validate import (
     LIMITS,
     SEATS_MAX,
@@ -31,10 +32,13 @@ CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
 ALERTS_SHOWN_MAX = 500
 EVENT_FIELDS = frozenset(
     (
-        "event_id", "seats", "hold_ttl_ms", "quarantine_ms", "policy", "price_minor", "currency",
-        "reversal_policy", "opens_at_ms",
+        "event_id", "kind", "seats", "hold_ttl_ms", "quarantine_ms", "policy", "price_minor",
+        "currency", "reversal_policy", "opens_at_ms", "login_cap", "max_party", "locations",
+        "skus",
     )
 )  # fmt: skip
+KINDS = ("seats", "stock")
+STOCK_ONLY = ("locations", "skus")
 SEAT_FIELDS = frozenset(("seat_id", "rank", "section"))
 OPEN_FIELDS = frozenset(("opens_at_ms",))
 
@@ -52,6 +56,9 @@ class NewEvent:
     currency: str
     reversal_policy: ReversalPolicy
     opens_at_ms: int | None  # None: stays a DRAFT
+    login_cap: int | None = None  # units a login may hold and buy (None: the deployment's cap)
+    max_party: int = 0  # seats one claim may ask for (0: the API's limit)
+    stock: NewStock | None = None  # a stock event's locations and SKUs (then no seats)
 
 
 def new_event(raw: bytes, content_type: str | None) -> NewEvent:
@@ -65,9 +72,13 @@ def new_event(raw: bytes, content_type: str | None) -> NewEvent:
     if not isinstance(currency, str) or not CURRENCY_RE.match(currency):
         raise ApiError(400, "invalid_request", "currency must be an ISO 4217 code such as EUR")
     opens_at_ms = body.get("opens_at_ms")
+    stock = new_stock(body) if one_of(body, "kind", KINDS, "seats") == "stock" else None
+    given = [name for name in STOCK_ONLY if name in body]
+    if stock is None and given:
+        raise ApiError(400, "invalid_request", f"{given[0]} is for events of kind stock")
     return NewEvent(
         event_id=event_id,
-        seats=seat_map(body.get("seats")),
+        seats=[] if stock else seat_map(body.get("seats")),
         hold_ttl_ms=whole(body, "hold_ttl_ms", 480_000),
         quarantine_ms=whole(body, "quarantine_ms", 900_000),
         policy=LatePolicy(one_of(body, "policy", tuple(LatePolicy), LatePolicy.QUARANTINE)),
@@ -77,6 +88,9 @@ def new_event(raw: bytes, content_type: str | None) -> NewEvent:
             one_of(body, "reversal_policy", tuple(ReversalPolicy), ReversalPolicy.MANUAL)
         ),
         opens_at_ms=None if opens_at_ms is None else whole(body, "opens_at_ms"),
+        login_cap=None if body.get("login_cap") is None else whole(body, "login_cap"),
+        max_party=0 if body.get("max_party") is None else whole(body, "max_party"),
+        stock=stock,
     )
 
 
@@ -110,25 +124,36 @@ def seat_spec(item: Any, n: int, seen: set[str]) -> SeatSpec:
 
 @endpoint("admin_create_event")
 async def create_event(request: Request) -> Response:
+    """A seat event from its seat map, or a stock event from its locations and SKUs (each
+    initial count recorded as a correction by this admin)."""
     c = ctx(request)
-    c.require_admin(request)
+    admin = c.require_admin(request)
     raw = await read_body(request, c.settings.admin_body_max_bytes)
     new = await run_in_threadpool(new_event, raw, request.headers.get("content-type"))
-    # The seats go to Redis in chunks (engine/store.py), each a short script call of its own:
-    # buyers of other events are answered between them.
-    n_seats = await c.store.create_event(
-        new.event_id,
-        new.seats,
-        hold_ttl_ms=new.hold_ttl_ms,
-        quarantine_ms=new.quarantine_ms,
-        policy=new.policy,
-        price_minor=new.price_minor,
-        currency=new.currency,
-        reversal_policy=new.reversal_policy,
-    )
+    common: dict[str, Any] = {
+        "hold_ttl_ms": new.hold_ttl_ms,
+        "quarantine_ms": new.quarantine_ms,
+        "policy": new.policy,
+        "currency": new.currency,
+        "reversal_policy": new.reversal_policy,
+        "login_cap": new.login_cap,
+    }
+    answer: dict[str, object] = {"event_id": new.event_id}
+    if new.stock is not None:
+        units = await c.store.stock.create_event(
+            new.event_id, new.stock.locations, new.stock.skus, operator=admin, **common
+        )
+        answer |= {"kind": "stock", "skus": len(new.stock.skus), "units": units}
+    else:
+        # The seats go to Redis in chunks (engine/store.py), each a short script call of its
+        # own: buyers of other events are answered between them.
+        n_seats = await c.store.create_event(
+            new.event_id, new.seats, price_minor=new.price_minor, max_party=new.max_party, **common
+        )
+        answer |= {"kind": "seats", "seats": n_seats}
     if new.opens_at_ms is not None:
         await c.store.open_sale(new.event_id, new.opens_at_ms)
-    return json_response({"event_id": new.event_id, "seats": n_seats}, 201)
+    return json_response(answer, 201)
 
 
 @endpoint("admin_open_sale")

@@ -1,6 +1,7 @@
 """Buyer endpoints: availability, claim, hold status, release, charge, abandon.
 
-The claim is the hot path: token check (CPU only), one EVALSHA, no PostgreSQL."""
+The claim is the hot path: token check (CPU only), one EVALSHA, no PostgreSQL. A claim of
+stock lines (ADR 0022) reads its hold back once for its amount; a seat claim never does."""
 
 import os
 import uuid
@@ -14,11 +15,13 @@ from api.context import ctx, endpoint, path_id
 from api.durable import CONFIRMING, sale_durable
 from api.errors import ApiError
 from api.responses import json_response, read_json
+from api.routes.stock import LINES_MAX, cart_of, lines_view
 from api.validate import LIMITS, idempotency_key, ident, integer, obj, query_integer
 from engine import errors, keys
 from engine.holds import Charge, Claimed, Hold
 from engine.provider import ProviderRefused, ProviderTimeout
 from engine.states import HoldState
+from engine.stock import StockLine
 
 
 @endpoint("availability")
@@ -59,18 +62,26 @@ PARTY_MAX = int(LIMITS["quantity"].high)  # seats one claim may ask for
 @dataclass(frozen=True, slots=True)
 class Wanted:
     """What a claim asks for: these seats (all or nothing), or `quantity` best seats (adjacent
-    when a block is free; the best single seats otherwise)."""
+    when a block is free; the best single seats otherwise), or stock `lines` (all or nothing)."""
 
     seat_ids: tuple[str, ...] = ()
     quantity: int = 1
+    lines: tuple[StockLine, ...] = ()
 
 
-def wanted_of(body: dict[str, Any], party_max: int) -> Wanted:
-    """`seat_id`, `seat_ids` (1 to party_max distinct seats) or `quantity` (1 to party_max, at
-    most LIMITS["quantity"]); at most one of them; none: the best seat."""
-    asked = [name for name in ("seat_id", "seat_ids", "quantity") if body.get(name) is not None]
+ASKED = ("seat_id", "seat_ids", "quantity", "lines")
+
+
+def wanted_of(body: dict[str, Any], party_max: int, lines_max: int = 0) -> Wanted:
+    """`seat_id`, `seat_ids` (1 to party_max distinct seats), `quantity` (1 to party_max, at
+    most LIMITS["quantity"]) or `lines` (1 to lines_max stock lines; 0: refused); at most one of
+    them; none: the best seat. Which kind the event sells is the claim script's to check
+    (`wrong_event_kind`): nothing is read here."""
+    asked = [name for name in ASKED if body.get(name) is not None]
     if len(asked) > 1:
-        raise ApiError(400, "invalid_request", "send one of seat_id, seat_ids, quantity")
+        raise ApiError(400, "invalid_request", "send one of seat_id, seat_ids, quantity, lines")
+    if "lines" in asked:
+        return Wanted(lines=cart_of(body["lines"], lines_max))
     if "seat_ids" in asked:
         seats = body["seat_ids"]
         if not isinstance(seats, list) or not 1 <= len(seats) <= party_max:
@@ -85,37 +96,39 @@ def wanted_of(body: dict[str, Any], party_max: int) -> Wanted:
 
 
 async def claim_input(
-    request: Request, body_max_bytes: int, login: str, party_max: int
+    request: Request, body_max_bytes: int, login: str, party_max: int, lines_max: int = 0
 ) -> tuple[str, Wanted, str]:
     """The claim's event id, what it asks for, and its hold id. Shared with the PostgreSQL
-    baseline, which answers the same requests (one seat each: party_max 1).
+    baseline, which answers the same requests (one seat each: party_max 1, no stock lines).
 
     The hold id is derived from the login and its Idempotency-Key (or is fresh without one): a
     retry by the same login finds its hold, and another login's use of the same key is a
     different hold, so nothing tells a caller whether someone else used a key."""
     event_id = path_id(request, "event_id")
     body = obj(await read_json(request, body_max_bytes, allow_empty=True))
-    wanted = wanted_of(body, party_max)
+    wanted = wanted_of(body, party_max, lines_max)
     key = idempotency_key(request.headers.get("idempotency-key"), "")
     hold_id = keys.hold_key(event_id, login, key) if key else os.urandom(16).hex()
     return event_id, wanted, hold_id
 
 
-def claimed_response(claimed: Claimed) -> Response:
+def claimed_response(claimed: Claimed, amount: int | None = None) -> Response:
+    """`amount`: a cart's (a stock hold: its lines instead of seats)."""
     seats = claimed.seat_ids
-    return json_response(
-        {
-            "hold_id": claimed.hold_id,
-            "seat_id": seats[0] if seats else claimed.seat_id,  # the first (or only) seat
-            "seat_ids": list(seats),
-            "expires_ms": claimed.expires_ms,
-            "state": claimed.state,
-            # Two tabs: the login's previous hold, released by this claim (None if there was
-            # none); the other tab reads it RELEASED with reason replaced_by_new_claim.
-            "replaced_hold_id": claimed.replaced or None,
-        },
-        200 if claimed.replay else 201,
-    )
+    body: dict[str, object] = {
+        "hold_id": claimed.hold_id,
+        "seat_id": seats[0] if seats else claimed.seat_id,  # the first (or only) seat
+        "seat_ids": list(seats),
+        "expires_ms": claimed.expires_ms,
+        "state": claimed.state,
+        # Two tabs: the login's previous hold, released by this claim (None if there was
+        # none); the other tab reads it RELEASED with reason replaced_by_new_claim.
+        "replaced_hold_id": claimed.replaced or None,
+    }
+    if amount is not None:
+        body |= {"seat_id": None, "seat_ids": [], "lines": lines_view(claimed.seat_id)}
+        body["amount"] = amount
+    return json_response(body, 200 if claimed.replay else 201)
 
 
 @endpoint("claim")
@@ -123,26 +136,56 @@ async def claim(request: Request) -> Response:
     c = ctx(request)
     login_name = c.login_of(request, request.path_params["event_id"])
     event_id, wanted, hold_id = await claim_input(
-        request, c.settings.body_max_bytes, login_name, PARTY_MAX
+        request, c.settings.body_max_bytes, login_name, PARTY_MAX, LINES_MAX
     )
     try:
         claimed = await c.store.claim(
-            event_id, login_name, hold_id, seats=wanted.seat_ids, quantity=wanted.quantity
+            event_id,
+            login_name,
+            hold_id,
+            seats=wanted.seat_ids,
+            quantity=wanted.quantity,
+            lines=wanted.lines,
         )
     except Exception as exc:
         c.metrics.claimed(getattr(exc, "code", "error"))
         raise
     c.metrics.claimed("replay" if claimed.replay else "ok")
+    if wanted.lines or "*" in claimed.seat_id:  # a cart (or its replay): its amount
+        h = await c.store.read.hold(event_id, claimed.hold_id)
+        return claimed_response(claimed, h.amount)
     return claimed_response(claimed)
 
 
-def hold_view(h: Hold, charges: list[Charge], *, durable: bool = True) -> dict[str, object]:
+def goods_view(h: Hold) -> dict[str, object]:
+    """What the hold owns: its seats, or a stock hold's lines and their amount."""
+    if h.is_stock:
+        return {"seat_id": None, "seat_ids": [], "lines": lines_view(h.seat_id), "amount": h.amount}
+    return {"seat_id": h.seat_ids[0] if h.seat_ids else h.seat_id, "seat_ids": list(h.seat_ids)}
+
+
+def order_view(h: Hold, charges: list[Charge], currency: str) -> dict[str, object]:
+    """What a confirmed hold bought, and the one charge that paid for it."""
+    winner = next((ch for ch in charges if ch.charge_id == h.winner), None)
+    if h.is_stock:
+        goods: dict[str, object] = {"lines": lines_view(h.seat_id)}
+        amount: int | None = h.amount
+    else:
+        goods = {"seat_ids": list(h.seat_ids)}
+        amount = winner.amount if winner is not None else None
+    return {**goods, "amount": amount, "currency": currency, "charge_id": h.winner}
+
+
+def hold_view(
+    h: Hold, charges: list[Charge], *, durable: bool = True, currency: str = ""
+) -> dict[str, object]:
     """`durable`: False while the hold's sale is decided but not yet in the ledger; the buyer
-    then reads CONFIRMING (ADR 0016)."""
+    then reads CONFIRMING (ADR 0016), and sees its `order` only once it is told.
+    `currency`: the event's, for the order of a CONFIRMED hold."""
+    told = durable and h.state == HoldState.CONFIRMED
     return {
         "hold_id": h.hold_id,
-        "seat_id": h.seat_ids[0] if h.seat_ids else h.seat_id,
-        "seat_ids": list(h.seat_ids),
+        **goods_view(h),
         "state": h.state if durable else CONFIRMING,
         "expires_ms": h.expires_ms,
         "winner": h.winner or None,
@@ -161,6 +204,7 @@ def hold_view(h: Hold, charges: list[Charge], *, durable: bool = True) -> dict[s
             }
             for ch in charges
         ],
+        "order": order_view(h, charges, currency) if told else None,
     }
 
 
@@ -181,7 +225,10 @@ async def hold_status(request: Request) -> Response:
     event_id, _login, h = await owned_hold(request)
     durable = c.settings.confirm_after != "ledger" or await sale_durable(c.store, event_id, h)
     charges = await c.store.read.charges(event_id, h.charge_ids)
-    return json_response(hold_view(h, charges, durable=durable))
+    currency: str | None = ""
+    if durable and h.state == HoldState.CONFIRMED:  # its order names the event's currency
+        (currency,) = await c.store.read.event_fields(event_id, "currency")
+    return json_response(hold_view(h, charges, durable=durable, currency=currency or "EUR"))
 
 
 # A hold that ended otherwise cannot be given up: the 409 names why (and carries its state).
@@ -224,7 +271,8 @@ async def start_charge(request: Request) -> Response:
     client_key = idempotency_key(request.headers.get("idempotency-key"), uuid.uuid4().hex)
     charge_id = keys.charge_key(event_id, h.hold_id, login_name, client_key)
     event = await c.store.read.availability(event_id)
-    price = event.price_minor * len(h.seat_ids)  # one charge for the whole party
+    # One charge for the whole party; a cart's amount was fixed by its claim (ADR 0022).
+    price = h.amount if h.is_stock else event.price_minor * len(h.seat_ids)
     started = await c.store.start_charge(event_id, h.hold_id, login_name, charge_id, price)
     provider_status = "processing"
     if not started.replay or started.state == "CHARGING":

@@ -169,6 +169,106 @@ async def test_a_create_at_the_edges_of_every_limit_is_accepted(api: Api) -> Non
     assert error_of(claim)["opens_at_ms"] == 2**53 - 1  # the scripts handle the largest T0
 
 
+def good_stock(event_id: str) -> dict[str, Any]:
+    return {
+        "event_id": event_id,
+        "kind": "stock",
+        "locations": ["east", "west"],
+        "skus": [{"sku": "CHAIN", "price_minor": 2_500, "on_hand": {"east": 5}}],
+        "hold_ttl_ms": 60_000,
+        "quarantine_ms": 60_000,
+        "opens_at_ms": 0,
+    }
+
+
+def _sku(**fields: Any) -> dict[str, Any]:
+    return {"skus": [{"sku": "CHAIN", "price_minor": 2_500, **fields}]}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"kind": "tickets"},
+        {"seats": [{"seat_id": "s0"}]},  # seats, a party cap or one price: seat events only
+        {"max_party": 2},
+        {"price_minor": 100},
+        {"locations": []},
+        {"locations": ["east", "east"]},
+        {"locations": ["ea:st"]},
+        {"locations": [f"l{i}" for i in range(17)]},
+        {"locations": "east"},
+        {"skus": []},
+        {"skus": "CHAIN"},
+        {"skus": ["CHAIN"]},
+        {"skus": [{"sku": "CHAIN", "price_minor": 1}, {"sku": "CHAIN", "price_minor": 2}]},
+        _sku(on_hand={"north": 1}),  # a location the event lacks
+        _sku(on_hand={"east": -1}),
+        _sku(on_hand={"east": 10**9 + 1}),
+        _sku(on_hand={"east": "5"}),
+        _sku(on_hand=[5]),
+        _sku(colour="red"),
+        {"skus": [{"sku": "CHAIN"}]},  # no price
+        {"skus": [{"sku": "a*b", "price_minor": 1}]},
+        {"login_cap": -1},
+        {"login_cap": 1.5},
+    ],
+    ids=repr,
+)
+async def test_a_refused_stock_create_leaves_nothing_and_the_corrected_retry_succeeds(
+    api: Api, change: dict[str, Any]
+) -> None:
+    event_id = f"ev-{uuid.uuid4().hex[:8]}"
+    r = await api.create({**good_stock(event_id), **change})
+    assert (r.status_code, error_of(r)["code"]) == (400, "invalid_request"), r.text
+    assert await api.event_keys(event_id) == []
+    retry = await api.create(good_stock(event_id))
+    assert retry.status_code == 201, retry.text
+    assert (await api.store.read.availability(event_id)).seats_total == 5
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"locations": ["east"]}, {"skus": []}, {"max_party": 0}, {"max_party": 7}],
+    ids=repr,
+)
+async def test_stock_fields_on_a_seat_event_are_refused(api: Api, change: dict[str, Any]) -> None:
+    event_id = f"ev-{uuid.uuid4().hex[:8]}"
+    r = await api.create({**good_body(event_id), **change})
+    assert (r.status_code, error_of(r)["code"]) == (400, "invalid_request"), r.text
+    assert await api.event_keys(event_id) == []
+
+
+async def test_a_stock_create_at_the_edges_of_its_limits_is_accepted(api: Api) -> None:
+    event_id = f"ev-{uuid.uuid4().hex[:8]}"
+    locations = [f"l{i}" for i in range(16)]
+    body = {
+        **good_stock(event_id),
+        "locations": locations,
+        "skus": [{"sku": "A", "price_minor": 10**12, "on_hand": {"l15": 10**9}}],
+        "login_cap": 1_000_000,
+    }
+    r = await api.create(body)
+    assert r.status_code == 201, r.text
+    assert r.json() == {"event_id": event_id, "kind": "stock", "skus": 1, "units": 10**9}
+    table = (await api.http.get(f"/v1/events/{event_id}/stock")).json()["skus"]
+    assert [x["location"] for x in table[0]["locations"]] == sorted(locations)
+    assert (table[0]["available"], table[0]["price_minor"]) == (10**9, 10**12)
+
+
+async def test_an_events_party_and_login_caps_are_enforced(api: Api) -> None:
+    event_id = f"ev-{uuid.uuid4().hex[:8]}"
+    r = await api.create({**good_body(event_id, 6), "max_party": 2, "login_cap": 1})
+    assert r.status_code == 201, r.text
+    path, ann = f"/v1/events/{event_id}/holds", await api.login("ann")
+    party = await api.http.post(path, json={"quantity": 3}, headers=ann)
+    assert (party.status_code, error_of(party)["code"]) == (400, "party_too_large")
+    assert error_of(party)["max_party"] == 2
+    # The deployment has no cap here (ONSALE_LOGIN_CAP=0): the event's own one counts.
+    capped = error_of(await api.http.post(path, json={"quantity": 2}, headers=ann))
+    assert (capped["code"], capped["cap"]) == ("limit_exceeded", 1)
+    assert (await api.http.post(path, json={}, headers=ann)).status_code == 201
+
+
 # -- buyers ------------------------------------------------------------------------------
 
 

@@ -69,6 +69,9 @@ def test_happy_path(stack: Stack) -> None:
         lambda: (s := hold_state(stack, alice, h["hold_id"]))["state"] == "CONFIRMED" and s
     )
     assert final["winner"] == charge["charge_id"]
+    assert final["order"] == {
+        "seat_ids": ["s0"], "amount": 4500, "currency": "EUR", "charge_id": charge["charge_id"],
+    }  # fmt: skip
     avail = stack.send(alice.availability()).body
     assert (avail["sold"], avail["free"]) == (1, 2)
     captures = [e for e in stack.ledger()["entries"] if e["idempotency_key"] == charge["charge_id"]]
@@ -118,6 +121,10 @@ def test_a_party_of_four_pays_once(stack: Stack) -> None:
         lambda: (s := hold_state(stack, fam, h["hold_id"]))["state"] == "CONFIRMED" and s
     )
     assert final["seat_ids"] == h["seat_ids"] and final["winner"] == charge["charge_id"]
+    assert final["order"] == {
+        "seat_ids": h["seat_ids"], "amount": 4 * 4500, "currency": "EUR",
+        "charge_id": charge["charge_id"],
+    }  # fmt: skip
     assert stack.send(fam.availability()).body["sold"] == 4
     entries = [e for e in stack.ledger()["entries"] if e["idempotency_key"] == charge["charge_id"]]
     assert [(e["kind"], e["amount"]) for e in entries] == [("capture", 4 * 4500)]
@@ -140,6 +147,7 @@ def test_a_late_capture_on_an_expired_party_is_refunded_in_full(stack: Stack) ->
         if e["idempotency_key"] == charge["charge_id"]
     ]
     assert moves == [("capture", 3 * 4500), ("refund", 3 * 4500)]
+    assert hold_state(stack, fam, h["hold_id"])["order"] is None  # nothing was bought
 
 
 def test_two_tabs_one_wins_the_other_is_refunded(stack: Stack) -> None:

@@ -1,7 +1,8 @@
 """What the API promises an integrator, checked against what it does, in process: every limit
-the validators enforce is the one the OpenAPI document states, every error a client can meet is
-documented with a 4xx or 503, and an error tells the client its summary, never the engine's
-internal message."""
+the validators enforce (a number's range, a list's or a text's length) is the one the OpenAPI
+document states, every error a client can meet is documented with a 4xx or 503 (and an
+operation's named codes under their own status), and an error tells the client its summary,
+never the engine's internal message."""
 
 import re
 from collections.abc import Iterator
@@ -14,23 +15,35 @@ from starlette.requests import Request
 
 from api.errors import STATUS, ApiError, from_engine
 from api.openapi import OPENAPI
-from api.validate import LIMITS, SEATS_MAX, SECTION_CHARS_MAX, number, query_integer, whole
+from api.validate import (
+    LIMITS,
+    SEATS_MAX,
+    SECTION_CHARS_MAX,
+    items,
+    number,
+    query_integer,
+    text,
+    whole,
+)
 from engine import errors
 
 API_DIR = Path(__file__).resolve().parents[2] / "api"
 
 
 def numeric_schemas() -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """(where, name, schema) of every number a client sends: query parameters and the
-    properties of request bodies, at any depth."""
+    """(where, limit name, schema) of every number a client sends, and of every list or text
+    whose size is a limit (`x-limit`): query parameters and request bodies, at any depth. A
+    field bounded by a limit of another name says which (`x-limit`)."""
 
     def walk(where: str, name: str, schema: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
-        if schema.get("type") in ("integer", "number"):
-            yield where, name, schema
+        if schema.get("type") in ("integer", "number") or "x-limit" in schema:
+            yield where, schema.get("x-limit", name), schema
         for prop, sub in schema.get("properties", {}).items():
             yield from walk(where, prop, sub)
         if "items" in schema:
             yield from walk(where, name, schema["items"])
+        if isinstance(schema.get("additionalProperties"), dict):
+            yield from walk(where, name, schema["additionalProperties"])
 
     for path, operations in OPENAPI["paths"].items():
         for method, op in operations.items():
@@ -44,7 +57,7 @@ def test_every_number_a_client_sends_has_the_bounds_the_server_enforces() -> Non
     seen = set()
     for where, name, schema in numeric_schemas():
         assert name in LIMITS, f"{where}: {name} has no limit in api/validate.py LIMITS"
-        bounds = {k: schema.get(k) for k in ("type", "minimum", "maximum")}
+        bounds = {k: schema.get(k) for k in LIMITS[name].schema()}
         assert bounds == LIMITS[name].schema(), f"{where}: {name}"
         seen.add(name)
     assert seen == set(LIMITS)  # and no limit is enforced without being documented
@@ -61,6 +74,12 @@ def test_sizes_of_the_seat_map_are_documented() -> None:
 def _values_around(name: str, query: bool) -> tuple[list[Any], list[Any]]:
     """(accepted, refused) values at the edges of LIMITS[name], as a body or a query sends them."""
     b = LIMITS[name]
+    lo, hi = int(b.low), int(b.high)
+    if b.of == "items":
+        return [[0] * lo, [0] * hi], [[0] * (lo - 1), [0] * (hi + 1), {}, "x", None]
+    if b.of == "chars":
+        short = ["x" * (lo - 1)] if lo > 0 else []
+        return ["x" * lo, "é" * hi], [*short, "x" * (hi + 1), "a\x00b", "a\nb", 5, None]
     if query:
         lo, hi = int(b.low), int(b.high)
         odd = [f"{lo}.0", "1e2", "+1", "²", "9" * 5000]  # not plain ASCII digits, or too many
@@ -78,6 +97,10 @@ def test_the_server_accepts_exactly_the_documented_range(name: str) -> None:
     def check(value: Any) -> Any:
         if query:
             return str(query_integer({name: value}, name, 0))
+        if LIMITS[name].of == "items":
+            return items({name: value}, name)
+        if LIMITS[name].of == "chars":
+            return text({name: value}, name)
         if LIMITS[name].integer:
             return whole({name: value}, name)
         return number(value, name, LIMITS[name])
@@ -109,6 +132,17 @@ def test_every_error_code_is_documented() -> None:
     documented = OPENAPI["components"]["schemas"]["Error"]["properties"]["error"]["properties"]
     assert used <= set(documented["code"]["enum"])
     assert used <= set(STATUS)  # every code has its status in the one map
+
+
+def test_the_codes_an_operation_names_are_answered_with_their_status() -> None:
+    named = 0
+    for path, operations in OPENAPI["paths"].items():
+        for method, op in operations.items():
+            for status, answer in op["responses"].items():
+                for code in answer.get("x-error-codes", ()):
+                    assert STATUS[code] == int(status), f"{method} {path}: {code} under {status}"
+                    named += 1
+    assert named  # the claim, the create and the stock operations name theirs
 
 
 def _request() -> Request:
