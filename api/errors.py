@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from engine import errors as e
+from engine.sections import SectionsInterleaved
 
 
 class ApiError(Exception):
@@ -45,6 +46,7 @@ STATUS: dict[str, int] = {
     e.InsufficientStock.code: 409,
     e.StockBelowZero.code: 409,
     e.CorrectionIdReused.code: 409,
+    SectionsInterleaved.code: 409,
     e.SeatTaken.code: 409,
     e.HoldExpired.code: 409,
     e.AlreadyConfirmed.code: 409,

@@ -142,6 +142,7 @@ class Availability:
     price_minor: int
     currency: str = "EUR"
     reversal_policy: ReversalPolicy = ReversalPolicy.MANUAL
+    kind: str = "seats"  # what the event sells: seats, or quantity stock (ADR 0022)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +153,17 @@ class Claimed:
     replay: bool
     state: HoldState
     replaced: str = ""  # the login's previous hold, released by this claim (two tabs)
+    amount: int = 0  # a cart's (stock lines, fixed at the claim); 0 for seats
+
+    @classmethod
+    def of_reply(cls, reply: list[Any]) -> "Claimed":
+        """From hold_claim's OK (hold, seats, expires, replaced, amount) or REPLAY (hold,
+        seats, expires, state, amount) reply."""
+        if reply[0] == "OK":
+            return cls(reply[1], reply[2], int(reply[3]), False, HoldState.RESERVED, reply[4],
+                       int(reply[5]))  # fmt: skip
+        return cls(reply[1], reply[2], int(reply[3]), True, HoldState(reply[4]),
+                   amount=int(reply[5]))  # fmt: skip
 
     @property
     def seat_ids(self) -> tuple[str, ...]:

@@ -103,6 +103,7 @@ class Reads:
             price_minor=int(raw.get("price_minor", 0)),
             currency=raw.get("currency", "EUR"),
             reversal_policy=ReversalPolicy(raw.get("reversal_policy", "manual")),
+            kind=raw.get("kind", "seats"),
         )
 
     async def hold(self, event_id: str, hold_id: str) -> Hold:

@@ -244,7 +244,7 @@ _STOCK_DETAILS: Mapping[str, Any] = MappingProxyType(
     {
         "NOT_ENOUGH_SEATS": lambda r: {"available": int(r[1])},
         "PARTY_TOO_LARGE": lambda r: {"max_party": int(r[1])},
-        "WRONG_KIND": lambda r: {"kind": "stock" if len(r) < 2 else str(r[1])},
+        "WRONG_KIND": lambda r: {"kind": str(r[1])},
         "UNKNOWN_SKU": lambda r: {"sku": str(r[1]) if len(r) > 1 else None},
         "UNKNOWN_LOCATION": lambda r: {"location": str(r[1]) if len(r) > 1 else None},
         "INSUFFICIENT_STOCK": lambda r: {"sku": str(r[1]), "available": int(r[2])},

@@ -3,6 +3,7 @@
 location's count, and reading availability; claims go through `Store.claim(lines=...)` and
 every later transition is the seat engine's own (lua/_stock.lua moves the units)."""
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -137,14 +138,23 @@ class Stock:
         if reply[0] == "EXISTS":
             raise errors.EventExists(f"event {event_id} exists")
         await self.add_skus(event_id, skus)
-        total = 0
-        for spec in skus:
-            for location, count in spec.on_hand.items():
-                await self.correct(
-                    event_id, f"initial:{spec.sku}:{location}", spec.sku, location,
-                    set_to=count, reason="initial count", operator=operator,
-                )  # fmt: skip
-                total += count
+        initial = [(s.sku, loc, n) for s in skus for loc, n in s.on_hand.items()]
+        for first in range(0, len(initial), SKUS_CHUNK_MAX):  # concurrent: one round trip each
+            await asyncio.gather(
+                *(
+                    self.correct(
+                        event_id,
+                        f"initial:{sku}:{loc}",
+                        sku,
+                        loc,
+                        set_to=n,
+                        reason="initial count",
+                        operator=operator,
+                    )
+                    for sku, loc, n in initial[first : first + SKUS_CHUNK_MAX]
+                )
+            )
+        total = sum(n for _s, _loc, n in initial)
         await self.store._read(
             self.store.client.sadd(keys.events_index(self.store.prefix), event_id)
         )
@@ -197,6 +207,8 @@ class Stock:
         """Availability per SKU and location: one HGETALL of a hash of SKUs x locations x 5
         counters (no scan of holds); raises EventNotFound for no such event."""
         raw = await self.store._read(self.store.client.hgetall(self.store.key(event_id, "stock")))
-        if not raw:
-            await self.store.read.availability(event_id)  # EventNotFound, or a seat event
+        if not raw:  # no such event, or a seat event (a stock event has its SKUs from creation)
+            a = await self.store.read.availability(event_id)
+            if a.kind != "stock":
+                raise errors.WrongKind(f"stock of event {event_id}", kind=a.kind)
         return stock_table(raw)

@@ -217,10 +217,8 @@ class Store:
         code = ClaimCode(reply[0])
         if code == ClaimCode.SOLD_OUT and memory is not None:
             memory.sold_out(event_id, int(reply[1]), sent_at)
-        if code == ClaimCode.OK:
-            return Claimed(reply[1], reply[2], int(reply[3]), False, HoldState.RESERVED, reply[4])
-        if code == ClaimCode.REPLAY:
-            return Claimed(reply[1], reply[2], int(reply[3]), True, HoldState(reply[4]))
+        if code in (ClaimCode.OK, ClaimCode.REPLAY):
+            return Claimed.of_reply(reply)
         await self._refuse_truthfully(event_id, code)
         raise refusal(CLAIM_REFUSALS, code, reply)
 

@@ -26,7 +26,7 @@ if ARGV[1] == 'HOLD' then
     return redis.error_reply('BAD_ARGS hold state ' .. tostring(state))
   end
   if get_hold(hold_id) then return { 'EXISTS' } end
-  local bucket = ''
+  local bucket, amount = '', 0
   if seated and is_stock({ seat = seat }) then
     local lines = lines_of(seat)
     for _, line in ipairs(lines) do
@@ -39,6 +39,9 @@ if ARGV[1] == 'HOLD' then
     counters('free', 'sold', stock_units(seat))
     count_bought(login, stock_units(seat))
     bucket = 'S'
+    for _, line in ipairs(lines) do
+      amount = amount + line.qty * tonumber(redis.call('HGET', K_STOCK, line.sku .. ':price') or 0)
+    end
   elseif seated then
     local seats = seats_of({ seat = seat })  -- a party's seats, comma-separated
     for _, one in ipairs(seats) do
@@ -54,7 +57,8 @@ if ARGV[1] == 'HOLD' then
   put_hold({ id = hold_id, login = login, seat = seat, state = state,
     created_ms = tonumber(ARGV[6]), expires_ms = tonumber(ARGV[6]), charge = '', blocking = '',
     winner = (seated or state == REVOKED) and ARGV[5] or '', until_ms = 0,
-    decided_ms = tonumber(ARGV[6]), reason = 'restored', charges = ARGV[5], bucket = bucket })
+    decided_ms = tonumber(ARGV[6]), reason = 'restored', charges = ARGV[5], bucket = bucket,
+    amount = amount })
   if (state == EXPIRED or state == RELEASED) and ARGV[5] == '' then
     -- Its decision is in the ledger already (no `record`): trimmed once the retention passed.
     redis.call('ZADD', K_ENDED, tonumber(ARGV[6]), hold_id)

@@ -1,7 +1,7 @@
 --[[ event_seats_add: add a chunk of seats (id, rank, section) to a DRAFT event, all or none.
 KEYS[1..21] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1..3n] seat_id, rank, section triples, 1 <= n <= 1000 (engine/store.py SEATS_CHUNK_MAX)
-Returns {code, ...}: ADDED n | NOT_FOUND | NOT_DRAFT | DUPLICATE_SEAT seat_id | WRONG_KIND (a stock event)
+Returns {code, ...}: ADDED n | NOT_FOUND | NOT_DRAFT | DUPLICATE_SEAT seat_id | WRONG_KIND kind (a stock event)
 Invariants: seats are only added before the sale opens; a chunk is checked whole before any
 write; a rank is a finite number (an infinite or NaN score, or a chunk past 1000 seats, is a
 caller's bug, refused as such). A chunk costs a handful of commands, whatever its size, so
@@ -9,7 +9,7 @@ one call stays short and Redis serves buyers between the chunks of a large seat 
 local status = redis.call('HGET', K_EVENT, 'status')
 if not status then return { 'NOT_FOUND' } end
 if status ~= 'draft' then return { 'NOT_DRAFT' } end
-if redis.call('HGET', K_EVENT, 'kind') == 'stock' then return { 'WRONG_KIND' } end
+if redis.call('HGET', K_EVENT, 'kind') == 'stock' then return { 'WRONG_KIND', 'stock' } end
 local n = #ARGV / 3
 if #ARGV % 3 ~= 0 or n < 1 or n > 1000 then
   return redis.error_reply('BAD_ARGS 1 to 1000 seat triples expected')

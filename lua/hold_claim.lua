@@ -11,8 +11,8 @@ ARGV[4] claims per second per login (0: no limit)   ARGV[5] burst   ARGV[6] unit
   hold id; otherwise the hold id is ARGV[1] .. ':' .. the window number of now, and a replay is
   looked for in this window and the one before (ended holds are trimmed no sooner than one
   window after they ended, so an id is never used twice: ADR 0018)
-Returns {code, ...}: OK hold_id seats (comma-separated) expires_ms replaced_hold_id ('' if none) |
-  REPLAY hold_id seat expires_ms state | SOLD_OUT restocks (times the event came back from sold
+Returns {code, ...}: OK hold_id seats (comma-separated) expires_ms replaced_hold_id ('' if none)
+  amount (a cart's, 0 for seats) | REPLAY hold_id seat expires_ms state amount | SOLD_OUT restocks (times the event came back from sold
   out) | NOT_ENOUGH_SEATS free (a party larger than what is free, seats are still free) |
   PARTY_TOO_LARGE max_party | SEAT_TAKEN | UNKNOWN_SEAT | NOT_OPEN opens_at_ms | NOT_FOUND |
   CHARGE_IN_FLIGHT previous_hold_id | IDEMPOTENCY_KEY_REUSED | RATE_LIMITED retry_after_ms |
@@ -50,7 +50,8 @@ end
 if existing then
   if existing.login ~= login then return { 'IDEMPOTENCY_KEY_REUSED' } end
   settle(ctx, existing)
-  return { 'REPLAY', existing.id, existing.seat, existing.expires_ms, existing.state }
+  return { 'REPLAY', existing.id, existing.seat, existing.expires_ms, existing.state,
+    existing.amount or 0 }
 end
 
 -- The login's previous checkout: apply the deadline rule first, then decide if it can go.
@@ -147,4 +148,4 @@ h.seat = seat
 put_hold(h)
 redis.call('HSET', K_LOGINS, login, hold_id)
 redis.call('ZADD', K_DEADLINES, h.expires_ms, hold_id)
-return { 'OK', hold_id, seat, h.expires_ms, prev and prev.id or '' }
+return { 'OK', hold_id, seat, h.expires_ms, prev and prev.id or '', h.amount or 0 }

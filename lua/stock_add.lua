@@ -1,14 +1,15 @@
 --[[ stock_add: add SKUs (id, price) to a DRAFT stock event, every counter 0 at every location.
 KEYS[1..21] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
 ARGV[1..2n] sku, price (minor units) pairs, 1 <= n <= 1000
-Returns {code, ...}: ADDED n | NOT_FOUND | NOT_DRAFT | WRONG_KIND (a seat event) | DUPLICATE_SKU sku
+Returns {code, ...}: ADDED n | NOT_FOUND | NOT_DRAFT | WRONG_KIND kind (a seat event) |
+  DUPLICATE_SKU sku
 Invariants: SKUs are only added before the sale opens, a chunk whole or not at all; units come
 in only through stock_correct (the initial count is a correction like any other, so the ledger
 holds every unit's origin). ]]
 local status = redis.call('HGET', K_EVENT, 'status')
 if not status then return { 'NOT_FOUND' } end
 if status ~= 'draft' then return { 'NOT_DRAFT' } end
-if redis.call('HGET', K_EVENT, 'kind') ~= 'stock' then return { 'WRONG_KIND' } end
+if redis.call('HGET', K_EVENT, 'kind') ~= 'stock' then return { 'WRONG_KIND', 'seats' } end
 local n = #ARGV / 2
 if #ARGV % 2 ~= 0 or n < 1 or n > 1000 then
   return redis.error_reply('BAD_ARGS 1 to 1000 sku, price pairs expected')

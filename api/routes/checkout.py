@@ -1,7 +1,7 @@
 """Buyer endpoints: availability, claim, hold status, release, charge, abandon.
 
 The claim is the hot path: token check (CPU only), one EVALSHA, no PostgreSQL. A claim of
-stock lines (ADR 0022) reads its hold back once for its amount; a seat claim never does."""
+stock lines (ADR 0022) is answered with its amount from the same script call."""
 
 import os
 import uuid
@@ -151,9 +151,8 @@ async def claim(request: Request) -> Response:
         c.metrics.claimed(getattr(exc, "code", "error"))
         raise
     c.metrics.claimed("replay" if claimed.replay else "ok")
-    if wanted.lines or "*" in claimed.seat_id:  # a cart (or its replay): its amount
-        h = await c.store.read.hold(event_id, claimed.hold_id)
-        return claimed_response(claimed, h.amount)
+    if "*" in claimed.seat_id:  # a cart (or its replay): its lines and amount
+        return claimed_response(claimed, claimed.amount)
     return claimed_response(claimed)
 
 

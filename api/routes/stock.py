@@ -13,7 +13,6 @@ from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.validate import LIMITS, ident, integer, items, obj, only, stock_ident, text, whole
-from engine import errors
 from engine.stock import COUNTERS, HeldLine, SkuSpec, StockLine, lines_of
 
 SKU_FIELDS = frozenset(("sku", "price_minor", "on_hand"))
@@ -97,11 +96,7 @@ async def stock_table(request: Request) -> Response:
     """Availability per SKU and location: one read of the event's stock hash, never a scan."""
     c = ctx(request)
     event_id = path_id(request, "event_id")
-    table = await c.store.stock.table(event_id)  # EventNotFound for no such event
-    if not table:  # a seat event (a stock event is created with its SKUs)
-        (kind,) = await c.store.read.event_fields(event_id, "kind")
-        if kind != "stock":
-            raise errors.WrongKind(f"stock of event {event_id}", kind=kind or "seats")
+    table = await c.store.stock.table(event_id)  # EventNotFound, WrongKind for a seat event
     skus = []
     for sku, entry in sorted(table.items()):
         locations = [
@@ -150,17 +145,10 @@ async def correct_stock(request: Request) -> Response:
     admin = c.require_admin(request)
     event_id = path_id(request, "event_id")
     new = new_correction(obj(await read_json(request, c.settings.body_max_bytes)), admin)
-    try:
-        done = await c.store.stock.correct(
-            event_id, new.correction_id, new.sku, new.location,
-            set_to=new.set_to, adjust_by=new.adjust_by, reason=new.reason, operator=new.operator,
-        )  # fmt: skip
-    except errors.UnknownSku as exc:  # the script's refusal names nothing: the client's words
-        raise errors.UnknownSku(exc.message, sku=new.sku) from None
-    except errors.UnknownLocation as exc:
-        raise errors.UnknownLocation(exc.message, location=new.location) from None
-    except errors.WrongKind as exc:  # only a seat event refuses a correction by its kind
-        raise errors.WrongKind(exc.message, kind="seats") from None
+    done = await c.store.stock.correct(
+        event_id, new.correction_id, new.sku, new.location,
+        set_to=new.set_to, adjust_by=new.adjust_by, reason=new.reason, operator=new.operator,
+    )  # fmt: skip
     body = {
         "correction_id": done.correction_id,
         "on_hand": done.on_hand,

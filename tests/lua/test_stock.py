@@ -6,7 +6,7 @@ own; R-42 (capture and sweeper at the deadline) has exactly one winner."""
 import pytest
 
 from engine import errors
-from engine.holds import LoginLimits
+from engine.holds import LoginLimits, SeatSpec
 from engine.states import HoldState, LatePolicy
 from engine.stock import SkuSpec, StockLine
 from engine.store import Store
@@ -219,3 +219,35 @@ async def test_a_rebuild_restores_stock_and_sold_lines(store: Store) -> None:
     )
     assert code == "SEAT_NOT_FREE"  # only 3 left: none taken
     assert (await counts(store, "again", "CHAIN", "east"))["sold"] == 2
+
+
+async def test_a_restored_cart_keeps_its_amount_and_a_value_is_one_body_however_written(
+    store: Store,
+) -> None:
+    await store.stock.create_event(
+        "again", ["east"], [SkuSpec("CHAIN", 2_500)], hold_ttl_ms=TTL, quarantine_ms=900_000
+    )
+    await store.restore.stock("again", "CHAIN", "east", 5)
+    await store.restore.hold("again", "c1", "ann", "CHAIN@east*2", "pay", T0, HoldState.CONFIRMED)
+    assert (await store.read.hold("again", "c1")).amount == 5_000
+    await Sale(store, "again").at(T0)
+    await store.open_sale("again")
+    first = await store.scripts.call(
+        "stock_correct", store.keys("again"), ["k1", "CHAIN", "east", "adjust", "+4", "r", "op"]
+    )
+    again = await store.scripts.call(
+        "stock_correct", store.keys("again"), ["k1", "CHAIN", "east", "adjust", "4", "r", "op"]
+    )
+    assert (first[0], again[0], again[1]) == ("APPLIED", "REPLAY", 9)
+
+
+async def test_stock_answers_on_a_seat_event_name_the_kind(store: Store) -> None:
+    await store.create_event("gig", [SeatSpec("A1", 1)], hold_ttl_ms=TTL, quarantine_ms=900_000)
+    with pytest.raises(errors.WrongKind) as wrong:
+        await store.stock.correct("gig", "k1", "CHAIN", "east", set_to=1, reason="r", operator="o")
+    assert wrong.value.public_details() == {"kind": "seats"}
+    with pytest.raises(errors.WrongKind):
+        await store.stock.table("gig")
+    with pytest.raises(errors.EventNotFound):
+        await store.stock.table("nope")
+    assert (await store.read.availability("gig")).kind == "seats"
