@@ -43,6 +43,7 @@ ROUTES = [
     Route("/v1/events/{event_id}", checkout.availability, methods=["GET"]),
     Route("/v1/events/{event_id}/seats", checkout.free_seats, methods=["GET"]),
     Route("/v1/events/{event_id}/stock", stock.stock_table, methods=["GET"]),
+    Route("/v1/events/{event_id}/sections", stock.sections, methods=["GET"]),
     Route("/v1/events/{event_id}/holds/{hold_id}", checkout.hold_status, methods=["GET"]),
     Route("/v1/events/{event_id}/holds/{hold_id}", checkout.release, methods=["DELETE"]),
     Route("/v1/events/{event_id}/holds/{hold_id}/charges", checkout.start_charge, methods=["POST"]),

@@ -83,6 +83,15 @@ OPENAPI: dict[str, Any] = {
             }
         },
         "/v1/events/{event_id}/stock": {"get": STOCK_TABLE_OP},
+        "/v1/events/{event_id}/sections": {
+            "get": {
+                "description": "Seats and free seats per section of a seat map, in rank order "
+                "(one count per section over its rank range, no scan); 409 "
+                "sections_interleaved when the map's sections share rank ranges.",
+                "parameters": [path("event_id")],
+                "responses": {**ok(200, OBJ), **errors_of(400, 404, 409, 503)},
+            }
+        },
         "/v1/events/{event_id}/holds": {
             "post": {
                 "security": BEARER,

@@ -13,6 +13,7 @@ from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.validate import LIMITS, ident, integer, items, obj, only, stock_ident, text, whole
+from engine.sections import section_availability
 from engine.stock import COUNTERS, HeldLine, SkuSpec, StockLine, lines_of
 
 SKU_FIELDS = frozenset(("sku", "price_minor", "on_hand"))
@@ -134,6 +135,19 @@ def new_correction(body: dict[str, Any], admin: str) -> NewCorrection:
         adjust_by=value if modes == ["adjust"] else None,
         reason=text(body, "reason"),
         operator=text(body, "operator", admin),
+    )
+
+
+@endpoint("sections")
+async def sections(request: Request) -> Response:
+    """Seats and free seats per section of a seat map: one ZCOUNT per section over its rank
+    range (engine/sections.py), never a scan; 409 sections_interleaved for a map whose sections
+    share rank ranges."""
+    c = ctx(request)
+    event_id = path_id(request, "event_id")
+    counts = await section_availability(c.store.read, event_id)
+    return json_response(
+        {"sections": [{"section": s.section, "seats": s.seats, "free": s.free} for s in counts]}
     )
 
 

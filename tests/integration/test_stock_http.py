@@ -299,3 +299,12 @@ def test_the_stock_commands_correct_and_show(
     shown = capsys.readouterr().out
     assert "TUBE" in shown and "west" in shown and "7" in shown
     assert main(["stock", "show", "--event", stack.new_event(1)]) == 1
+
+
+def test_free_seats_per_section(stack: Stack) -> None:
+    event_id = stack.new_event(4)  # s0..s3, all in section A
+    assert Shopper(stack, event_id, "ann").claim({"quantity": 2}).status == 201
+    got = stack.send(Call("sections", "GET", f"/v1/events/{event_id}/sections"))
+    assert (got.status, got.body) == (200, {"sections": [{"section": "A", "seats": 4, "free": 2}]})
+    unknown = stack.send(Call("sections", "GET", "/v1/events/no-such-event/sections"))
+    assert (unknown.status, unknown.code) == (404, "event_not_found")
