@@ -17,6 +17,7 @@ CLEAR_CODES = {
     "201",
     "200",
     "sold_out",
+    "not_enough_seats",  # a party larger than the seats still free
     "seat_taken",
     "sale_not_open",
     "charge_in_flight",

@@ -51,6 +51,7 @@ from loadtest.buyer import Answer, BuyerApi, Call, Journey, Patience, Trip, driv
 CLEAR_REFUSALS = frozenset(
     {
         "sold_out",
+        "not_enough_seats",
         "seat_taken",
         "hold_expired",
         "already_confirmed",
@@ -370,7 +371,9 @@ class FlowBuyer(Buyer):
         """Sold out or seat taken: come back later while seats may still return; anything
         else (a failure, already counted, or a charge of ours still in flight): stop."""
         self.refusals += 1
-        if answer.code not in ("sold_out", "seat_taken") or self.refusals > REFUSALS_MAX:
+        if answer.code not in ("sold_out", "not_enough_seats", "seat_taken") or (
+            self.refusals > REFUSALS_MAX
+        ):
             RUN.outcomes[f"stopped after {answer.code}"] += 1
             self.done()
         if answer.code == "sold_out":
