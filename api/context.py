@@ -19,7 +19,7 @@ from api.identity import Identity, bearer_bytes
 from api.limits import AddressLimiter
 from api.settings import ApiSettings
 from engine import errors, keys
-from engine.provider import ProviderClient
+from engine.provider import Provider
 from engine.store import Store
 
 log = logging.getLogger("onsale.api")
@@ -130,7 +130,7 @@ class StoreCollector:
 class Context:
     settings: ApiSettings
     store: Store
-    provider: ProviderClient
+    provider: Provider
     identity: Identity
     metrics: Metrics
     addresses: AddressLimiter

@@ -121,8 +121,8 @@ def jwt_settings(env: Mapping[str, str]) -> JwtSettings:
 class ApiSettings:
     engine: Settings
     admin_token: str  # bearer token of the admin endpoints
-    webhook_secret: str  # shared with the provider, verifies callbacks
-    provider_url: str
+    webhook_secret: str  # shared with the simulator, verifies its callbacks ("" with Stripe)
+    provider_url: str  # the simulator's ("" with Stripe: engine.stripe says where)
     # Buyer identity: the identity provider's JWTs, or (demo and load runs only) signed names.
     jwt: JwtSettings | None = None
     demo_login: bool = False
@@ -159,13 +159,15 @@ class ApiSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "ApiSettings":
         demo = _bool(env, "ONSALE_DEMO_LOGIN", False)
+        engine = Settings.from_env(env)
+        simulator = engine.provider == "simulator"  # Stripe's callbacks have their own secret
         return cls(
-            engine=Settings.from_env(env),
+            engine=engine,
             admin_token=secret(env, "ONSALE_ADMIN_TOKEN"),
-            webhook_secret=secret(env, "ONSALE_WEBHOOK_SECRET"),
+            webhook_secret=secret(env, "ONSALE_WEBHOOK_SECRET", required=simulator),
             webhook_secret_previous=secret(env, "ONSALE_WEBHOOK_SECRET_PREVIOUS", required=False),
             metrics_token=secret(env, "ONSALE_METRICS_TOKEN", required=False),
-            provider_url=_required(env, "ONSALE_PROVIDER_URL"),
+            provider_url=_required(env, "ONSALE_PROVIDER_URL") if simulator else "",
             jwt=jwt_settings(env) if env.get("ONSALE_JWT_JWKS_URL") or not demo else None,
             demo_login=demo,
             token_secret=secret(env, "ONSALE_TOKEN_SECRET", required=demo),

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 
 from engine.holds import Charge, ProviderOutcome
-from engine.provider import OUTCOME_OF_STATUS, ProviderCharge, ProviderClient, ProviderTimeout
+from engine.provider import OUTCOME_OF_STATUS, Provider, ProviderCharge, ProviderTimeout
 from engine.states import ChargeState
 from engine.store import Store
 
@@ -54,7 +54,7 @@ class ProviderReconciler:
     PAGE = 500  # charges read from the watch index per round trip
 
     def __init__(
-        self, store: Store, provider: ProviderClient, *, stale_ms: int, watch_ms: int = 0
+        self, store: Store, provider: Provider, *, stale_ms: int, watch_ms: int = 0
     ) -> None:
         assert stale_ms > 0 and watch_ms >= 0
         self.store, self.provider, self.stale_ms = store, provider, stale_ms

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from engine import keys
 from engine.errors import ChargeNotFound
 from engine.holds import Charge
-from engine.provider import ProviderClient, ProviderRefused, ProviderTimeout
+from engine.provider import Provider, ProviderRefused, ProviderTimeout
 from engine.store import Store
 
 log = logging.getLogger("onsale.refunds")
@@ -39,7 +39,7 @@ class RefundWorker:
     def __init__(
         self,
         store: Store,
-        provider: ProviderClient,
+        provider: Provider,
         *,
         batch_max: int = 100,
         seed: int | None = None,

@@ -2,7 +2,7 @@
 never reads the environment. Every client option is set here explicitly."""
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -38,6 +38,47 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise MissingSetting(f"{name} must be 1 or 0, got {raw!r}")
 
 
+PROVIDERS = ("simulator", "stripe")  # ONSALE_PROVIDER: which payment provider (ADR 0023)
+
+
+@dataclass(frozen=True)
+class StripeSettings:
+    """Stripe through its official library (ADR 0023); the secrets stay out of any repr."""
+
+    api_key: str = field(repr=False)
+    webhook_secret: str = field(repr=False)
+    api_base: str = ""  # "": Stripe's own API; else a Stripe-compatible server (tests, demo)
+    max_network_retries: int = 2  # the library's retries (same idempotency key, backoff)
+    lookback_days: int = 180  # nightly reconciliation lists money moved since then
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "StripeSettings":
+        key = env.get("ONSALE_STRIPE_API_KEY", "")
+        if not key.startswith(("sk_", "rk_")):
+            raise MissingSetting(
+                "ONSALE_STRIPE_API_KEY is not set to a secret key (sk_... or rk_...); "
+                "ONSALE_PROVIDER=stripe needs it"
+            )
+        secret = env.get("ONSALE_STRIPE_WEBHOOK_SECRET", "")
+        if not secret.startswith("whsec_") or len(secret) < 24:
+            raise MissingSetting(
+                "ONSALE_STRIPE_WEBHOOK_SECRET is not set to the endpoint's signing secret "
+                "(whsec_...); ONSALE_PROVIDER=stripe needs it"
+            )
+        base = env.get("ONSALE_STRIPE_API_BASE", "")
+        if base and not base.startswith(("https://", "http://")):
+            raise MissingSetting(f"ONSALE_STRIPE_API_BASE must be an http(s) URL, not {base!r}")
+        return cls(
+            api_key=key,
+            webhook_secret=secret,
+            api_base=base.rstrip("/"),
+            max_network_retries=int_setting(
+                env, "ONSALE_STRIPE_MAX_NETWORK_RETRIES", cls.max_network_retries
+            ),
+            lookback_days=int_setting(env, "ONSALE_STRIPE_LOOKBACK_DAYS", cls.lookback_days),
+        )
+
+
 @dataclass(frozen=True)  # no slots: from_env reads the defaults off the class
 class Settings:
     redis_url: str
@@ -56,8 +97,10 @@ class Settings:
     trim_retention_ms: int = 600_000
     trim_interval_ms: int = 5_000  # pause between trim passes when nothing was left over
     trim_without_ledger: bool = False  # trim events with no ledger group by the retention alone
-    provider_url: str = ""  # required by the worker (refunds, reconciliation)
+    provider: str = "simulator"  # simulator | stripe (ADR 0023)
+    provider_url: str = ""  # the simulator's; required by its worker and API
     provider_timeout_ms: int = 2_000
+    stripe: StripeSettings | None = None  # set (and complete) when provider is stripe
     refund_interval_ms: int = 500
     reconcile_interval_ms: int = 10_000
     reconcile_stale_ms: int = 120_000  # a charge CHARGING longer than this is asked about
@@ -68,6 +111,9 @@ class Settings:
         url = env.get("ONSALE_REDIS_URL")
         if not url:
             raise MissingSetting("ONSALE_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
+        provider = env.get("ONSALE_PROVIDER") or cls.provider
+        if provider not in PROVIDERS:
+            raise MissingSetting(f"ONSALE_PROVIDER must be one of {', '.join(PROVIDERS)}")
         return cls(
             redis_url=url,
             key_prefix=env.get("ONSALE_KEY_PREFIX") or cls.key_prefix,
@@ -87,7 +133,9 @@ class Settings:
             trim_retention_ms=int_setting(env, "ONSALE_TRIM_RETENTION_MS", cls.trim_retention_ms),
             trim_interval_ms=int_setting(env, "ONSALE_TRIM_INTERVAL_MS", cls.trim_interval_ms),
             trim_without_ledger=_bool(env, "ONSALE_TRIM_WITHOUT_LEDGER", cls.trim_without_ledger),
+            provider=provider,
             provider_url=env.get("ONSALE_PROVIDER_URL", ""),
+            stripe=StripeSettings.from_env(env) if provider == "stripe" else None,
             provider_timeout_ms=int_setting(
                 env, "ONSALE_PROVIDER_TIMEOUT_MS", cls.provider_timeout_ms
             ),

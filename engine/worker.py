@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from engine.errors import StoreUnavailable
 from engine.loops import repeat
-from engine.provider import ProviderClient, ProviderTimeout
+from engine.provider import ProviderTimeout, build_provider
 from engine.reconcile import ProviderReconciler
 from engine.refunds import RefundWorker
 from engine.settings import Settings
@@ -33,13 +33,11 @@ def every(
 
 
 async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
-    if not settings.provider_url:
-        raise ValueError("ONSALE_PROVIDER_URL is not set (the worker refunds and reconciles)")
+    provider = build_provider(settings)  # refuses an incomplete configuration before anything
     client = settings.redis_client()
     store = Store(client, prefix=settings.key_prefix, timeout_s=settings.redis_timeout_ms / 1000)
     if not await store.boot():
         log.warning("Redis unreachable at boot; the loops retry until it is back")
-    provider = ProviderClient(settings.provider_url, timeout_ms=settings.provider_timeout_ms)
     sweeper = Sweeper(
         store,
         interval_ms=settings.sweep_interval_ms,

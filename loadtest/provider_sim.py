@@ -19,7 +19,12 @@ It behaves like a card processor that is honest about money and careless about m
   dashboard), `dispute` (opened, won, lost) and `callback` (a signed message about the attempt
   with any field overridden: foreign metadata, a status that disagrees with the type, a wrong
   amount). `contradict_rate` makes some declines capture later.
-Everything random comes from one seeded generator, so a run can be repeated."""
+- GET /v1/test/keys/{key}: the simulator's own record of the latest attempt under a key.
+Everything random comes from one seeded generator, so a run can be repeated.
+
+`--wire stripe` speaks Stripe's API instead (loadtest/provider_sim_stripe_api.py: PaymentIntents,
+Charges, Refunds, Disputes, form-encoded, a bearer secret key) and sends Stripe events signed
+with Stripe-Signature; the books, the plants, /v1/ledger and /v1/config are the same."""
 
 import contextlib
 import logging
@@ -31,11 +36,25 @@ from starlette.routing import Route
 
 from loadtest.provider_sim_charges import SimConfig, Simulator
 from loadtest.provider_sim_plant import Contradictions
+from loadtest.provider_sim_stripe import StripeWire
+from loadtest.provider_sim_stripe_api import StripeApi
 
 
-def create_app(config: SimConfig | None = None) -> Starlette:
-    sim = Simulator(config or SimConfig())
+def create_app(
+    config: SimConfig | None = None, *, wire: str = "native", stripe_api_key: str = ""
+) -> Starlette:
+    """The simulator on its own wire, or on Stripe's (`wire="stripe"`, accepting only the
+    secret key `stripe_api_key`)."""
+    sim = Simulator(config or SimConfig(), StripeWire() if wire == "stripe" else None)
     planted = Contradictions(sim)
+    native = [
+        Route("/v1/charges", sim.create_charge, methods=["POST"]),
+        Route("/v1/charges", sim.find_charge, methods=["GET"]),
+        Route("/v1/charges/{attempt_id}", sim.get_charge, methods=["GET"]),
+        Route("/v1/intents/{intent_id}", sim.get_intent, methods=["GET"]),
+        Route("/v1/refunds", sim.create_refund, methods=["POST"]),
+    ]
+    api = StripeApi(sim, stripe_api_key).routes() if wire == "stripe" else native
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -47,11 +66,7 @@ def create_app(config: SimConfig | None = None) -> Starlette:
 
     app = Starlette(
         routes=[
-            Route("/v1/charges", sim.create_charge, methods=["POST"]),
-            Route("/v1/charges", sim.find_charge, methods=["GET"]),
-            Route("/v1/charges/{attempt_id}", sim.get_charge, methods=["GET"]),
-            Route("/v1/intents/{intent_id}", sim.get_intent, methods=["GET"]),
-            Route("/v1/refunds", sim.create_refund, methods=["POST"]),
+            *api,
             Route("/v1/ledger", sim.get_ledger, methods=["GET"]),
             Route("/v1/config", sim.put_config, methods=["PUT"]),
             Route("/v1/test/attempts/{attempt_id}/capture", planted.capture, methods=["POST"]),
@@ -59,6 +74,7 @@ def create_app(config: SimConfig | None = None) -> Starlette:
             Route("/v1/test/attempts/{attempt_id}/retry", planted.retry, methods=["POST"]),
             Route("/v1/test/attempts/{attempt_id}/dispute", planted.dispute, methods=["POST"]),
             Route("/v1/test/attempts/{attempt_id}/callback", planted.callback, methods=["POST"]),
+            Route("/v1/test/keys/{key}", planted.by_key, methods=["GET"]),
             Route("/healthz", sim.health, methods=["GET"]),
         ],
         lifespan=lifespan,
@@ -88,12 +104,23 @@ def main(argv: list[str] | None = None) -> int:
         "--contradict-rate", type=float, default=0.0, help="share of declines captured later"
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--wire",
+        choices=("native", "stripe"),
+        default="native",
+        help="stripe: Stripe's API and events (ONSALE_STRIPE_API_KEY, _WEBHOOK_SECRET)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    secret = os.environ.get("ONSALE_WEBHOOK_SECRET", "")
+    stripe = args.wire == "stripe"
+    secret_name = "ONSALE_STRIPE_WEBHOOK_SECRET" if stripe else "ONSALE_WEBHOOK_SECRET"
+    secret = os.environ.get(secret_name, "")
     if not secret:
-        parser.error("ONSALE_WEBHOOK_SECRET is not set: the secret callbacks are signed with")
+        parser.error(f"{secret_name} is not set: the secret callbacks are signed with")
+    api_key = os.environ.get("ONSALE_STRIPE_API_KEY", "")
+    if stripe and not api_key:
+        parser.error("ONSALE_STRIPE_API_KEY is not set: the only secret key the API accepts")
     config = SimConfig(
         webhook_url=args.webhook_url,
         webhook_secret=secret,
@@ -107,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
     )
     uvicorn.run(
-        create_app(config),
+        create_app(config, wire=args.wire, stripe_api_key=api_key),
         host=args.host,
         port=args.port,
         loop="uvloop",

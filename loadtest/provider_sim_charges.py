@@ -1,7 +1,10 @@
 """The simulated payment provider's books and the API a merchant calls (loadtest/provider_sim.py
 describes its behaviour): authorization attempts decided at random from one seeded generator,
 refunds, every money movement with its time, and the signed callbacks it sends about them, at
-least once. The endpoints that make it contradict itself are in loadtest/provider_sim_plant.py."""
+least once. The endpoints that make it contradict itself are in loadtest/provider_sim_plant.py.
+
+How its messages look on the wire is a `Wire`: the simulator's own protocol (`NativeWire`, signed
+with Onsale-Signature) or Stripe's (loadtest/provider_sim_stripe.py); the books are the same."""
 
 import asyncio
 import itertools
@@ -10,7 +13,7 @@ import random
 import secrets
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import orjson
@@ -39,6 +42,7 @@ class SimConfig:
     retries_max: int = 12
     refund_fail_rate: float = 0.0
     contradict_rate: float = 0.0  # share of declines that capture anyway after late_delay_ms
+    refund_updated_rate: float = 0.0  # Stripe wire: refunds also announced by refund.updated
     seed: int = 7
 
 
@@ -55,6 +59,7 @@ class Attempt:
     late_until_s: float = 0.0  # a late success answers every call for its key 504 until then
     refunds: list[str] = field(default_factory=list)
     disputed: str = ""  # "" | open | won | lost
+    disputed_s: float = 0.0  # when the dispute was opened
     captured_amount: int = 0  # what was actually captured (a planted capture may differ)
 
 
@@ -62,18 +67,66 @@ def reply(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json")
 
 
+class Wire(Protocol):
+    """How the simulator's messages look to the merchant: ids, events and their signature."""
+
+    name: str
+    attempt_prefix: str
+    intent_prefix: str
+
+    def event(
+        self,
+        sim: "Simulator",
+        kind: str,
+        a: Attempt,
+        data: dict[str, Any],
+        overrides: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The event body for one of the simulator's facts (`kind` in its own words)."""
+        ...
+
+    def signature(self, secret: str, body: bytes, timestamp: int) -> tuple[str, str]: ...
+
+
+class NativeWire:
+    """The simulator's own protocol: its facts as they are, signed with Onsale-Signature."""
+
+    name, attempt_prefix, intent_prefix = "native", "att_", "pi_"
+
+    def event(
+        self,
+        sim: "Simulator",
+        kind: str,
+        a: Attempt,
+        data: dict[str, Any],
+        overrides: dict[str, Any],
+    ) -> dict[str, Any]:
+        data = {**data, **overrides.get("data", {})}
+        if "metadata" in overrides:
+            data["metadata"] = {**a.metadata, **overrides["metadata"]}
+        return {"id": sim.new_id("evt"), "type": kind, "created": int(time.time()), "data": data}
+
+    def signature(self, secret: str, body: bytes, timestamp: int) -> tuple[str, str]:
+        return HEADER, sign(secret, body, timestamp)
+
+
 class Simulator:
-    def __init__(self, config: SimConfig) -> None:
+    def __init__(self, config: SimConfig, wire: Wire | None = None) -> None:
         self.config = config
+        self.wire: Wire = wire or NativeWire()
         self.rng = random.Random(config.seed)
         self.ids = itertools.count(1)
         # Provider ids are unique forever, across restarts of the simulator too.
         self.run = secrets.token_hex(4)
         self.by_key: dict[str, Attempt] = {}
         self.by_attempt: dict[str, Attempt] = {}
+        self.by_intent: dict[str, list[Attempt]] = {}  # oldest first
         self.refunds: dict[str, dict[str, Any]] = {}  # refund idempotency key -> refund
+        self.refund_log: dict[str, dict[str, Any]] = {}  # refund id -> refund, whoever asked
         self.ledger: list[dict[str, Any]] = []
         self.deliveries = 0
+        # Callbacks: events emitted, extra copies of them sent (duplicates), events never sent.
+        self.callbacks = {"events": 0, "duplicates": 0, "lost": 0}
         self.tasks: set[asyncio.Task[None]] = set()
         self.http: httpx.AsyncClient | None = None
 
@@ -83,6 +136,9 @@ class Simulator:
         task = asyncio.create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+    def new_id(self, prefix: str) -> str:
+        return f"{prefix}_{self.run}_{next(self.ids)}"
 
     def _delay_s(self) -> float:
         c = self.config
@@ -95,8 +151,8 @@ class Simulator:
         it answers for its key."""
         n = next(self.ids)
         a = Attempt(
-            f"att_{self.run}_{n}",
-            intent_id or f"pi_{self.run}_{n}",
+            f"{self.wire.attempt_prefix}{self.run}_{n}",
+            intent_id or f"{self.wire.intent_prefix}{self.run}_{n}",
             key,
             amount,
             currency,
@@ -104,6 +160,7 @@ class Simulator:
         )
         self.by_key[key] = a
         self.by_attempt[a.attempt_id] = a
+        self.by_intent.setdefault(a.intent_id, []).append(a)
         return a
 
     async def _send(self, event: dict[str, Any], delay_s: float) -> None:
@@ -112,13 +169,11 @@ class Simulator:
         body = orjson.dumps(event)
         assert self.http is not None
         if not self.config.webhook_secret:
-            log.error("no webhook secret (ONSALE_WEBHOOK_SECRET): event %s not sent", event["id"])
+            log.error("no webhook secret: event %s not sent", event["id"])
             return
         for attempt in range(self.config.retries_max):
-            headers = {
-                HEADER: sign(self.config.webhook_secret, body, int(time.time())),
-                "Content-Type": "application/json",
-            }
+            name, value = self.wire.signature(self.config.webhook_secret, body, int(time.time()))
+            headers = {name: value, "Content-Type": "application/json"}
             try:
                 r = await self.http.post(self.config.webhook_url, content=body, headers=headers)
                 self.deliveries += 1
@@ -130,20 +185,27 @@ class Simulator:
             await asyncio.sleep(min(backoff, 10) * self.rng.uniform(0.5, 1.0))
         log.warning("gave up delivering %s", event["id"])
 
-    def emit(self, kind: str, data: dict[str, Any], delay_s: float) -> None:
-        event = {
-            "id": f"evt_{self.run}_{next(self.ids)}",
-            "type": kind,
-            "created": int(time.time()),
-            "data": data,
-        }
+    def emit(
+        self,
+        kind: str,
+        a: Attempt,
+        data: dict[str, Any],
+        delay_s: float,
+        overrides: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Announce one fact about `a` (at least once, maybe lost); returns the event sent."""
+        event = self.wire.event(self, kind, a, data, overrides or {})
+        self.callbacks["events"] += 1
         if self.rng.random() < self.config.loss_rate:
-            return
+            self.callbacks["lost"] += 1
+            return event
         copies = 1
         if self.rng.random() < self.config.duplicate_rate:
             copies += self.rng.choice((1, 2))
+        self.callbacks["duplicates"] += copies - 1
         for n in range(copies):
             self.spawn(self._send(event, delay_s + n * self._delay_s()))
+        return event
 
     def charge_data(self, a: Attempt) -> dict[str, Any]:
         return {
@@ -178,7 +240,7 @@ class Simulator:
         a.captured_amount = amount
         self.money("capture", a, amount)
         self.ledger[-1]["contradicted"] = contradicted  # it said declined or failed before
-        self.emit("charge.captured", self.charge_data(a), 0.0)
+        self.emit("charge.captured", a, self.charge_data(a), 0.0)
 
     async def decide(self, a: Attempt, outcome: str, delay_s: float) -> None:
         await asyncio.sleep(delay_s)
@@ -186,7 +248,7 @@ class Simulator:
             self.capture(a, a.amount)
             return
         a.status = outcome
-        self.emit(f"charge.{outcome}", self.charge_data(a), 0.0)
+        self.emit(f"charge.{outcome}", a, self.charge_data(a), 0.0)
         if outcome == "declined" and self.rng.random() < self.config.contradict_rate:
             # The provider changes its mind: it captures the attempt it said it declined.
             await asyncio.sleep(self.config.late_delay_ms / 1000)
@@ -207,12 +269,18 @@ class Simulator:
             if time.time() < existing.late_until_s:
                 return reply({"error": "timeout"}, 504)
             return reply(self.charge_data(existing))
-        a = self.new_attempt(
-            key,
-            int(body["amount"]),
-            str(body.get("currency", "EUR")),
-            dict(body.get("metadata", {})),
-        )
+        amount, currency = int(body["amount"]), str(body.get("currency", "EUR"))
+        a = self.open_attempt(key, amount, currency, dict(body.get("metadata", {})))
+        if a.late_until_s:
+            return reply({"error": "timeout"}, 504)  # the client is told "timed out"
+        return reply(self.charge_data(a), 201)
+
+    def open_attempt(
+        self, key: str, amount: int, currency: str, metadata: dict[str, Any]
+    ) -> Attempt:
+        """A new attempt under `key`, its outcome rolled now and announced later; a late one
+        (`late_until_s` set) captures after `late_delay_ms`, its caller told "timed out"."""
+        a = self.new_attempt(key, amount, currency, metadata)
         roll = self.rng.random()
         c = self.config
         if roll < c.decline_rate:
@@ -224,9 +292,9 @@ class Simulator:
         if outcome == "captured" and self.rng.random() < c.late_rate:
             a.late_until_s = time.time() + c.late_delay_ms / 1000
             self.spawn(self.decide(a, "captured", c.late_delay_ms / 1000))
-            return reply({"error": "timeout"}, 504)  # the client is told "timed out"
-        self.spawn(self.decide(a, outcome, self._delay_s()))
-        return reply(self.charge_data(a), 201)
+        else:
+            self.spawn(self.decide(a, outcome, self._delay_s()))
+        return a
 
     async def get_charge(self, request: Request) -> Response:
         a = self.by_attempt.get(request.path_params["attempt_id"])
@@ -255,17 +323,25 @@ class Simulator:
         a = self.by_attempt.get(body.get("attempt_id", "")) or self.by_key.get(
             body.get("idempotency_key", "")
         )
-        if a is None or a.status != "captured":
-            return reply({"error": "not_captured"}, 409)
-        if a.refunds:  # never refunds more than it captured
-            return reply({"error": "already_refunded", "refund_id": a.refunds[0]}, 409)
-        if a.disputed in ("open", "lost"):
-            return reply({"error": "charge_disputed"}, 409)
-        if self.rng.random() < self.config.refund_fail_rate:
-            return reply({"error": "processor_unavailable"}, 503)
+        refusal = self.refusal(a)
+        if refusal is not None:
+            return reply(refusal, 503 if refusal["error"] == "processor_unavailable" else 409)
+        assert a is not None
         refund = self.refund(a, requested_by="merchant")
         self.refunds[key] = refund
         return reply(refund, 201)
+
+    def refusal(self, a: Attempt | None) -> dict[str, Any] | None:
+        """Why the attempt cannot be refunded now (None: it can)."""
+        if a is None or a.status != "captured":
+            return {"error": "not_captured"}
+        if a.refunds:  # never refunds more than it captured
+            return {"error": "already_refunded", "refund_id": a.refunds[0]}
+        if a.disputed in ("open", "lost"):
+            return {"error": "charge_disputed"}
+        if self.rng.random() < self.config.refund_fail_rate:
+            return {"error": "processor_unavailable"}
+        return None
 
     def refund(self, a: Attempt, *, requested_by: str) -> dict[str, Any]:
         refund_id = f"re_{self.run}_{next(self.ids)}"
@@ -278,11 +354,15 @@ class Simulator:
             "status": "succeeded",
             "requested_by": requested_by,  # merchant (our API) | provider (its dashboard)
             "metadata": a.metadata,
+            "created": int(time.time()),
         }
         a.refunds.append(refund_id)
+        self.refund_log[refund_id] = refund
         self.money("refund", a, a.captured_amount)
         self.ledger[-1]["requested_by"] = requested_by
-        self.emit("refund.succeeded", refund, self._delay_s())
+        self.emit("refund.succeeded", a, refund, self._delay_s())
+        if self.wire.name == "stripe" and self.rng.random() < self.config.refund_updated_rate:
+            self.emit("refund.updated", a, refund, 2 * self._delay_s())
         return refund
 
     async def get_ledger(self, request: Request) -> Response:
@@ -299,6 +379,7 @@ class Simulator:
                 "reinstated": reinstated,
                 "net": captured - refunded - disputed + reinstated,
                 "deliveries": self.deliveries,
+                "callbacks": self.callbacks,
                 "pending_deliveries": len(self.tasks),
             }
         )

@@ -5,6 +5,8 @@ on the same intent, refund from its dashboard, open and close a dispute) or send
 message that disagrees with the attempt, so that reconciliation and the money checks have
 something to find."""
 
+import time
+
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
@@ -68,6 +70,7 @@ class Contradictions:
         elif status == "won":
             self.sim.money("dispute_reinstatement", a, a.captured_amount)
         a.disputed = status
+        a.disputed_s = a.disputed_s or time.time()
         data = {
             "dispute_id": f"dp_{a.attempt_id}",
             "attempt_id": a.attempt_id,
@@ -78,18 +81,24 @@ class Contradictions:
             "metadata": a.metadata,
         }
         kind = "charge.dispute.created" if status == "open" else "charge.dispute.closed"
-        self.sim.emit(kind, data, 0.0)
+        self.sim.emit(kind, a, data, 0.0)
         return reply(data, 201)
 
     async def callback(self, request: Request) -> Response:
         """A signed message about the attempt with fields overridden (no money moves):
-        `{"type": ..., "data": {...}, "metadata": {...}}`."""
+        `{"type": ..., "data": {...}, "metadata": {...}}` (on Stripe's wire, `data` overrides
+        fields of the event's object and `metadata` its intent's metadata)."""
         a = self._planted(request)
         if a is None:
             return reply({"error": "not_found"}, 404)
         body = orjson.loads(await request.body() or b"{}")
-        data = self.sim.charge_data(a)
-        data.update(body.get("data", {}))
-        data["metadata"] = {**a.metadata, **body.get("metadata", {})}
-        self.sim.emit(str(body.get("type", f"charge.{a.status}")), data, 0.0)
-        return reply(data, 202)
+        overrides = {"data": body.get("data", {}), "metadata": body.get("metadata", {})}
+        kind = str(body.get("type", f"charge.{a.status}"))
+        event = self.sim.emit(kind, a, self.sim.charge_data(a), 0.0, overrides)
+        return reply(event["data"], 202)
+
+    async def by_key(self, request: Request) -> Response:
+        """The simulator's own record of the latest attempt under an idempotency key (on
+        either wire: tests find the attempt a charge of ours made)."""
+        a = self.sim.by_key.get(request.path_params["key"])
+        return reply(self.sim.charge_data(a)) if a else reply({"error": "not_found"}, 404)

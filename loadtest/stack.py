@@ -52,6 +52,11 @@ class LocalStack:
     api_port: int = field(default_factory=spare_port)
     sim_port: int = field(default_factory=spare_port)
     ledger_dsn: str = ""  # when set: migrate, then run the ledger writer too
+    # simulator: its own protocol; stripe: the API and worker use the Stripe adapter (the
+    # official library) against the simulator speaking Stripe's API (ADR 0023).
+    provider: str = "simulator"
+    stripe_api_key: str = field(default_factory=lambda: f"sk_test_{secrets.token_hex(16)}")
+    stripe_webhook_secret: str = field(default_factory=lambda: f"whsec_{secrets.token_hex(16)}")
     ledger_metrics_port: int = field(default_factory=spare_port)
     procs: list[tuple[str, subprocess.Popen[bytes], IO[bytes]]] = field(default_factory=list)
 
@@ -79,7 +84,18 @@ class LocalStack:
             "ONSALE_LEDGER_METRICS_PORT": str(self.ledger_metrics_port),
             # Without a ledger nothing could ever be durable in it: decisions are told at once.
             "ONSALE_CONFIRM_AFTER": "ledger" if self.ledger_dsn else "redis",
+            **self.provider_env(),
             **self.extra_env,
+        }
+
+    def provider_env(self) -> dict[str, str]:
+        if self.provider != "stripe":
+            return {"ONSALE_PROVIDER": "simulator"}
+        return {
+            "ONSALE_PROVIDER": "stripe",
+            "ONSALE_STRIPE_API_KEY": self.stripe_api_key,
+            "ONSALE_STRIPE_WEBHOOK_SECRET": self.stripe_webhook_secret,
+            "ONSALE_STRIPE_API_BASE": self.sim_url,
         }
 
     def _start(
@@ -104,6 +120,7 @@ class LocalStack:
             str(self.sim_port),
             "--webhook-url",
             f"{self.api_url}/v1/provider/callbacks",
+            *(("--wire", "stripe") if self.provider == "stripe" else ()),
             *self.sim_args,
             env=env,
             module="loadtest.provider_sim",

@@ -31,8 +31,8 @@ Classes:
   corrections add up to, or whose sold units are not its sold lines in the ledger
   (persistence/stock_ledger.py). Never repaired: a person finds out which side is right."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 
@@ -41,8 +41,9 @@ from engine.holds import Charge, Hold, ProviderReversal
 from engine.provider import (
     DISPUTE_STILL_OUT,
     LEDGER_MONEY_SIGN,
+    MoneyMovement,
+    Provider,
     ProviderCharge,
-    ProviderClient,
 )
 from engine.reads import stream_id
 from engine.reconcile import provider_record_outcome
@@ -68,12 +69,14 @@ class ProviderAttempt:
     withdrawn: bool = False
 
 
-def owner_event(entry: dict[str, Any]) -> str:
+def owner_event(entry: MoneyMovement) -> str:
     """The event an attempt's money belongs to: the one our key names, else its metadata's."""
     return keys.event_of_charge_key(str(entry["idempotency_key"])) or str(entry.get("event_id", ""))
 
 
-def provider_attempts(entries: list[dict[str, Any]], event_id: str) -> dict[str, ProviderAttempt]:
+def provider_attempts(
+    entries: Sequence[MoneyMovement], event_id: str
+) -> dict[str, ProviderAttempt]:
     out: dict[str, ProviderAttempt] = {}
     for e in entries:
         if e["kind"] not in LEDGER_MONEY_SIGN or owner_event(e) != event_id:
@@ -95,7 +98,7 @@ class _Event:
         store: Store,
         conn: asyncpg.Connection,
         writer: LedgerWriter,
-        provider: ProviderClient,
+        provider: Provider,
         attempts: dict[str, ProviderAttempt],
         event_id: str,
         grace_ms: int,
@@ -330,10 +333,10 @@ async def reconcile_event(
     store: Store,
     conn: asyncpg.Connection,
     writer: LedgerWriter,
-    entries: list[dict[str, Any]],
+    entries: Sequence[MoneyMovement],
     event_id: str,
     *,
-    provider: ProviderClient,
+    provider: Provider,
     grace_ms: int,
 ) -> EventReport:
     run = _Event(
@@ -369,7 +372,7 @@ async def reconcile_event(
     return run.report
 
 
-async def provider_entries(provider: ProviderClient) -> list[dict[str, Any]]:
-    ledger = await provider.ledger()
-    entries: list[dict[str, Any]] = ledger["entries"]
-    return entries
+async def provider_entries(provider: Provider) -> list[MoneyMovement]:
+    """Every money movement the provider holds for us, through the provider interface (the
+    simulator's ledger, or Stripe's charges and disputes: ADR 0023)."""
+    return await provider.money_movements()

@@ -4,14 +4,14 @@ At-least-once in, process-once effect: a duplicate is answered 200 with the reco
 beside the charge's and the hold's states now; we answer 5xx only when we could not record the
 callback (so the provider retries).
 
-Authenticated is not believed: `engine.provider.parse_callback` only reads the message's fields
-and routes it by the charge key we minted; the deciding script checks every field against the
-charge we created (ADR 0014)."""
+The deployment's provider adapter verifies the signature over the exact bytes received and reads
+the message (`Provider.parse_callback`, ADR 0023); authenticated is not believed: it only reads
+the message's fields and routes it by the charge key we minted; the deciding script checks every
+field against the charge we created (ADR 0014). An authentic message about nothing the engine
+follows (a dispute inquiry, a pending refund) is answered 200 `IGNORED` and applied never."""
 
 import contextlib
-import time
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -21,8 +21,8 @@ from api.errors import ApiError
 from api.responses import json_response, read_body
 from engine.errors import HoldNotFound
 from engine.holds import OutcomeResult, ProviderOutcome
-from engine.provider import BadCallback, parse_callback
-from engine.signing import HEADER, BadSignature, verify
+from engine.provider import BadCallback, Ignored, ProviderTimeout
+from engine.signing import BadSignature
 from engine.store import Store
 
 RAW_CALLBACKS_MAX = 1_000_000  # approximate cap of the raw callback stream per event
@@ -33,21 +33,16 @@ async def provider_callback(request: Request) -> Response:
     c = ctx(request)
     raw = await read_body(request, c.settings.body_max_bytes)
     try:
-        verify(
-            c.settings.webhook_secrets,
-            raw,
-            request.headers.get(HEADER),
-            time.time(),
-            c.settings.webhook_tolerance_s,
-        )
+        parsed = await c.provider.parse_callback(raw, request.headers)
     except BadSignature as exc:
         raise ApiError(401, "bad_signature", str(exc)) from None
-    try:
-        parsed = parse_callback(orjson.loads(raw))
-    except orjson.JSONDecodeError:
-        raise ApiError(400, "invalid_request", "callback is not JSON") from None
     except BadCallback as exc:
         raise ApiError(400, "invalid_request", str(exc)) from None
+    except ProviderTimeout:  # the provider could not say whose money moved: it retries
+        raise ApiError(503, "provider_not_answering", "the provider did not answer") from None
+    if isinstance(parsed, Ignored):
+        c.metrics.decisions.labels("callback_ignored").inc()
+        return json_response({"decision": "IGNORED", "duplicate": False, "reason": parsed.reason})
     message = parsed.message
     # Keep the raw callback for replay and audit before acting on it.
     await c.store.notes.keep_raw_callback(

@@ -273,7 +273,7 @@ async def start_charge(request: Request) -> Response:
     # One charge for the whole party; a cart's amount was fixed by its claim (ADR 0022).
     price = h.amount if h.is_stock else event.price_minor * len(h.seat_ids)
     started = await c.store.start_charge(event_id, h.hold_id, login_name, charge_id, price)
-    provider_status = "processing"
+    provider_status, client_secret = "processing", ""
     if not started.replay or started.state == "CHARGING":
         try:
             pc = await c.provider.create_charge(
@@ -292,7 +292,7 @@ async def start_charge(request: Request) -> Response:
                 # say nothing about it to the buyer; its callbacks are verified on arrival.
                 provider_status = "unverified"
             else:
-                provider_status = pc.status
+                provider_status, client_secret = pc.status, pc.client_secret
         except ProviderTimeout:
             provider_status = "timeout"  # outcome unknown: the callback or reconciliation decides
         except ProviderRefused as exc:
@@ -306,6 +306,9 @@ async def start_charge(request: Request) -> Response:
             "amount": price,
             "currency": event.currency,
             "provider_status": provider_status,
+            # The buyer's page confirms the payment with the provider (Stripe.js) with this;
+            # None for a provider that needs nothing (the simulator) or an unverified answer.
+            "client_secret": client_secret or None,
             "expires_ms": h.expires_ms,
         },
         202,

@@ -19,13 +19,14 @@ import httpx
 import pytest
 import redis.asyncio as redis_asyncio
 
-from engine.provider import ProviderClient
+from engine.provider import build_provider
+from engine.settings import Settings
 from engine.store import Store
 from loadtest.buyer import BuyerApi
 from persistence import database
 from persistence.database import create_pool
 from persistence.migrate import migrate
-from persistence.nightly import reconcile_event
+from persistence.nightly import provider_entries, reconcile_event
 from persistence.nightly_report import EventReport
 from persistence.rebuild import rebuild
 from persistence.writer import LedgerWriter
@@ -384,19 +385,21 @@ def test_nightly_finds_what_the_provider_did_without_telling_us(
 
 
 async def _nightly(stack: Stack, dsn: str, event_id: str) -> EventReport:
+    """The nightly run on one event, through the provider interface of the stack's deployment
+    (the simulator's protocol, or Stripe's: tests/integration/test_stripe.py)."""
     client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
     pool = await create_pool(dsn, size_max=2, timeout_s=5)
-    provider = ProviderClient(stack.sim)
+    provider = build_provider(Settings.from_env(stack.local.env()))
     try:
         store = Store(client, prefix=stack.prefix)
         writer = LedgerWriter(client, pool, prefix=stack.prefix, consumer="n", batch_max=500)
         while await writer.step(event_id):
             pass
+        entries = await provider_entries(provider)
         async with pool.acquire() as conn:
             return await reconcile_event(
-                store, conn, writer, stack.ledger()["entries"], event_id,
-                provider=provider, grace_ms=0,
-            )  # fmt: skip
+                store, conn, writer, entries, event_id, provider=provider, grace_ms=0
+            )
     finally:
         await provider.aclose()
         await pool.close()

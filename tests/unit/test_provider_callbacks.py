@@ -1,13 +1,16 @@
 """engine.provider.parse_callback: reads a callback as sent, routes it by the key we minted, and
 coerces nothing (the deciding script judges the values)."""
 
+import time
 from typing import Any
 
+import orjson
 import pytest
 
 from engine import keys
 from engine.holds import ProviderOutcome, ProviderReversal
-from engine.provider import BadCallback, parse_callback
+from engine.provider import BadCallback, Callback, SimulatorProvider, parse_callback
+from engine.signing import HEADER, BadSignature, sign
 
 KEY = keys.charge_key("ev-a", "h1", "alice", "k1")
 
@@ -78,3 +81,26 @@ def test_money_moved_after_a_capture_is_a_reversal(kind: str, status: str, want:
 def test_an_unreadable_callback_is_refused(event: Any) -> None:
     with pytest.raises(BadCallback):
         parse_callback(event)
+
+
+async def test_the_simulator_adapter_verifies_before_it_reads() -> None:
+    """Signature first (either secret of a rollover), over the exact bytes; then JSON."""
+    provider = SimulatorProvider("http://sim", callback_secrets=("s" * 32, "p" * 32))
+    body = orjson.dumps(message())
+    now = int(time.time())
+    try:
+        for secret in ("s" * 32, "p" * 32):
+            parsed = await provider.parse_callback(body, {HEADER: sign(secret, body, now)})
+            assert isinstance(parsed, Callback) and parsed.event_id == "ev-a"
+        refused = [
+            {HEADER: sign("x" * 32, body, now)},
+            {HEADER: sign("s" * 32, body, now - 3600)},
+            {},
+        ]
+        for headers in refused:
+            with pytest.raises(BadSignature):
+                await provider.parse_callback(body, headers)
+        with pytest.raises(BadCallback):
+            await provider.parse_callback(b"{nope", {HEADER: sign("s" * 32, b"{nope", now)})
+    finally:
+        await provider.aclose()

@@ -1,0 +1,61 @@
+"""The provider is chosen per deployment (ONSALE_PROVIDER) and boot refuses an incomplete
+configuration, naming the variable; secrets never show in a repr."""
+
+from typing import Any
+
+import pytest
+
+from engine.providers import SimulatorProvider, build_provider
+from engine.providers.stripe_client import StripeProvider
+from engine.settings import MissingSetting, Settings
+from tests.conftest import API_TEST_ENV
+
+STRIPE = {
+    "ONSALE_REDIS_URL": "redis://x",
+    "ONSALE_PROVIDER": "stripe",
+    "ONSALE_STRIPE_API_KEY": "sk_test_Zr4mQ8vN2xK7pL1w",
+    "ONSALE_STRIPE_WEBHOOK_SECRET": "whsec_Bf6tY3nH9cJ2qW5e8rU1",
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"ONSALE_PROVIDER": "paypal"}, "ONSALE_PROVIDER"),
+        ({"ONSALE_STRIPE_API_KEY": ""}, "ONSALE_STRIPE_API_KEY"),
+        ({"ONSALE_STRIPE_API_KEY": "pk_test_publishable"}, "ONSALE_STRIPE_API_KEY"),
+        ({"ONSALE_STRIPE_WEBHOOK_SECRET": ""}, "ONSALE_STRIPE_WEBHOOK_SECRET"),
+        ({"ONSALE_STRIPE_WEBHOOK_SECRET": "whsec_short"}, "ONSALE_STRIPE_WEBHOOK_SECRET"),
+        ({"ONSALE_STRIPE_API_BASE": "ftp://x"}, "ONSALE_STRIPE_API_BASE"),
+        ({"ONSALE_STRIPE_MAX_NETWORK_RETRIES": "many"}, "ONSALE_STRIPE_MAX_NETWORK_RETRIES"),
+    ],
+)
+def test_an_incomplete_stripe_configuration_stops_boot(change: dict[str, str], named: str) -> None:
+    with pytest.raises(MissingSetting, match=named):
+        Settings.from_env({**STRIPE, **change})
+
+
+async def test_each_deployment_gets_its_provider() -> None:
+    stripe = Settings.from_env({**STRIPE, "ONSALE_STRIPE_API_BASE": "http://127.0.0.1:1/"})
+    assert stripe.stripe is not None and stripe.stripe.api_base == "http://127.0.0.1:1"
+    assert "sk_test" not in repr(stripe) and "whsec" not in repr(stripe)
+    p = build_provider(stripe)
+    assert isinstance(p, StripeProvider) and p.name == "stripe"
+    await p.aclose()
+    sim = Settings.from_env({"ONSALE_REDIS_URL": "redis://x", "ONSALE_PROVIDER_URL": "http://s"})
+    assert (sim.provider, sim.stripe) == ("simulator", None)
+    q = build_provider(sim, callback_secrets=("a" * 32,))
+    assert isinstance(q, SimulatorProvider) and q.callback_secrets == ("a" * 32,)
+    await q.aclose()
+    with pytest.raises(MissingSetting, match="ONSALE_PROVIDER_URL"):
+        build_provider(Settings.from_env({"ONSALE_REDIS_URL": "redis://x"}))
+
+
+def test_a_stripe_api_needs_neither_the_simulators_secret_nor_its_url() -> None:
+    from api.settings import ApiSettings
+
+    env: dict[str, Any] = {**STRIPE, **API_TEST_ENV}
+    api = ApiSettings.from_env(env)
+    assert (api.webhook_secret, api.provider_url, api.engine.provider) == ("", "", "stripe")
+    with pytest.raises(MissingSetting, match="ONSALE_WEBHOOK_SECRET"):
+        ApiSettings.from_env({**env, "ONSALE_PROVIDER": "simulator", "ONSALE_PROVIDER_URL": "x"})
