@@ -20,11 +20,12 @@ from api.errors import error_response
 from api.hotpath import HotRoute
 from api.identity import DemoTokens, Identity, Jwks, JwtTokens
 from api.limits import AddressLimiter
-from api.routes import admin, callbacks, checkout, logins, meta, stock
+from api.routes import admin, callbacks, checkout, logins, meta, stock, webhooks
 from api.settings import ApiSettings
+from api.webhooks_db import WebhookDb, WebhookDbSettings
 from engine import errors
 from engine.loops import repeat
-from engine.provider import ProviderClient
+from engine.provider import build_provider
 from engine.soldout import SoldOutMemory
 from engine.store import Store
 
@@ -61,6 +62,7 @@ ROUTES = [
     Route("/v1/admin/events/{event_id}/exceptions", admin.exceptions, methods=["GET"]),
     Route("/v1/admin/events/{event_id}/stock/corrections", stock.correct_stock, methods=["POST"]),
     Route("/v1/admin/logins/{login}/revoke", logins.revoke_login, methods=["POST"]),
+    *webhooks.ROUTES,  # merchant webhooks (ADR 0024)
 ]
 
 
@@ -116,7 +118,8 @@ def _background(ctx: Context, jwks: Jwks | None, stop: asyncio.Event) -> list[as
     return tasks
 
 
-def create_app(settings: ApiSettings) -> HotRoute:
+# `hooks`: the database of the merchant webhook routes (None: they answer 503, ADR 0024).
+def create_app(settings: ApiSettings, hooks: WebhookDbSettings | None = None) -> HotRoute:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         client = settings.engine.redis_client()
@@ -137,7 +140,11 @@ def create_app(settings: ApiSettings) -> HotRoute:
                 ttl_s=settings.engine.sold_out_memory_ms / 1000,
             )
             await store.sold_out.start()
-        provider = ProviderClient(settings.provider_url, timeout_ms=settings.provider_timeout_ms)
+        provider = build_provider(
+            settings.engine,
+            callback_secrets=settings.webhook_secrets,
+            tolerance_s=settings.webhook_tolerance_s,
+        )
         identity, jwks = _identity(settings)
         if jwks is not None and not await jwks.fetch_quietly():
             log.warning("identity provider keys unavailable at boot; buyers get 503 until fetched")
@@ -151,11 +158,14 @@ def create_app(settings: ApiSettings) -> HotRoute:
             addresses=AddressLimiter(limits.address_per_s, limits.address_burst),
         )
         app.state.ctx.metrics.registry.register(StoreCollector(store))
+        app.state.webhooks = WebhookDb(hooks) if hooks is not None else None
         stop = asyncio.Event()
         tasks = _background(app.state.ctx, jwks, stop)
         yield
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if app.state.webhooks is not None:
+            await app.state.webhooks.close()
         if jwks is not None:
             await jwks.close()
         if store.sold_out is not None:
@@ -173,4 +183,4 @@ def create_app(settings: ApiSettings) -> HotRoute:
 
 def app_from_env() -> HotRoute:
     """The uvicorn factory: `uvicorn --factory api.app:app_from_env`."""
-    return create_app(ApiSettings.from_env(os.environ))
+    return create_app(ApiSettings.from_env(os.environ), WebhookDbSettings.from_env(os.environ))

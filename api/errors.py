@@ -64,6 +64,15 @@ STATUS: dict[str, int] = {
     "not_yet_durable": 503,
     e.Recovering.code: 503,
     "provider_unavailable": 502,
+    "provider_not_answering": 503,  # a callback's provider lookup timed out: it retries
+    # Merchant webhooks (api/routes/webhooks.py, ADR 0024).
+    "invalid_webhook_url": 400,
+    "unknown_event_type": 400,
+    "webhook_endpoint_not_found": 404,
+    "webhook_delivery_not_found": 404,
+    "webhook_endpoint_disabled": 409,
+    "too_many_webhook_endpoints": 409,
+    "webhooks_unavailable": 503,
 }
 
 

@@ -26,6 +26,7 @@ from api.openapi_parts import (
     path,
     query,
 )
+from api.openapi_webhooks import WEBHOOK_PATHS
 from api.settings import ApiSettings
 from api.validate import LIMITS, SEATS_MAX, SECTION_CHARS_MAX
 
@@ -200,7 +201,9 @@ OPENAPI: dict[str, Any] = {
         "/v1/provider/callbacks": {
             "post": {
                 "description": "Signed with Onsale-Signature: t=<unix s>,v1=<hex HMAC-SHA256>, "
-                f"t within {ApiSettings.webhook_tolerance_s} s of now by default. A duplicate "
+                f"t within {ApiSettings.webhook_tolerance_s} s of now by default; with "
+                "ONSALE_PROVIDER=stripe, Stripe's events signed with Stripe-Signature (ADR "
+                "0023), an event the engine does not follow answered 200 `IGNORED`. A duplicate "
                 "(same provider event id) answers the recorded decision with the charge's and "
                 "the hold's states now beside the recorded ones (`recorded`).",
                 "requestBody": json_body(OBJ),
@@ -305,5 +308,6 @@ OPENAPI: dict[str, Any] = {
                 "responses": {**ok(200, OBJ), **errors_of(400, 401, 404, 429, 503)},
             }
         },
+        **WEBHOOK_PATHS,  # merchant webhooks (api/openapi_webhooks.py, ADR 0024)
     },
 }

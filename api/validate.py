@@ -15,6 +15,7 @@ from typing import Any
 from api.errors import ApiError
 from engine import keys
 from engine.stock import valid_stock_id
+from engine.webhooks import EVENT_TYPES
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ LIMITS: Mapping[str, Bound] = MappingProxyType(
         "price_minor": Bound(0, 10**12),
         "opens_at_ms": Bound(0, EXACT_MAX),  # 0: now, by the server clock
         "rank": Bound(-RANK_ABS_MAX, RANK_ABS_MAX, integer=False),
-        "limit": Bound(1, 500),  # free seats listed by one request
+        "limit": Bound(1, 500),  # items listed by one request (free seats, deliveries)
         "charging_older_than_ms": Bound(0, EXACT_MAX),
         "quantity": Bound(1, PARTY_MAX),  # seats one claim asks for: a party (one hold, one charge)
         "max_party": Bound(1, PARTY_MAX),  # an event's own cap on a party (at most "quantity")
@@ -66,6 +67,13 @@ LIMITS: Mapping[str, Bound] = MappingProxyType(
         "adjust": Bound(-(10**9), 10**9),  # a correction: the change of the on-hand count
         "reason": Bound(1, 500, of="chars"),  # why a count was corrected
         "operator": Bound(1, 64, of="chars"),  # who corrected it
+        # Merchant webhooks (ADR 0024): an endpoint's URL, what it is for, the types it wants;
+        # how long a rotated-out secret still signs; failed deliveries replayed from when.
+        "url": Bound(1, 2_048, of="chars"),
+        "description": Bound(0, 500, of="chars"),
+        "event_types": Bound(1, len(EVENT_TYPES), of="items"),
+        "keep_previous_s": Bound(0, 7 * 86_400),
+        "since_ms": Bound(0, EXACT_MAX),
     }
 )
 assert (

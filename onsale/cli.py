@@ -21,7 +21,7 @@ from onsale.stock_command import add_stock_parser, run_stock
 if TYPE_CHECKING:
     from engine.store import Store
     from persistence.nightly_report import EventReport
-    from persistence.settings import LedgerSettings
+    from persistence.settings import LedgerSettings, SenderSettings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,10 +145,11 @@ def raise_open_files() -> str:
 
 
 def _ledger_command(args: argparse.Namespace) -> int:
-    from persistence.settings import LedgerSettings
+    from persistence.settings import LedgerSettings, SenderSettings
 
     try:
         settings = LedgerSettings.from_env(os.environ)
+        hooks = SenderSettings.from_env(os.environ)  # merchant webhooks sent by `onsale ledger`
     except MissingSetting as exc:
         print(f"onsale: {exc}", file=sys.stderr)
         return 2
@@ -156,7 +157,7 @@ def _ledger_command(args: argparse.Namespace) -> int:
         return asyncio.run(_rebuild(settings, args.event_id, args.force))
     if args.command == "reconcile":
         return asyncio.run(_reconcile(settings, args.event, args.json, args.grace_ms))
-    return asyncio.run(_ledger(args.command, settings))
+    return asyncio.run(_ledger(args.command, settings, hooks))
 
 
 async def _rebuild(settings: "LedgerSettings", event_id: str, force: bool) -> int:
@@ -214,21 +215,21 @@ async def _reconcile(
     import orjson
     from rich.progress import Progress
 
-    from engine.provider import ProviderClient
+    from engine.providers import build_provider
+    from engine.settings import MissingSetting
     from persistence.database import create_pool
     from persistence.nightly import provider_entries, reconcile_event
     from persistence.nightly_report import as_json
     from persistence.writer import LedgerWriter
 
-    if not settings.engine.provider_url:
-        print("onsale: ONSALE_PROVIDER_URL is not set", file=sys.stderr)
+    try:  # the deployment's provider (ONSALE_PROVIDER), through the provider interface
+        provider = build_provider(settings.engine)
+    except MissingSetting as exc:
+        print(f"onsale: {exc}", file=sys.stderr)
         return 2
     console = Console()
     pool = await create_pool(settings.pg_dsn, size_max=2, timeout_s=settings.pg_timeout_ms / 1000)
     client = settings.engine.redis_client()
-    provider = ProviderClient(
-        settings.engine.provider_url, timeout_ms=settings.engine.provider_timeout_ms
-    )
     reports = []
     try:
         store = _store(settings, client)
@@ -293,7 +294,9 @@ def _print_reconcile(console: Console, reports: list["EventReport"], left: int) 
     console.print(f"{left} unrepaired" if left else "clean: nothing left unrepaired")
 
 
-async def _ledger(command: str, settings: "LedgerSettings") -> int:
+async def _ledger(
+    command: str, settings: "LedgerSettings", hooks: "SenderSettings | None" = None
+) -> int:
     import socket
 
     from persistence.database import create_pool
@@ -326,7 +329,9 @@ async def _ledger(command: str, settings: "LedgerSettings") -> int:
         metrics = LedgerMetrics()
         start_http_server(settings.metrics_port, addr="127.0.0.1", registry=metrics.registry)
         try:
-            await writer.run(asyncio.Event(), idle_s=settings.idle_ms / 1000, metrics=metrics)
+            await writer.run(
+                asyncio.Event(), idle_s=settings.idle_ms / 1000, metrics=metrics, webhooks=hooks
+            )
         finally:
             await client.aclose()
         return 0

@@ -168,3 +168,66 @@ select entity_id, from_state, to_state, policy, policy_version, shadow_policy, s
 from decisions
 where event_id = $1 and kind = 'policy'
 order by stream_ms, stream_seq
+
+-- name: webhook_fan_out_context
+-- Before a batch's notifications are fanned out: the event's currency (an order's amount names
+-- it), and whether any endpoint could receive anything at all (none: nothing to write).
+select (select currency from event_configs where event_id = $1) as currency,
+  exists (select 1 from webhook_endpoints where enabled and deleted_at is null) as any_endpoint
+
+-- name: insert_webhook_deliveries
+-- One delivery per live endpoint subscribed to the notification's type, in the transaction
+-- that mirrors its decision (ADR 0024); a replayed batch writes nothing twice. $6: the charge
+-- whose win the notification needs ('' : none), read from the decisions the ledger holds.
+insert into webhook_deliveries (endpoint_id, event_id, decision_id, message_id, event_type, body)
+select e.endpoint_id, $1, $2, $3, $4, $5
+from webhook_endpoints e
+where e.enabled and e.deleted_at is null and $4 = any (e.event_types)
+  and ($6 = '' or exists (
+    select 1 from decisions d
+    where d.event_id = $1 and d.kind = 'charge' and d.entity_id = $6
+      and d.to_state = 'CAPTURED' and d.terminal))
+on conflict (endpoint_id, event_id, decision_id) do nothing
+
+-- name: claim_webhook_deliveries
+-- At most $1 due deliveries of live endpoints, each leased for $2 ms (its attempt counted): a
+-- sender that dies mid-attempt leaves it due again when the lease passes; two senders never
+-- claim the same delivery (SKIP LOCKED). $3: the secret a rotation replaced signs beside the
+-- new one while it is still valid.
+with due as (
+  select d.delivery_id from webhook_deliveries d
+  join webhook_endpoints e on e.endpoint_id = d.endpoint_id
+  where d.status = 'pending' and d.next_attempt_at <= now()
+    and e.enabled and e.deleted_at is null
+  order by d.next_attempt_at
+  limit $1
+  for update of d skip locked
+)
+update webhook_deliveries d set attempts = d.attempts + 1, last_attempt_at = now(),
+  next_attempt_at = now() + $2 * interval '1 millisecond'
+from due, webhook_endpoints e
+where d.delivery_id = due.delivery_id and e.endpoint_id = d.endpoint_id
+returning d.delivery_id, d.endpoint_id, d.message_id, d.body, d.attempts, e.url, e.secret,
+  case when e.previous_until > now() then e.previous_secret else '' end as previous_secret,
+  extract(epoch from (now() - d.window_from)) * 1000 as age_ms
+
+-- name: webhook_delivered
+update webhook_deliveries set status = 'delivered', delivered_at = now(), last_status = $2,
+  last_error = ''
+where delivery_id = $1
+
+-- name: webhook_not_delivered
+-- The next attempt $4 ms from now, or failed (still replayable) when that would be past the
+-- maximum age ($5 ms from its creation or last replay). A delivery another attempt delivered
+-- meanwhile stays delivered.
+update webhook_deliveries set last_status = $2, last_error = $3,
+  next_attempt_at = now() + $4 * interval '1 millisecond',
+  status = case when now() + $4 * interval '1 millisecond'
+    > window_from + $5 * interval '1 millisecond' then 'failed' else 'pending' end
+where delivery_id = $1 and status = 'pending'
+
+-- name: webhook_endpoint_gone
+-- The endpoint answered 410 Gone: it wants nothing more (Standard Webhooks); an operator may
+-- enable it again.
+update webhook_endpoints set enabled = false, disabled_reason = 'gone', updated_at = now()
+where endpoint_id = $1 and enabled

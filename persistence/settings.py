@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from engine.settings import MissingSetting, Settings, int_setting
+from engine.settings import MissingSetting, Settings, _bool, int_setting
 
 
 @dataclass(frozen=True)
@@ -33,4 +33,34 @@ class LedgerSettings:
             claim_idle_ms=int_setting(env, "ONSALE_LEDGER_CLAIM_IDLE_MS", cls.claim_idle_ms),
             retention_ms=int_setting(env, "ONSALE_OUTBOX_RETENTION_MS", cls.retention_ms),
             metrics_port=int_setting(env, "ONSALE_LEDGER_METRICS_PORT", cls.metrics_port),
+        )
+
+
+@dataclass(frozen=True)
+class SenderSettings:
+    """The merchant webhook sender (ADR 0024), run by `onsale ledger` beside the writer.
+    ONSALE_MERCHANT_WEBHOOK_* (the provider's callback secret is ONSALE_WEBHOOK_SECRET: another
+    direction, another thing)."""
+
+    enabled: bool = True  # 0: this ledger process sends nothing (another one does)
+    timeout_ms: int = 15_000  # one attempt's whole wait (Standard Webhooks: 15 to 30 s)
+    batch_max: int = 32  # deliveries claimed and sent at once
+    interval_ms: int = 500  # pause when nothing was due
+    backoff_ms: int = 5_000  # the first retry's delay; doubled each attempt, jittered
+    backoff_max_ms: int = 3_600_000  # the longest delay between two attempts
+    max_age_ms: int = 3 * 86_400_000  # no attempt past this age: the delivery is failed
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "SenderSettings":
+        def ms(name: str, default: int) -> int:
+            return int_setting(env, f"ONSALE_MERCHANT_WEBHOOK_{name}", default)
+
+        return cls(
+            enabled=_bool(env, "ONSALE_MERCHANT_WEBHOOKS", cls.enabled),
+            timeout_ms=ms("TIMEOUT_MS", cls.timeout_ms),
+            batch_max=ms("BATCH_MAX", cls.batch_max),
+            interval_ms=ms("INTERVAL_MS", cls.interval_ms),
+            backoff_ms=ms("BACKOFF_MS", cls.backoff_ms),
+            backoff_max_ms=ms("BACKOFF_MAX_MS", cls.backoff_max_ms),
+            max_age_ms=ms("MAX_AGE_MS", cls.max_age_ms),
         )

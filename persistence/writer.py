@@ -13,11 +13,14 @@
 - Verified raw callbacks (the event's capped `raw_callbacks` stream) are copied the same way
   into `raw_callbacks`, the first delivery of each provider event id kept: the provider's own
   words stay available after Redis trims or loses them.
+- A decision that notifies the merchant gets its webhook deliveries in the same transaction
+  (persistence/notify.py); `run` also runs the webhook sender beside the writer (ADR 0024).
 - PostgreSQL down: the batch stays pending, the worker backs off (capped, jittered) and
   catches up when it returns; Redis keeps the entries meanwhile (the lag is reported)."""
 
 import asyncio
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +36,11 @@ from engine.store import Store
 from persistence.fencing import Fencer
 from persistence.ledger_rows import Rows, config_row, to_row
 from persistence.metrics import LedgerMetrics
+from persistence.notify import fan_out
 from persistence.queries import Q
+from persistence.settings import SenderSettings
 from persistence.stock_ledger import sku_rows
+from persistence.webhook_sender import WebhookSender
 
 log = logging.getLogger("onsale.ledger")
 
@@ -222,7 +228,7 @@ class LedgerWriter:
         self, conn: asyncpg.Connection, records: list[tuple[str, OutboxRecord]]
     ) -> None:
         """Decisions appended; holds and charges moved forward in stream order; refunds and
-        stock corrections kept."""
+        stock corrections kept; merchant notifications' deliveries written."""
         await conn.executemany(Q["insert_decision"], [to_row(r.event_id, s, r) for s, r in records])
         rows = Rows()
         for sid, r in records:
@@ -235,6 +241,8 @@ class LedgerWriter:
         ):
             if batch:
                 await conn.executemany(Q[query], batch)
+        if records:  # merchant webhooks: deliveries in the decisions' transaction (ADR 0024)
+            await fan_out(conn, records[0][1].event_id, [r for _s, r in records])
 
     async def trim(self, event_id: str) -> int:
         """XTRIM MINID below both the oldest entry the ledger may not hold yet (pending or
@@ -259,10 +267,17 @@ class LedgerWriter:
         return progress.behind, max(0.0, (now_ms - progress.oldest_ms) / 1000)
 
     async def run(
-        self, stop: asyncio.Event, *, idle_s: float = 0.1, metrics: LedgerMetrics | None = None
+        self,
+        stop: asyncio.Event,
+        *,
+        idle_s: float = 0.1,
+        metrics: LedgerMetrics | None = None,
+        webhooks: SenderSettings | None = None,
     ) -> WriterStats:
         """Move every event's outbox into the ledger until `stop` is set. Redis and PostgreSQL
-        outages are retried with backoff; the entries wait in Redis meanwhile."""
+        outages are retried with backoff; the entries wait in Redis meanwhile. The merchant
+        webhook sender runs beside it on the same pool (ADR 0024), with `webhooks`, or else
+        ONSALE_MERCHANT_WEBHOOK* read from the environment now."""
         reported = (0, 0)  # (entries, alerts) already counted in the metrics
 
         async def one_pass() -> bool:
@@ -294,13 +309,17 @@ class LedgerWriter:
         def failed() -> None:
             self.stats.errors += 1
 
-        await repeat(
-            "ledger write",
-            one_pass,
-            stop,
-            interval_s=idle_s,
-            log=log,
-            expected=(OSError, RedisError, asyncpg.PostgresError, asyncpg.InterfaceError),
-            on_error=failed,
-        )
+        sending = webhooks or SenderSettings.from_env(os.environ)
+        async with asyncio.TaskGroup() as tasks:
+            if sending.enabled:
+                tasks.create_task(WebhookSender(self.pool, sending).run(stop))
+            await repeat(
+                "ledger write",
+                one_pass,
+                stop,
+                interval_s=idle_s,
+                log=log,
+                expected=(OSError, RedisError, asyncpg.PostgresError, asyncpg.InterfaceError),
+                on_error=failed,
+            )
         return self.stats

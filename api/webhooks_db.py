@@ -1,0 +1,135 @@
+"""The admin API's access to the merchant webhook tables (ADR 0024): endpoints, and the
+delivery log with its replays. The API and the ledger share no code (ADR 0015): these tables,
+made by persistence/migrations/0008_webhooks.sql, are the contract between the admin routes,
+the ledger writer (which writes deliveries) and the sender (which sends them).
+
+The pool opens no connection before the first request, so `onsale serve` boots with the
+database down; while it cannot be reached (or no ONSALE_PG_DSN is set) the webhook routes
+answer 503 webhooks_unavailable and every other route is unaffected."""
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import asyncpg
+
+from api.errors import ApiError
+from engine.settings import _bool, int_setting
+
+log = logging.getLogger("onsale.api")
+
+OUTAGES = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+SQL: Mapping[str, str] = MappingProxyType(
+    {
+        "create_endpoint": """
+            insert into webhook_endpoints (endpoint_id, url, description, event_types, secret)
+            select $1, $2, $3, $4, $5
+            where (select count(*) from webhook_endpoints where deleted_at is null) < $6
+            returning *, now() as now""",
+        "endpoints": """
+            select *, now() as now from webhook_endpoints where deleted_at is null
+            order by created_at, endpoint_id""",
+        "endpoint": """
+            select *, now() as now from webhook_endpoints
+            where endpoint_id = $1 and deleted_at is null""",
+        "set_enabled": """
+            update webhook_endpoints set enabled = $2, updated_at = now(),
+              disabled_reason = case when $2 then '' else 'admin' end
+            where endpoint_id = $1 and deleted_at is null
+            returning *, now() as now""",
+        "delete_endpoint": """
+            update webhook_endpoints set deleted_at = now(), enabled = false, updated_at = now()
+            where endpoint_id = $1 and deleted_at is null
+            returning endpoint_id""",
+        "rotate_secret": """
+            update webhook_endpoints set previous_secret = secret, secret = $2,
+              previous_until = now() + $3 * interval '1 second', updated_at = now()
+            where endpoint_id = $1 and deleted_at is null
+            returning *, now() as now""",
+        "deliveries": """
+            select * from webhook_deliveries
+            where endpoint_id = $1 and ($2::text = '' or status = $2)
+              and ($3::bigint = 0 or delivery_id < $3)
+            order by delivery_id desc limit $4""",
+        "replay_delivery": """
+            update webhook_deliveries set status = 'pending', next_attempt_at = now(),
+              window_from = now()
+            where endpoint_id = $1 and delivery_id = $2
+            returning *""",
+        "replay_failed": """
+            with replayed as (
+              update webhook_deliveries set status = 'pending', next_attempt_at = now(),
+                window_from = now()
+              where endpoint_id = $1 and status = 'failed'
+                and created_at >= to_timestamp($2::bigint / 1000.0)
+              returning 1)
+            select count(*) from replayed""",
+    }
+)
+
+
+@dataclass(frozen=True)
+class WebhookDbSettings:
+    pg_dsn: str = ""  # ONSALE_PG_DSN, the ledger database ("": the webhook routes answer 503)
+    pool_max: int = 2  # ONSALE_API_PG_POOL_MAX: connections per API process
+    timeout_ms: int = 5_000  # ONSALE_PG_TIMEOUT_MS: per statement / connection attempt
+    allow_http: bool = False  # ONSALE_MERCHANT_WEBHOOK_HTTP=1: plain http URLs (local, tests)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "WebhookDbSettings":
+        return cls(
+            pg_dsn=env.get("ONSALE_PG_DSN", ""),
+            pool_max=int_setting(env, "ONSALE_API_PG_POOL_MAX", cls.pool_max),
+            timeout_ms=int_setting(env, "ONSALE_PG_TIMEOUT_MS", cls.timeout_ms),
+            allow_http=_bool(env, "ONSALE_MERCHANT_WEBHOOK_HTTP", cls.allow_http),
+        )
+
+
+class WebhookDb:
+    def __init__(self, settings: WebhookDbSettings) -> None:
+        self.settings = settings
+        self._pool: asyncpg.Pool | None = None
+
+    @asynccontextmanager
+    async def conn(self) -> AsyncIterator[Any]:
+        """A pooled connection; an outage (or no database configured) is 503."""
+        if not self.settings.pg_dsn:
+            raise ApiError(503, "webhooks_unavailable", "no ledger database is configured")
+        try:
+            if self._pool is None:
+                timeout_s = self.settings.timeout_ms / 1000
+                self._pool = await asyncpg.create_pool(
+                    self.settings.pg_dsn,
+                    min_size=0,
+                    max_size=self.settings.pool_max,
+                    timeout=timeout_s,
+                    command_timeout=timeout_s,
+                )
+            async with self._pool.acquire() as conn:
+                yield conn
+        except OUTAGES as exc:
+            log.warning("webhook store unavailable: %r", exc)
+            raise ApiError(
+                503, "webhooks_unavailable", "the webhook store cannot be reached"
+            ) from None
+
+    async def fetch(self, name: str, *args: Any) -> list[Any]:
+        async with self.conn() as conn:
+            rows: list[Any] = await conn.fetch(SQL[name], *args)
+            return rows
+
+    async def fetchrow(self, name: str, *args: Any) -> Any:
+        async with self.conn() as conn:
+            return await conn.fetchrow(SQL[name], *args)
+
+    async def fetchval(self, name: str, *args: Any) -> Any:
+        async with self.conn() as conn:
+            return await conn.fetchval(SQL[name], *args)
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
