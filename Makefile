@@ -5,8 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 SERVICES := . .services/env
 
-.PHONY: venv up down test test-fast test-unit test-all lint type fmt check hooks demo migrate \
-	clean locust-burst locust-flow bench
+.PHONY: venv up down test test-fast test-unit test-all lint type fmt check hooks demo demo-retail \
+	migrate clean locust-burst locust-flow bench
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -57,6 +57,11 @@ fmt: venv
 ## The main job: a scripted T0 burst against the engine, with a summary table.
 demo: venv up
 	$(SERVICES) && $(BIN)/python -m loadtest.demo
+
+## The retail run of the demo: a stock event (bicycle parts at an East and a West warehouse),
+## shoppers' carts paid late or not at all, stock corrections mid-sale, the same invariant checks.
+demo-retail: venv up
+	$(SERVICES) && $(BIN)/python -m loadtest.demo --retail
 
 ## Locust scenarios, headless (CSV and HTML in reports/locust/), then the invariant check;
 ## e.g. `make locust-flow LOCUST_ARGS="--users 100 --run-time 30s"`.

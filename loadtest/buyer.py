@@ -83,6 +83,16 @@ class BuyerApi:
             headers=self._headers(self._key(key)),
         )
 
+    def cart(self, lines: list[dict[str, Any]], key: str | None = None) -> Call:
+        """A claim of stock lines ({sku, quantity, location?}), all or nothing (ADR 0022)."""
+        path = f"{self.path}/holds"
+        body = {"lines": lines}
+        return Call("claim a cart", "POST", path, json=body, headers=self._headers(self._key(key)))
+
+    def stock(self) -> Call:
+        """A stock event's availability per SKU and location."""
+        return Call("stock", "GET", f"{self.path}/stock", headers=self._headers())
+
     def hold(self, hold_id: str) -> Call:
         return Call("hold status", "GET", f"{self.path}/holds/{hold_id}", headers=self._headers())
 

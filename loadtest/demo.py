@@ -13,26 +13,25 @@ At the end it checks the engine's state (audit of docs/invariants.md), the money
 simulator's ledger, and prints tables. Any violation makes the command exit non-zero."""
 
 import asyncio
-import os
 import sys
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import httpx
-import orjson
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 
 from engine.settings import Settings
 from engine.store import Store
 from loadtest.buyer import AsyncSend, BuyerApi
-from loadtest.demo_ledger import LedgerWatch, demo_database
+from loadtest.demo_ledger import LedgerWatch
 from loadtest.demo_report import Outcome, report
+from loadtest.demo_run import nightly_report as nightly_report  # the load tools' import
+from loadtest.demo_run import progress_bars, provider_books, run_command, running_stack, settle
 from loadtest.demo_scenario import (
     PRICE,
     Burst,
@@ -44,9 +43,7 @@ from loadtest.demo_scenario import (
     seat_map,
     second_wave,
 )
-from loadtest.stack import QUICK_SETTLE_ENV, LocalStack
-
-SETTLE_TIMEOUT_S = 30.0  # refunds and callbacks still in flight once the buyers are done
+from loadtest.stack import LocalStack
 
 
 @dataclass(frozen=True)
@@ -79,36 +76,22 @@ async def run_demo(
     pg_dsn: str = "",
     pg_database: str = "onsale_demo",
 ) -> int:
-    ledger_dsn = await demo_database(pg_dsn, pg_database) if pg_dsn else ""
-    stack = LocalStack(
-        ledger_dsn=ledger_dsn,
-        redis_url=settings.redis_url,
-        key_prefix=settings.key_prefix,
-        log_dir=Path(".services") / "demo-logs",
+    sim_args = (
+        *("--decline-rate", "0.1", "--fail-rate", "0.03", "--late-rate", "0.1"),
+        *("--late-delay-ms", str(cfg.hold_ttl_ms + cfg.quarantine_ms // 2)),
+        *("--duplicate-rate", "0.3", "--loss-rate", "0.05"),
+        *("--contradict-rate", "1.0"),  # every decline is captured anyway, later: given back
+        *("--seed", str(cfg.seed)),
+    )
+    async with running_stack(
+        settings,
+        console,
         api_workers=cfg.api_workers,
-        sim_args=(
-            *("--decline-rate", "0.1", "--fail-rate", "0.03", "--late-rate", "0.1"),
-            *("--late-delay-ms", str(cfg.hold_ttl_ms + cfg.quarantine_ms // 2)),
-            *("--duplicate-rate", "0.3", "--loss-rate", "0.05"),
-            *("--contradict-rate", "1.0"),  # every decline is captured anyway, later: given back
-            *("--seed", str(cfg.seed)),
-        ),
-        extra_env=dict(QUICK_SETTLE_ENV),
-    )
-    console.print(
-        f"[bold]demo[/]: starting provider simulator, API "
-        f"({cfg.api_workers} workers), worker"
-        f"{' and ledger writer' if ledger_dsn else ' (no ONSALE_PG_DSN: no ledger)'}; "
-        f"logs in {stack.log_dir}/"
-    )
-    stack.start()
-    redis_client = settings.redis_client()
-    store = Store(redis_client, prefix=settings.key_prefix)
-    try:
+        sim_args=sim_args,
+        pg_dsn=pg_dsn,
+        pg_database=pg_database,
+    ) as (stack, store):
         return await _run(stack, store, cfg, console)
-    finally:
-        stack.stop()
-        await redis_client.aclose()
 
 
 async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Console) -> int:
@@ -126,17 +109,10 @@ async def _run(stack: LocalStack, store: Store, cfg: DemoConfig, console: Consol
         watch = None
         if stack.ledger_dsn:
             watch = LedgerWatch(stack.ledger_dsn, stack.ledger_metrics_port, event_id)
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-        )
-        with Progress(*columns, console=console) as progress:
+        with progress_bars(console) as progress:
             played = await _play(sale, fans, t0_ms, seat_ids, progress)
         avail = (await http.get(f"/v1/events/{event_id}")).json()
-        async with httpx.AsyncClient(base_url=stack.sim_url) as sim:
-            provider_ledger = (await sim.get("/v1/ledger")).json()
+        provider_ledger = await provider_books(stack)
         metrics = (await http.get("/metrics", headers=stack.admin_headers())).text
     ledger_view = None
     if watch is not None:
@@ -199,87 +175,26 @@ async def _play(
     wave = asyncio.create_task(second_wave(send, losers[:200], wave_deadline))
     kinds = await buyers(send, fans, result.winners, cfg, progress)
     late_sold = await wave
-    settled, nightly = await _settle(sale, progress)
+    settled, nightly = await settle(sale.stack, sale.http, sale.event_id, progress)
     return Played(result, kinds, late_sold, settled, nightly)
 
 
-async def _settle(sale: Sale, progress: Progress) -> tuple[bool, dict[str, Any] | None]:
-    """Wait for refunds and callbacks to settle; with a ledger, run the nightly reconciliation
-    and settle again. (settled, the nightly report or None)."""
-    settle = progress.add_task("refunds and callbacks settling", total=None)
-    settled = await _wait_settled(sale, SETTLE_TIMEOUT_S)
-    progress.update(settle, total=1, completed=1)
-    if not sale.stack.ledger_dsn:
-        return settled, None
-    # What the provider did that no callback told us (a lost webhook of a capture after a
-    # decline, say) is found by the nightly run, as in production.
-    night = progress.add_task("nightly reconciliation", total=None)
-    nightly = await nightly_report(sale.stack, sale.event_id)
-    settled = await _wait_settled(sale, SETTLE_TIMEOUT_S)
-    progress.update(night, total=1, completed=1)
-    return settled, nightly
-
-
-async def nightly_report(stack: LocalStack, event_id: str) -> dict[str, Any]:
-    """`onsale reconcile` on the event, as its own process against the stack; its JSON report."""
-    out = stack.log_dir / f"reconcile-{event_id}.json"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "onsale.cli",
-        "reconcile",
-        "--event",
-        event_id,
-        "--json",
-        str(out),
-        "--grace-ms",
-        "0",
-        env={**os.environ, **stack.env()},
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    async with asyncio.timeout(120):
-        await proc.wait()
-    report: dict[str, Any] = orjson.loads(await asyncio.to_thread(out.read_bytes))
-    return report
-
-
-async def _wait_settled(sale: Sale, timeout_s: float) -> bool:
-    """Until no hold is live or blocked, no refund pending or retrying, no charge in flight too
-    long and no callback undelivered; False when that did not happen within `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    admin = {"Authorization": f"Bearer {sale.stack.admin_token}"}
-    async with httpx.AsyncClient(base_url=sale.stack.sim_url) as sim:
-        while time.monotonic() < deadline:
-            a = (await sale.http.get(f"/v1/events/{sale.event_id}")).json()
-            ex = (
-                await sale.http.get(
-                    f"/v1/admin/events/{sale.event_id}/exceptions",
-                    headers=admin,
-                    params={"charging_older_than_ms": 0},
-                )
-            ).json()
-            pending = (await sim.get("/v1/ledger")).json()["pending_deliveries"]
-            if (
-                not a["held"]
-                and not a["blocked"]
-                and not ex["refunds_pending"]
-                and not ex["refunds_retrying"]
-                and not ex["charging_too_long"]
-                and not pending
-            ):
-                return True
-            await asyncio.sleep(0.3)
-    return False
-
-
 def main(argv: list[str] | None = None) -> int:
-    """`python -m loadtest.demo` (`make demo`)."""
+    """`python -m loadtest.demo` (`make demo`); with `--retail`, the retail run instead
+    (`make demo-retail`, loadtest/demo_retail.py), which takes its own options."""
     import argparse
 
-    from engine.settings import MissingSetting
+    argv = sys.argv[1:] if argv is None else argv
+    if "--retail" in argv:
+        from loadtest.demo_retail import main as retail
 
+        return retail([a for a in argv if a != "--retail"])
     parser = argparse.ArgumentParser(prog="python -m loadtest.demo", description=__doc__)
+    parser.add_argument(
+        "--retail",
+        action="store_true",
+        help="bicycle parts from two warehouses instead (see python -m loadtest.demo --retail -h)",
+    )
     parser.add_argument("--clients", type=int, default=DemoConfig.clients)
     parser.add_argument("--seats", type=int, default=DemoConfig.seats)
     parser.add_argument("--hold-ttl-ms", type=int, default=DemoConfig.hold_ttl_ms)
@@ -287,11 +202,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=DemoConfig.seed)
     parser.add_argument("--api-workers", type=int, default=DemoConfig.api_workers)
     args = parser.parse_args(argv)
-    try:
-        settings = Settings.from_env(os.environ)
-    except MissingSetting as exc:
-        print(f"demo: {exc}", file=sys.stderr)
-        return 2
     cfg = DemoConfig(
         clients=args.clients,
         seats=args.seats,
@@ -300,12 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         api_workers=args.api_workers,
     )
-    pg_dsn = os.environ.get("ONSALE_PG_DSN", "")
-    database = os.environ.get("ONSALE_DEMO_DATABASE", "onsale_demo")
-    try:
-        return asyncio.run(run_demo(settings, cfg, Console(), pg_dsn, database))
-    except KeyboardInterrupt:
-        return 130
+    return run_command(
+        lambda settings, pg_dsn, database: run_demo(settings, cfg, Console(), pg_dsn, database)
+    )
 
 
 if __name__ == "__main__":

@@ -105,3 +105,49 @@ class LedgerWatch:
         await self.task
         decisions, confirmed = await ledger_counts(self.dsn, self.event_id)
         return LedgerView(outbox, decisions, confirmed, self.samples)
+
+
+@dataclass(frozen=True)
+class StockLedger:
+    """What the ledger holds for a stock event (ADR 0022): its confirmed holds, the units their
+    line lists sold per SKU and location, and its corrections (initial counts included) with
+    the on hand they add up to per SKU and location."""
+
+    confirmed_holds: int
+    sold: dict[str, int]  # "<sku>@<location>" -> units of the confirmed holds' lines
+    corrections: int  # rows of stock_corrections
+    on_hand: dict[str, int]  # "<sku>@<location>" -> what the corrections add up to
+
+
+async def stock_ledger(dsn: str, event_id: str) -> StockLedger:
+    """Read once the ledger caught up (LedgerWatch.caught_up)."""
+    import asyncpg
+
+    from engine.stock import lines_of
+
+    conn = await asyncpg.connect(dsn, timeout=5)
+    try:
+        listed = await conn.fetch(
+            "select seat_id from holds where event_id = $1 and state = 'CONFIRMED'", event_id
+        )
+        corrections = await conn.fetchval(
+            "select count(*) from stock_corrections where event_id = $1", event_id
+        )
+        on_hand = await conn.fetch(
+            "select sku, location, sum(on_hand_after - on_hand_before)::bigint as on_hand"
+            " from stock_corrections where event_id = $1 group by sku, location",
+            event_id,
+        )
+    finally:
+        await conn.close()
+    sold: dict[str, int] = {}
+    for row in listed:
+        for line in lines_of(row["seat_id"]):
+            where = f"{line.sku}@{line.location}"
+            sold[where] = sold.get(where, 0) + line.quantity
+    return StockLedger(
+        confirmed_holds=len(listed),
+        sold=sold,
+        corrections=int(corrections),
+        on_hand={f"{r['sku']}@{r['location']}": int(r["on_hand"]) for r in on_hand},
+    )

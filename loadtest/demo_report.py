@@ -200,6 +200,46 @@ def ledger_table(view: LedgerView) -> Table:
     )
 
 
+def money_checks(
+    provider_ledger: dict[str, Any], counts: dict[str, int], should_hold: int
+) -> list[Check]:
+    """The money against the provider's own ledger: every capture it made is a winner of ours
+    or given back, every refund we recorded it made, and it holds what our charges say."""
+    entries, c = provider_ledger["entries"], counts
+    captures = sum(e["kind"] == "capture" for e in entries)
+    refunds = sum(e["kind"] == "refund" for e in entries)
+    return [
+        (
+            "every provider capture is a winner or refunded",
+            captures == c["captured_winners"] + c["refunded"] + c["refunding"],
+        ),
+        ("every refund we recorded, the provider made", refunds == c["refunded"]),
+        (
+            "provider holds what our charges say (money invariant)",
+            provider_ledger["net"] == should_hold,
+        ),
+    ]
+
+
+def health_checks(
+    audit: AuditReport, nightly: dict[str, Any] | None, settled: bool, alive: bool
+) -> list[Check]:
+    """The engine's own audit, the nightly reconciliation, and the run's end state."""
+    return [
+        (
+            "nightly reconciliation left nothing unrepaired",
+            nightly is None or nightly["unrepaired"] == 0,
+        ),
+        (
+            "one terminal outbox record per hold and charge",
+            not audit.of(Invariant.ONE_TERMINAL_RECORD),
+        ),
+        ("full audit (docs/invariants.md)", audit.ok),
+        ("everything settled (no live holds, refunds or callbacks pending)", settled),
+        ("API, worker and simulator still running", alive),
+    ]
+
+
 def invariant_checks(o: Outcome) -> list[Check]:
     """The engine's audit, the money against the provider's ledger, and the run's health."""
     c, avail, ledger, audit = o.audit.counts, o.avail, o.provider_ledger, o.audit
@@ -216,31 +256,16 @@ def invariant_checks(o: Outcome) -> list[Check]:
             "seats sold = seats of the holds a captured charge won",
             avail["sold"] == c["seats_confirmed"],
         ),
-        (
-            "every provider capture is a winner or refunded",
-            len(o.captures) == c["captured_winners"] + c["refunded"] + c["refunding"],
-        ),
-        ("every refund we recorded, the provider made", len(o.refunds) == c["refunded"]),
+        *money_checks(ledger, c, o.should_hold),
         (
             "money kept = seats sold x price",
             ledger["captured"] - ledger["refunded"] == avail["sold"] * PRICE,
         ),
-        ("provider holds what our charges say (money invariant)", ledger["net"] == o.should_hold),
-        (
-            "nightly reconciliation left nothing unrepaired",
-            o.nightly is None or o.nightly["unrepaired"] == 0,
-        ),
-        (
-            "one terminal outbox record per hold and charge",
-            not audit.of(Invariant.ONE_TERMINAL_RECORD),
-        ),
-        ("full audit (docs/invariants.md)", audit.ok),
         (
             "every client answered, no 5xx, no transport error",
             server_errors == 0 and sum(statuses.values()) == o.clients,
         ),
-        ("everything settled (no live holds, refunds or callbacks pending)", o.settled),
-        ("API, worker and simulator still running", o.alive),
+        *health_checks(audit, o.nightly, o.settled, o.alive),
     ]
 
 

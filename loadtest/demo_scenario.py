@@ -102,11 +102,15 @@ def seat_map(n: int) -> list[dict[str, Any]]:
     ]
 
 
-def logged_in_fans(event_id: str, token_secret: str, clients: int) -> dict[str, BuyerApi]:
-    """Clients logged in before T0 (tokens signed as POST /v1/login would sign them)."""
+def logged_in_fans(
+    event_id: str, token_secret: str, clients: int, name: str = "fan"
+) -> dict[str, BuyerApi]:
+    """Clients logged in before T0 (tokens signed as POST /v1/login would sign them), as
+    `<name>0` to `<name><clients - 1>`."""
     signer = URLSafeTimedSerializer(token_secret, salt="onsale-login")
     return {
-        f"fan{i}": BuyerApi(event_id, str(signer.dumps({"l": f"fan{i}"}))) for i in range(clients)
+        f"{name}{i}": BuyerApi(event_id, str(signer.dumps({"l": f"{name}{i}"})))
+        for i in range(clients)
     }
 
 
