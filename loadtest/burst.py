@@ -2,7 +2,7 @@
 released together at T0 against one event, every answer and latency recorded.
 
     python -m loadtest.burst [--target engine|pg] [--clients 10000] [--seats 80] [--workers 2]
-                             [--json out.json]
+                             [--parties SHARE] [--json out.json]
 
 --target engine (the default) starts the stack (API with --workers uvicorn workers, simulator,
 worker) on spare ports and creates the event through the admin API. --target pg creates a
@@ -10,13 +10,15 @@ private database on the server of ONSALE_PG_DSN (dropped afterwards), loads the 
 the PostgreSQL baseline (loadtest/pg_baseline.py) and serves it with --workers uvicorn workers,
 configured as `onsale serve`. Then the same burst on either: one connection per client (a GET
 /healthz each, kept alive), wait for every connection, release all clients at once, each sends
-one best-available claim. After the run, loadtest/invariants.py checks the target's own state
+one best-available claim (with --parties, that share of clients asks for a party of 2 to 6
+seats instead). After the run, loadtest/invariants.py checks the target's own state
 (the engine's audit, or the baseline's) and the answers."""
 
 import argparse
 import asyncio
 import contextlib
 import os
+import random
 import resource
 import statistics
 import tempfile
@@ -166,12 +168,24 @@ async def ledger_stats(dsn: str, expected: int, timeout_s: float = 120.0) -> dic
 TARGETS = {"engine": engine_target, "pg": pg_target}
 
 
+def party_sizes(clients_n: int, share: float, seed: int = 12) -> list[int]:
+    """What each client asks for: 1 seat, or (a `share` of them, drawn from a seeded
+    generator) a party of 2 to 6."""
+    rng = random.Random(seed)
+    return [rng.randint(2, 6) if rng.random() < share else 1 for _ in range(clients_n)]
+
+
 async def release_burst(
-    target: Target, clients_n: int, console: Console, timeout_s: float = 60.0
+    target: Target,
+    clients_n: int,
+    console: Console,
+    timeout_s: float = 60.0,
+    sizes: list[int] | None = None,
 ) -> tuple[list[BurstClient], float]:
     """Open one connection per client (each answers one GET /healthz, so the server has
     accepted it), then write every client's claim in one pass and wait for all answers.
-    Returns the clients (answers and timings) and the release instant (time.monotonic())."""
+    `sizes`: each client's party size (None: one seat each). Returns the clients (answers and
+    timings) and the release instant (time.monotonic())."""
     tokens = DemoTokens(target.token_secret, ttl_s=3_600)
     url = urlsplit(target.api_url)
     host, port = url.hostname or "127.0.0.1", url.port or 80
@@ -193,8 +207,9 @@ async def release_burst(
                 return c
 
             await asyncio.gather(*(open_one() for _ in range(clients_n)))
+        sizes = sizes or [1] * clients_n
         requests = [
-            claim_request(url.netloc, EVENT_ID, tokens.issue(f"c{n}"), f"k{n}")
+            claim_request(url.netloc, EVENT_ID, tokens.issue(f"c{n}"), f"k{n}", sizes[n])
             for n in range(clients_n)
         ]
         await asyncio.sleep(0.2)  # let the servers settle after the connection storm
@@ -212,7 +227,8 @@ async def release_burst(
 
 async def run(args: argparse.Namespace, console: Console) -> int:
     async with TARGETS[args.target](args) as target:
-        clients, t0 = await release_burst(target, args.clients, console)
+        sizes = party_sizes(args.clients, args.parties)
+        clients, t0 = await release_burst(target, args.clients, console, sizes=sizes)
         answers = Counter(c.answer for c in clients)
         verdict = await target.check(answers)
         ledger = None
@@ -250,6 +266,7 @@ def burst_result(
         "clients": args.clients,
         "seats": args.seats,
         "api_workers": args.workers,
+        "parties": args.parties,
         "answers": dict(Counter(c.answer for c in clients)),
         "last_seat_ms": (max(won) - t0) * 1000 if won else None,
         "all_answered_ms": (max(c.done for c in clients) - t0) * 1000,
@@ -271,6 +288,7 @@ def print_report(
     t = Table(
         title=f"T0 burst on {args.target}: {args.clients:,} clients, one connection each, "
         f"{args.seats} seats, {args.workers} API worker(s)"
+        + (f", {args.parties:.0%} of clients parties of 2-6" if args.parties else "")
     )
     t.add_column("measure")
     t.add_column("value", justify="right")
@@ -335,7 +353,15 @@ def main(argv: list[str] | None = None) -> int:
         "(set --hold-ttl-ms short) and the ledger's rows/s and lag are measured",
     )
     ap.add_argument("--hold-ttl-ms", type=positive, default=HOLD_TTL_MS)
+    ap.add_argument(
+        "--parties",
+        type=float,
+        default=0.0,
+        help="engine: the share of clients (0 to 1) asking for a party of 2 to 6 seats",
+    )
     args = ap.parse_args(argv)
+    if args.parties and args.target != "engine":
+        ap.error("--parties needs --target engine (the baseline sells one seat per claim)")
     raise_open_files_limit(args.clients + 1024)
     return uvloop.run(run(args, Console()))
 

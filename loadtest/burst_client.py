@@ -72,8 +72,9 @@ class BurstClient(asyncio.Protocol):
             self.transport.close()
 
 
-def claim_request(host: str, event_id: str, token: str, key: str) -> bytes:
-    body = b"{}"
+def claim_request(host: str, event_id: str, token: str, key: str, quantity: int = 1) -> bytes:
+    """One best-available claim; `quantity` > 1: a party of that many seats."""
+    body = b'{"quantity":%d}' % quantity if quantity > 1 else b"{}"
     return (
         f"POST /v1/events/{event_id}/holds HTTP/1.1\r\nHost: {host}\r\n"
         f"Authorization: Bearer {token}\r\nIdempotency-Key: {key}\r\n"
