@@ -20,7 +20,7 @@ from api.errors import error_response
 from api.hotpath import HotRoute
 from api.identity import DemoTokens, Identity, Jwks, JwtTokens
 from api.limits import AddressLimiter
-from api.routes import admin, callbacks, checkout, logins, meta, stock, webhooks
+from api.routes import admin, callbacks, checkout, listings, logins, meta, stock, webhooks
 from api.settings import ApiSettings
 from api.webhooks_db import WebhookDb, WebhookDbSettings
 from engine import errors
@@ -56,6 +56,7 @@ ROUTES = [
     Route("/v1/provider/callbacks", callbacks.provider_callback, methods=["POST"]),
     Route("/v1/admin/events", admin.create_event, methods=["POST"]),
     Route("/v1/admin/events/{event_id}/open", admin.open_sale, methods=["POST"]),
+    *listings.ROUTES,  # listings, exports, close and cancel (ADR 0025)
     Route(
         "/v1/admin/events/{event_id}/holds/{hold_id}/revoke", admin.revoke_hold, methods=["POST"]
     ),

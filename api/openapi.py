@@ -5,6 +5,7 @@ which tests/unit/test_api_contract.py checks."""
 
 from typing import Any
 
+from api.openapi_listings import EVENTS_LIST_OP, LISTING_PATHS, OPEN_CODES
 from api.openapi_parts import (
     BEARER,
     CHARGE_ID,
@@ -211,6 +212,7 @@ OPENAPI: dict[str, Any] = {
             }
         },
         "/v1/admin/events": {
+            "get": EVENTS_LIST_OP,
             "post": {
                 "security": BEARER,
                 "description": "kind seats (default): `seats` (and optionally price_minor, "
@@ -259,7 +261,7 @@ OPENAPI: dict[str, Any] = {
                     **ok(201, OBJ),
                     **errors_of(400, 401, 409, 413, 415, 429, 503, codes=CREATE_CODES),
                 },
-            }
+            },
         },
         "/v1/admin/events/{event_id}/stock/corrections": {"post": CORRECTION_OP},
         "/v1/admin/events/{event_id}/open": {
@@ -270,11 +272,22 @@ OPENAPI: dict[str, Any] = {
                     {
                         "type": "object",
                         "additionalProperties": False,
-                        "properties": {"opens_at_ms": limit("opens_at_ms")},
+                        "properties": {
+                            "opens_at_ms": limit("opens_at_ms"),
+                            "reschedule": {"type": "boolean"},
+                        },
                     },
                     required=False,
                 ),
-                "responses": {**ok(200, OBJ), **errors_of(400, 401, 404, 413, 415, 429, 503)},
+                "operationId": "admin_open_sale",
+                "description": "Open the sale at opens_at_ms (0 or absent: now). An open event "
+                "answers 409 already_open with its opens_at_ms, unless reschedule is true and "
+                "its T0 is still to come (after it: 409 sale_started); a closed or cancelled "
+                "sale never opens again (409 sale_closed).",
+                "responses": {
+                    **ok(200, OBJ),
+                    **errors_of(400, 401, 404, 409, 413, 415, 429, 503, codes=OPEN_CODES),
+                },
             }
         },
         "/v1/admin/events/{event_id}/holds/{hold_id}/revoke": {
@@ -308,6 +321,7 @@ OPENAPI: dict[str, Any] = {
                 "responses": {**ok(200, OBJ), **errors_of(400, 401, 404, 429, 503)},
             }
         },
+        **LISTING_PATHS,  # listings, exports, close and cancel (api/openapi_listings.py)
         **WEBHOOK_PATHS,  # merchant webhooks (api/openapi_webhooks.py, ADR 0024)
     },
 }

@@ -87,7 +87,7 @@ ERROR_SCHEMA: dict[str, Any] = {
                 "opens_at_ms": _detail(
                     "integer",
                     "sale_not_open: when the sale opens (server clock, ms); null when no "
-                    "opening time is set yet",
+                    "opening time is set yet; already_open, sale_started: the sale's T0",
                     nullable=True,
                 ),
                 "state": _detail(
@@ -109,6 +109,7 @@ ERROR_SCHEMA: dict[str, Any] = {
                 "held": _detail("integer", "stock_below_zero: units holds own there"),
                 "blocked": _detail("integer", "stock_below_zero: units blocked by late payments"),
                 "sold": _detail("integer", "stock_below_zero: units sold there"),
+                "sale_status": _detail("string", "sale_closed: closed or cancelled"),
             },
         }
     },
@@ -156,7 +157,7 @@ CLAIM_CODES = (
     "invalid_request", "unauthorized", "token_revoked", "token_scope", "event_not_found",
     "unknown_seat", "unknown_sku", "unknown_location", "sold_out", "seat_taken",
     "not_enough_seats", "party_too_large", "wrong_event_kind", "insufficient_stock",
-    "limit_exceeded", "charge_in_flight", "sale_not_open", "body_too_large",
+    "limit_exceeded", "charge_in_flight", "sale_not_open", "sale_closed", "body_too_large",
     "unsupported_media_type", "idempotency_key_reused", "rate_limited", "store_unavailable",
     "recovering", "identity_unavailable",
 )  # fmt: skip

@@ -53,6 +53,7 @@ LIMITS: Mapping[str, Bound] = MappingProxyType(
         "rank": Bound(-RANK_ABS_MAX, RANK_ABS_MAX, integer=False),
         "limit": Bound(1, 500),  # items listed by one request (free seats, deliveries)
         "charging_older_than_ms": Bound(0, EXACT_MAX),
+        "batch": Bound(1, 1_000),  # holds one cancel script call examines (ADR 0025)
         "quantity": Bound(1, PARTY_MAX),  # seats one claim asks for: a party (one hold, one charge)
         "max_party": Bound(1, PARTY_MAX),  # an event's own cap on a party (at most "quantity")
         "login_cap": Bound(0, 1_000_000),  # units a login may hold and buy in an event (0: none)

@@ -44,6 +44,31 @@ class EventNotFound(EngineError):
     summary = "no such event"
 
 
+class SaleClosed(EngineError):
+    """`sale_status`: closed or cancelled (ADR 0025)."""
+
+    code = "sale_closed"
+    summary = "the sale was closed by the organiser; no new holds or payments are taken"
+    public = ("sale_status",)
+
+
+class AlreadyOpen(EngineError):
+    code = "already_open"
+    summary = "the sale is open already; send reschedule: true to move a T0 still to come"
+    public = ("opens_at_ms",)
+
+
+class SaleStarted(EngineError):
+    code = "sale_started"
+    summary = "the sale has started; its T0 can no longer move"
+    public = ("opens_at_ms",)
+
+
+class BadCursor(EngineError):
+    code = "invalid_cursor"
+    summary = "the cursor is not one this listing gave"
+
+
 class EventExists(EngineError):
     code = "event_exists"
     summary = "an event with this id exists already"

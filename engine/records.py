@@ -19,6 +19,9 @@ class RecordKind(StrEnum):
     # count before/after, `seat` '<sku>@<location>', `login` the operator, `mode`/`value` what
     # was asked (ADR 0022).
     CORRECTION = "correction"
+    # An operator ended the sale (lua/event_close.lua, lua/event_cancel.lua): `id` the event,
+    # `from` its status before, `to` a Marker, `reason` '<closed|cancelled>_by:<actor>'.
+    EVENT = "event"
 
 
 class Marker(StrEnum):
@@ -33,6 +36,9 @@ class Marker(StrEnum):
     SHADOW_SET = "SHADOW_SET"  # a candidate runs in shadow (or none, reason shadow_cleared)
     POLICY_PROMOTED = "POLICY_PROMOTED"  # the candidate is enforced for new decisions
     POLICY_ROLLED_BACK = "POLICY_ROLLED_BACK"  # the previous enforced policy is back
+    # An operator ended the sale (kind event, ADR 0025).
+    EVENT_CLOSED = "EVENT_CLOSED"  # no new claim or charge start; holds run to their deadlines
+    EVENT_CANCELLED = "EVENT_CANCELLED"  # closed, and every hold ended, sold money refunded
 
 
 # The fields `emit` XADDs, in its order.

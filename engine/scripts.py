@@ -34,6 +34,7 @@ class ClaimCode(StrEnum):
     UNKNOWN_SKU = "UNKNOWN_SKU"
     UNKNOWN_LOCATION = "UNKNOWN_LOCATION"
     INSUFFICIENT_STOCK = "INSUFFICIENT_STOCK"
+    CLOSED = "CLOSED"  # the sale was closed or cancelled by an operator
 
 
 class ReleaseCode(StrEnum):
@@ -62,6 +63,7 @@ class ChargeStartCode(StrEnum):
     NOT_FOUND = "NOT_FOUND"
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     NOT_OPEN = "NOT_OPEN"
+    CLOSED = "CLOSED"
     RATE_LIMITED = "RATE_LIMITED"
 
 
@@ -148,6 +150,23 @@ class CorrectionCode(StrEnum):
 
 class OpenCode(StrEnum):
     OPENED = "OPENED"
+    ALREADY_OPEN = "ALREADY_OPEN"  # open already; T0 moves only when asked (reschedule)
+    STARTED = "STARTED"  # a reschedule after T0: the sale started, T0 stays
+    CLOSED = "CLOSED"
+    NOT_FOUND = "NOT_FOUND"
+
+
+class CloseCode(StrEnum):
+    CLOSED = "CLOSED"
+    ALREADY_CLOSED = "ALREADY_CLOSED"
+    FENCED = "FENCED"
+    NOT_FOUND = "NOT_FOUND"
+
+
+class CancelCode(StrEnum):
+    CANCELLING = "CANCELLING"  # this call's batch is done; holds remain: call again
+    CANCELLED = "CANCELLED"  # nothing is held, blocked or sold any more
+    FENCED = "FENCED"
     NOT_FOUND = "NOT_FOUND"
 
 
@@ -199,6 +218,7 @@ CLAIM_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType(
         ClaimCode.UNKNOWN_SKU: errors.UnknownSku,
         ClaimCode.UNKNOWN_LOCATION: errors.UnknownLocation,
         ClaimCode.INSUFFICIENT_STOCK: errors.InsufficientStock,
+        ClaimCode.CLOSED: errors.SaleClosed,
     }
 )
 CORRECTION_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType(
@@ -220,6 +240,7 @@ CHARGE_START_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType
         ChargeStartCode.IDEMPOTENCY_KEY_REUSED: errors.IdempotencyKeyReused,
         ChargeStartCode.NOT_OPEN: errors.SaleNotOpen,
         ChargeStartCode.RATE_LIMITED: errors.RateLimited,
+        ChargeStartCode.CLOSED: errors.SaleClosed,
     }
 )
 
@@ -248,6 +269,7 @@ _STOCK_DETAILS: Mapping[str, Any] = MappingProxyType(
         "UNKNOWN_SKU": lambda r: {"sku": str(r[1]) if len(r) > 1 else None},
         "UNKNOWN_LOCATION": lambda r: {"location": str(r[1]) if len(r) > 1 else None},
         "INSUFFICIENT_STOCK": lambda r: {"sku": str(r[1]), "available": int(r[2])},
+        "CLOSED": lambda r: {"sale_status": str(r[1])},
         "BELOW_ZERO": lambda r: dict(
             zip(("available", "held", "blocked", "sold"), map(int, r[1:5]), strict=True)
         ),
@@ -262,6 +284,8 @@ REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
         "stock_add": StockAddCode,
         "stock_correct": CorrectionCode,
         "event_open": OpenCode,
+        "event_close": CloseCode,
+        "event_cancel": CancelCode,
         "event_restore": RestoreCode,
         "event_fence": FenceCode,
         "event_policy": PolicyCode,

@@ -24,6 +24,7 @@ from engine.holds import (
     SeatSpec,
     SweepResult,
 )
+from engine.lifecycle import Lifecycle
 from engine.notes import Notes
 from engine.pipeline import AutoPipeline
 from engine.reads import Reads, timed
@@ -37,7 +38,6 @@ from engine.scripts import (
     ClaimCode,
     EventCreateCode,
     FenceCode,
-    OpenCode,
     OutcomeCode,
     RefundCode,
     ReleaseCode,
@@ -95,6 +95,7 @@ class Store:
         self.revoked = RevokedLogins(client, prefix=prefix, timeout_s=timeout_s)  # identity
         self.notes = Notes(client, prefix=prefix, timeout_s=timeout_s)  # beside the state
         self.stock = Stock(self)  # quantity stock: create, correct, read (ADR 0022)
+        self.lifecycle = Lifecycle(self)  # open, close, cancel (ADR 0025)
         # Script calls of one event-loop tick share one round trip (engine/pipeline.py).
         self.pipeline = (
             AutoPipeline(client, self.scripts, timeout_s=timeout_s) if autopipeline else None
@@ -178,10 +179,7 @@ class Store:
         return int(reply[1])
 
     async def open_sale(self, event_id: str, opens_at_ms: int = 0) -> int:
-        reply = await self._run("event_open", event_id, [opens_at_ms])
-        if reply[0] == OpenCode.NOT_FOUND:
-            raise errors.EventNotFound(event_id)
-        return int(reply[1])
+        return await self.lifecycle.open(event_id, opens_at_ms)  # engine/lifecycle.py
 
     def key(self, event_id: str, name: str) -> str:
         return keys.event_key(event_id, name, self.prefix)

@@ -480,6 +480,13 @@ local function charge_resolved(ctx, h, c, reason)
   end
 end
 
+-- A sale an operator ended (lua/event_close.lua, lua/event_cancel.lua): no new claim or charge
+-- start, but every provider message about money already asked for is still decided.
+local SALE_ENDED = { closed = true, cancelled = true }
+local function deciding(cfg)
+  return cfg.status == 'open' or SALE_ENDED[cfg.status] == true
+end
+
 local function context()
   local cfg = config()
   if not cfg then return nil end

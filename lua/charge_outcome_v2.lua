@@ -28,7 +28,7 @@ if not ctx then return { 'NOT_FOUND', key, '', '', '', 1, '' } end
 -- An event being rebuilt from the ledger is a DRAFT: its charges are not all back yet, so a
 -- callback now could mistake a winner for an unknown charge. Nothing is recorded; the provider
 -- retries (the API answers 503).
-if ctx.cfg.status ~= 'open' then return { 'RETRY_LATER', key, '', '', '', 1, '' } end
+if not deciding(ctx.cfg) then return { 'RETRY_LATER', key, '', '', '', 1, '' } end
 
 local recorded = recorded_reply(pev)
 if recorded then return recorded end

@@ -23,7 +23,7 @@ if kind ~= 'REFUND' and kind ~= 'DISPUTE_OPENED' and kind ~= 'DISPUTE_WON'
 end
 local ctx = context()
 if not ctx then return { 'NOT_FOUND', key, '', '', '', 1 } end
-if ctx.cfg.status ~= 'open' then return { 'RETRY_LATER', key, '', '', '', 1 } end
+if not deciding(ctx.cfg) then return { 'RETRY_LATER', key, '', '', '', 1 } end
 local recorded = recorded_reply(pev)
 if recorded then return recorded end
 local claimed = { provider_event = pev, key = key, attempt = attempt, kind = kind,

@@ -4,7 +4,7 @@ ARGV[1] hold_id   ARGV[2] login   ARGV[3] charge_id   ARGV[4] amount (minor unit
 ARGV[5] charge starts per second per login (0: no limit)   ARGV[6] burst
 Returns {code, ...}: OK charge_id expires_ms | REPLAY charge_id state | CHARGE_IN_FLIGHT charge_id |
   HOLD_NOT_LIVE state | NOT_OWNER | NOT_FOUND | IDEMPOTENCY_KEY_REUSED | NOT_OPEN |
-  RATE_LIMITED retry_after_ms
+  CLOSED status (closed or cancelled by an operator) | RATE_LIMITED retry_after_ms
 Invariants: at most one charge CHARGING per hold (the in-flight one); a charge is only started on
 a hold that is RESERVED and live by the deadline rule; the start is recorded in the outbox;
 every call spends one of the login's charge-start tokens. ]]
@@ -21,6 +21,7 @@ local h = get_hold(hold_id)
 if not h then return { 'NOT_FOUND' } end
 if h.login ~= login then return { 'NOT_OWNER' } end
 -- No money is asked for on an event that is not selling (fenced, or being rebuilt).
+if SALE_ENDED[ctx.cfg.status] then return { 'CLOSED', ctx.cfg.status } end
 if ctx.cfg.status ~= 'open' then return { 'NOT_OPEN' } end
 local existing = get_charge(charge_id)
 if existing then

@@ -17,7 +17,8 @@ Returns {code, ...}: OK hold_id seats (comma-separated) expires_ms replaced_hold
   PARTY_TOO_LARGE max_party | SEAT_TAKEN | UNKNOWN_SEAT | NOT_OPEN opens_at_ms | NOT_FOUND |
   CHARGE_IN_FLIGHT previous_hold_id | IDEMPOTENCY_KEY_REUSED | RATE_LIMITED retry_after_ms |
   LIMIT_EXCEEDED cap | WRONG_KIND kind (seats asked of a stock event, or stock of a seat event) |
-  UNKNOWN_SKU sku | UNKNOWN_LOCATION location | INSUFFICIENT_STOCK sku most_available
+  UNKNOWN_SKU sku | UNKNOWN_LOCATION location | INSUFFICIENT_STOCK sku most_available |
+  CLOSED status (the sale was closed or cancelled by an operator)
 Invariants: a seat leaves the free set at most once per claim; a party is claimed whole or not at
 all; one active checkout per login:
 the login's previous live hold is released in the same step, only when the new claim succeeds,
@@ -36,6 +37,7 @@ if not ctx then return { 'NOT_FOUND' } end
 local wait_ms = take_token(ctx, 'claim:' .. login, per_s, burst)
 if wait_ms > 0 then return { 'RATE_LIMITED', wait_ms } end
 if ctx.cfg.status ~= 'open' or ctx.now < ctx.cfg.opens_at_ms then
+  if SALE_ENDED[ctx.cfg.status] then return { 'CLOSED', ctx.cfg.status } end
   return { 'NOT_OPEN', ctx.cfg.opens_at_ms }
 end
 

@@ -105,6 +105,11 @@ select entity_id from decisions where event_id = $1 and kind = 'charge' and term
 -- name: ledger_events
 select event_id from event_configs order by event_id
 
+-- name: event_lifecycle
+-- The operator's last end of the sale (EVENT_CLOSED or EVENT_CANCELLED), null when none.
+select to_state from decisions where event_id = $1 and kind = 'event'
+order by seq desc limit 1
+
 -- name: event_last_seq
 -- The highest decision number of the event the ledger holds (a Redis behind it went back in time).
 select coalesce(max(seq), 0) from decisions where event_id = $1

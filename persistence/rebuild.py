@@ -35,6 +35,7 @@ import asyncpg
 
 from engine.holds import Charge, SeatSpec
 from engine.policies import Policies
+from engine.records import Marker
 from engine.scripts import PolicyCode, RestoreCode
 from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
 from engine.stock import SkuSpec, lines_of
@@ -122,9 +123,23 @@ async def rebuild(
     await _restore_charges(store, conn, event_id, amount_of, winners, paying, report)
     last_seq = await conn.fetchval(Q["event_last_seq"], event_id)
     await store.restore.mark(event_id, await store.read.server_time_ms(), last_seq)
-    await store.open_sale(event_id, config["opens_at_ms"])
+    await _reopen(store, conn, event_id, config["opens_at_ms"])
     await store.restore.rebuilding(event_id, on=False)
     return report
+
+
+async def _reopen(store: Store, conn: asyncpg.Connection, event_id: str, opens_at_ms: int) -> None:
+    """Open the sale again, unless the ledger says an operator closed or cancelled it (ADR
+    0025): then it goes from DRAFT straight to closed, and a cancel resumes (what it had done
+    is restored already; what it had not, it does now; its records repeat decision ids the
+    ledger holds, which the writer skips)."""
+    ended = await conn.fetchval(Q["event_lifecycle"], event_id)
+    if ended is None:
+        await store.open_sale(event_id, opens_at_ms)
+        return
+    await store.lifecycle.close(event_id, "rebuild")
+    if ended == Marker.EVENT_CANCELLED:
+        await store.lifecycle.cancel(event_id, "rebuild")
 
 
 async def _create(

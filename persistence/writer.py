@@ -101,9 +101,10 @@ class LedgerWriter:
 
     async def mirror_event(self, event_id: str) -> bool:
         """Copy the event's config and seat map (a stock event: its SKUs and prices) into the
-        ledger once it is open (all fixed from then on); False while it is still a draft."""
+        ledger once it is out of DRAFT (all fixed from then on: open, or already closed or
+        cancelled by an operator before this writer saw it open); False while a draft."""
         ev = await self.redis.hgetall(keys.event_key(event_id, "event", self.prefix))
-        if not ev or ev.get("status") != "open":
+        if not ev or ev.get("status", "draft") == "draft":
             return False
         async with self.pool.acquire() as conn:
             if await conn.fetchval(Q["event_mirrored"], event_id):

@@ -40,7 +40,7 @@ EVENT_FIELDS = frozenset(
 KINDS = ("seats", "stock")
 STOCK_ONLY = ("locations", "skus")
 SEAT_FIELDS = frozenset(("seat_id", "rank", "section"))
-OPEN_FIELDS = frozenset(("opens_at_ms",))
+OPEN_FIELDS = frozenset(("opens_at_ms", "reschedule"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +163,12 @@ async def open_sale(request: Request) -> Response:
     event_id = path_id(request, "event_id")
     body = obj(await read_json(request, c.settings.body_max_bytes, allow_empty=True))
     only(body, OPEN_FIELDS, "open")
-    opens_at = await c.store.open_sale(event_id, whole(body, "opens_at_ms", 0))
+    reschedule = body.get("reschedule", False)
+    if not isinstance(reschedule, bool):
+        raise ApiError(400, "invalid_request", "reschedule must be true or false")
+    opens_at_ms = whole(body, "opens_at_ms", 0)
+    # A second open answers 409 already_open: T0 moves only when asked, before it (ADR 0025).
+    opens_at = await c.store.lifecycle.open(event_id, opens_at_ms, reschedule=reschedule)
     return json_response({"event_id": event_id, "opens_at_ms": opens_at})
 
 

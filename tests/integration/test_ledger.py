@@ -361,3 +361,27 @@ async def test_writer_recovers_when_the_stream_is_recreated(
             )
             == 1
         )
+
+
+async def test_a_cancelled_sale_reaches_the_ledger_whole(
+    real_store: Store, pool: asyncpg.Pool
+) -> None:
+    """Close and cancel are decisions of kind `event` (ADR 0025); the ledger takes them, and
+    every hold and charge move of the cancel, and agrees with Redis."""
+    event_id = await busy_sale(real_store)
+    await real_store.lifecycle.close(event_id, "ops")
+    assert (await real_store.lifecycle.cancel(event_id, "ops", batch=5)).complete
+    writer = LedgerWriter(real_store.client, pool, prefix=real_store.prefix, consumer="t1")
+    await drain(writer, event_id)
+    rows = await ledger_rows(pool)
+    assert len(rows["decisions"]) == len(await real_store.read.outbox(event_id))
+    assert [(d[4], d[5]) for d in rows["decisions"] if d[4] == "event"] == [
+        ("event", "EVENT_CLOSED"),
+        ("event", "EVENT_CANCELLED"),
+    ]
+    for hold_id, _seat, state, _winner in rows["holds"]:
+        assert (await real_store.read.hold(event_id, hold_id)).state == state
+    assert "CONFIRMED" not in {state for _h, _s, state, _w in rows["holds"]}
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("select count(*) from ledger_alerts") == 0
+    assert (await real_store.read.audit(event_id)).ok

@@ -244,8 +244,8 @@ class Provider:
             if c.state == ChargeState.CAPTURED
         ]
 
-    async def ledger(self) -> dict[str, Any]:
-        return {"entries": await self.entries()}
+    async def money_movements(self) -> list[dict[str, Any]]:
+        return await self.entries()
 
     async def get_attempt(self, attempt_id: str) -> None:
         return None

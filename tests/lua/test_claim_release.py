@@ -5,7 +5,7 @@ import pytest
 from engine import errors
 from engine.states import ChargeState, HoldState
 from engine.store import Store
-from tests.conftest import open_sale
+from tests.conftest import Sale, open_sale, seats
 from tests.helpers import callback, terminal_records
 
 T0 = 1_900_000_000_000
@@ -36,7 +36,9 @@ async def test_specific_seat_free_taken_unknown(store: Store) -> None:
 
 
 async def test_claim_before_t0_is_refused(store: Store) -> None:
-    sale = await open_sale(store, 2, now_ms=T0)
+    await store.create_event("t0", seats(2), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    sale = Sale(store, "t0")
+    await sale.at(T0)
     await store.open_sale(sale.event_id, T0 + 1000)
     with pytest.raises(errors.SaleNotOpen):
         await store.claim(sale.event_id, "alice", "h1")

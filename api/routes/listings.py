@@ -1,0 +1,238 @@
+"""Admin listings and the end of a sale (ADR 0025): the events, an event's configuration, pages
+of its holds, charges and orders (opaque cursor, HSCAN underneath: engine/listings.py), the
+orders as CSV streamed page by page, and closing or cancelling the sale. Admin token required."""
+
+import csv
+import io
+from collections.abc import AsyncIterator, Sequence
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from api.context import ctx, endpoint, path_id
+from api.errors import ApiError
+from api.responses import json_response, read_json
+from api.routes.admin import charge_view
+from api.routes.checkout import order_view
+from api.validate import LIMITS, obj, only, query_integer, whole
+from engine.holds import Charge, Hold
+from engine.lifecycle import CANCEL_BATCH
+from engine.listings import EXCEPTION_STATES, Listings, Page
+from engine.states import ChargeState, HoldState
+
+CURSOR_CHARS_MAX = 4096
+LIMIT_DEFAULT = 100
+CSV_COLUMNS = ("hold_id", "login", "seat_ids", "lines", "amount", "currency", "charge_id",
+               "decided_ms")  # fmt: skip
+CANCEL_FIELDS = frozenset(("batch",))
+
+
+def cursor_of(request: Request) -> str | None:
+    raw = request.query_params.get("cursor")
+    if raw is not None and (not raw or len(raw) > CURSOR_CHARS_MAX or not raw.isascii()):
+        raise ApiError(400, "invalid_request", f"cursor must be 1..{CURSOR_CHARS_MAX} characters")
+    return raw
+
+
+def states_of(request: Request, allowed: tuple[str, ...]) -> frozenset[str]:
+    """`state=A,B`: only entries in those states (none: all)."""
+    raw = request.query_params.get("state")
+    if raw is None:
+        return frozenset()
+    asked = frozenset(raw.split(","))
+    if not asked or not asked <= set(allowed):
+        raise ApiError(400, "invalid_request", f"state must list some of {', '.join(allowed)}")
+    return asked
+
+
+def paging(request: Request) -> tuple[str | None, int]:
+    return cursor_of(request), query_integer(request.query_params, "limit", LIMIT_DEFAULT)
+
+
+def listing(c_event: str, page: Page, name: str, items: Sequence[object]) -> Response:
+    return json_response({"event_id": c_event, name: list(items), "next_cursor": page.cursor})
+
+
+def hold_row(h: Hold) -> dict[str, object]:
+    return {
+        "hold_id": h.hold_id,
+        "login": h.login,
+        "state": h.state,
+        "seat_ids": [] if h.is_stock else list(h.seat_ids),
+        "lines": h.seat_id if h.is_stock else None,
+        "created_ms": h.created_ms,
+        "expires_ms": h.expires_ms,
+        "decided_ms": h.decided_ms or None,
+        "reason": h.reason or None,
+        "charge_ids": list(h.charge_ids),
+        "winner": h.winner or None,
+    }
+
+
+@endpoint("admin_list_events")
+async def list_events(request: Request) -> Response:
+    c = ctx(request)
+    c.require_admin(request)
+    cursor, limit = paging(request)
+    page = await Listings(c.store.read).events(cursor, limit)
+    return json_response({"events": page.items, "next_cursor": page.cursor})
+
+
+@endpoint("admin_event_config")
+async def event_config(request: Request) -> Response:
+    c = ctx(request)
+    c.require_admin(request)
+    event_id = path_id(request, "event_id")
+    return json_response(await Listings(c.store.read).config(event_id))
+
+
+@endpoint("admin_list_holds")
+async def list_holds(request: Request) -> Response:
+    c = ctx(request)
+    c.require_admin(request)
+    event_id = path_id(request, "event_id")
+    states = states_of(request, tuple(HoldState))
+    cursor, limit = paging(request)
+    page = await Listings(c.store.read).holds(event_id, cursor, limit, states)
+    return listing(event_id, page, "holds", [hold_row(h) for h in page.items])
+
+
+@endpoint("admin_list_charges")
+async def list_charges(request: Request) -> Response:
+    c = ctx(request)
+    c.require_admin(request)
+    event_id = path_id(request, "event_id")
+    states = states_of(request, tuple(ChargeState))
+    cursor, limit = paging(request)
+    page = await Listings(c.store.read).charges(event_id, cursor, limit, states)
+    return listing(event_id, page, "charges", [charge_view(ch) for ch in page.items])
+
+
+@endpoint("admin_list_exceptions")
+async def list_exceptions(request: Request) -> Response:
+    """Charges whose money needs an operator's eye, each with its hold's state and seats."""
+    c = ctx(request)
+    c.require_admin(request)
+    event_id = path_id(request, "event_id")
+    states = states_of(request, tuple(sorted(EXCEPTION_STATES)))
+    cursor, limit = paging(request)
+    page, holds = await Listings(c.store.read).exceptions(event_id, cursor, limit, states)
+    rows = []
+    for ch in page.items:
+        h = holds.get(ch.hold_id)
+        rows.append(charge_view(ch) | {"hold": hold_row(h) if h is not None else None})
+    return listing(event_id, page, "exceptions", rows)
+
+
+def order_row(h: Hold, winners: dict[str, Charge], currency: str) -> dict[str, object]:
+    won = [winners[h.winner]] if h.winner in winners else []
+    return {"hold_id": h.hold_id, "login": h.login, "decided_ms": h.decided_ms,
+            **order_view(h, won, currency)}  # fmt: skip
+
+
+async def _currency(request: Request, event_id: str) -> str:
+    (currency,) = await ctx(request).store.read.event_fields(event_id, "currency")
+    return currency or "EUR"
+
+
+@endpoint("admin_list_orders")
+async def list_orders(request: Request) -> Response:
+    """CONFIRMED holds: what each bought, the amount, the currency and the charge that paid."""
+    c = ctx(request)
+    c.require_admin(request)
+    event_id = path_id(request, "event_id")
+    cursor, limit = paging(request)
+    page, winners = await Listings(c.store.read).orders(event_id, cursor, limit)
+    currency = await _currency(request, event_id)
+    return listing(event_id, page, "orders", [order_row(h, winners, currency) for h in page.items])
+
+
+def csv_lines(rows: list[dict[str, object]], header: bool) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    if header:
+        writer.writerow(CSV_COLUMNS)
+    for row in rows:
+        seats = row.get("seat_ids") or []
+        lines = row.get("lines") or []
+        assert isinstance(seats, list) and isinstance(lines, list)
+        goods = " ".join(f"{x['sku']}@{x['location']}*{x['quantity']}" for x in lines)
+        writer.writerow(
+            (row["hold_id"], row["login"], " ".join(map(str, seats)), goods, row["amount"],
+             row["currency"], row["charge_id"], row["decided_ms"])
+        )  # fmt: skip
+    return out.getvalue()
+
+
+@endpoint("admin_orders_csv")
+async def orders_csv(request: Request) -> Response:
+    """Every order as CSV, read and sent a page at a time (the first page before the answer
+    starts, so an unknown event is a 404, not a broken stream)."""
+    c = ctx(request)
+    c.require_admin(request)
+    event_id = path_id(request, "event_id")
+    listings = Listings(c.store.read)
+    page_size = int(LIMITS["limit"].high)
+    first, winners = await listings.orders(event_id, None, page_size)
+    currency = await _currency(request, event_id)
+
+    async def body() -> AsyncIterator[str]:
+        page, won, header = first, winners, True
+        while True:
+            yield csv_lines([order_row(h, won, currency) for h in page.items], header)
+            header = False
+            if page.cursor is None:
+                return
+            page, won = await listings.orders(event_id, page.cursor, page_size)
+
+    disposition = f'attachment; filename="{event_id}-orders.csv"'
+    return StreamingResponse(
+        body(), media_type="text/csv", headers={"Content-Disposition": disposition}
+    )
+
+
+@endpoint("admin_close_sale")
+async def close_sale(request: Request) -> Response:
+    """No new claims or charge starts; holds run on to their deadlines, callbacks still
+    decide. A repeat answers the same."""
+    c = ctx(request)
+    admin = c.require_admin(request)
+    event_id = path_id(request, "event_id")
+    status = await c.store.lifecycle.close(event_id, admin)
+    return json_response({"event_id": event_id, "status": status})
+
+
+@endpoint("admin_cancel_sale")
+async def cancel_sale(request: Request) -> Response:
+    """Closed, every hold ended, the captured money of every sold seat on the refund queue.
+    200 once nothing is held, blocked or sold; 202 with `remaining` when this request's share
+    of the work is done and more remains (post again). Repeats are idempotent."""
+    c = ctx(request)
+    admin = c.require_admin(request)
+    event_id = path_id(request, "event_id")
+    body = obj(await read_json(request, c.settings.body_max_bytes, allow_empty=True))
+    only(body, CANCEL_FIELDS, "cancel")
+    batch = whole(body, "batch", CANCEL_BATCH)
+    progress = await c.store.lifecycle.cancel(event_id, admin, batch=batch)
+    answer = {
+        "event_id": event_id,
+        "status": "cancelled",
+        "holds_ended": progress.done,
+        "remaining": progress.remaining,
+        "complete": progress.complete,
+    }
+    return json_response(answer, 200 if progress.complete else 202)
+
+
+ROUTES = [
+    Route("/v1/admin/events", list_events, methods=["GET"]),
+    Route("/v1/admin/events/{event_id}", event_config, methods=["GET"]),
+    Route("/v1/admin/events/{event_id}/holds", list_holds, methods=["GET"]),
+    Route("/v1/admin/events/{event_id}/charges", list_charges, methods=["GET"]),
+    Route("/v1/admin/events/{event_id}/orders", list_orders, methods=["GET"]),
+    Route("/v1/admin/events/{event_id}/exceptions/charges", list_exceptions, methods=["GET"]),
+    Route("/v1/admin/events/{event_id}/orders.csv", orders_csv, methods=["GET"]),
+    Route("/v1/admin/events/{event_id}/close", close_sale, methods=["POST"]),
+    Route("/v1/admin/events/{event_id}/cancel", cancel_sale, methods=["POST"]),
+]
