@@ -221,23 +221,23 @@ local function seat_take_best(hold_id)
 end
 
 -- The best block of n adjacent free seats: consecutive ranks (r, r+1, ...) in one section,
--- the block whose first seat ranks best. Reads the free seats in rank order, a chunk at a
--- time, and stops at the first block. Taking seats never makes a block, so the rank where the
+-- the block whose first seat ranks best. Reads the free seats in rank order, in chunks that
+-- start at 4n and double, and stops at the first block. Taking seats never makes a block, so the rank where the
 -- last search for n found its block (or 'none') is kept in `block_from:<n>` and the next search
 -- starts there; any seat coming back on sale (seat_move) forgets every such hint. So the cost
 -- stays O(n log N) per party even on a map that fragments as it sells (rows of 20, parties of
 -- 6: each row leaves 2); asked only for parties (n > 1); nil when no such block is free.
-local BLOCK_CHUNK, BLOCK_HINTS = 128, { 'block_from:2', 'block_from:3', 'block_from:4',
+local BLOCK_CHUNK_MAX, BLOCK_HINTS = 256, { 'block_from:2', 'block_from:3', 'block_from:4',
   'block_from:5', 'block_from:6' }
 local function free_block(n)
   local hint = n <= #BLOCK_HINTS + 1 and 'block_from:' .. n or nil
   local from = hint and redis.call('HGET', K_EVENT, hint) or nil
   if from == 'none' then return nil end
   local run, last_rank, last_section = {}, nil, nil
-  local offset = 0
+  local offset, chunk = 0, 4 * n  -- small first (a block is usually at the front), then wider
   while true do
     local free = redis.call('ZRANGE', K_FREE, from or '-inf', '+inf', 'BYSCORE', 'LIMIT', offset,
-      BLOCK_CHUNK, 'WITHSCORES')
+      chunk, 'WITHSCORES')
     if #free == 0 then
       if hint then redis.call('HSET', K_EVENT, hint, 'none') end
       return nil
@@ -257,7 +257,8 @@ local function free_block(n)
       end
       last_rank, last_section = rank, section
     end
-    offset = offset + BLOCK_CHUNK
+    offset = offset + chunk
+    chunk = math.min(2 * chunk, BLOCK_CHUNK_MAX)
   end
 end
 

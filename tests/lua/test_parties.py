@@ -175,14 +175,20 @@ async def test_a_rebuild_restores_a_sold_party_whole_or_not_at_all(store: Store)
 
 
 async def test_the_best_block_is_found_across_the_chunks_the_script_reads(store: Store) -> None:
-    """The script reads free seats 128 at a time: a block whose seats straddle two chunks (free
-    positions 126-129 here) is still found, and is still the best one."""
+    """The script reads free seats 4n at a time first (16 for a party of 4), then in doubling
+    chunks: a block whose seats straddle two chunks (free positions 14-17 here) is still found,
+    and is still the best one."""
     sale = await venue(store, {"A": [float(r) for r in range(1, 401)]})
-    for r in range(2, 254, 2):  # take every even rank up to 252: A1, A3, ... A253 stay free
+    for r in range(2, 30, 2):  # take every even rank up to 28: A1, A3, ... A27 stay free
         await store.claim(sale.event_id, f"x{r}", f"x{r}", f"A{r}")
-    # Free by rank: A1, A3, ..., A251 (126 seats, no two adjacent), then A253, A254, A255, ...
+    # Free by rank: A1, A3, ..., A27 (14 seats, no two adjacent), then A29, A30, A31, ...
     party = await store.claim(sale.event_id, "fam", "f1", quantity=4)
-    assert party.seat_ids == ("A253", "A254", "A255", "A256")
+    assert party.seat_ids == ("A29", "A30", "A31", "A32")
+    # Past several chunks: 40 more isolated seats before the next block.
+    for r in range(34, 114, 2):
+        await store.claim(sale.event_id, f"y{r}", f"y{r}", f"A{r}")
+    party2 = await store.claim(sale.event_id, "fam2", "f2", quantity=4)
+    assert party2.seat_ids == ("A113", "A114", "A115", "A116")  # A113 is free: odd
     await sale.audit_ok()
 
 
