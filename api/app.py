@@ -25,7 +25,7 @@ from api.settings import ApiSettings
 from api.webhooks_db import WebhookDb, WebhookDbSettings
 from engine import errors
 from engine.loops import repeat
-from engine.provider import build_provider
+from engine.providers import build_provider
 from engine.soldout import SoldOutMemory
 from engine.store import Store
 

@@ -19,7 +19,7 @@ from api.identity import Identity, bearer_bytes
 from api.limits import AddressLimiter
 from api.settings import ApiSettings
 from engine import errors, keys
-from engine.provider import Provider
+from engine.providers import Provider
 from engine.store import Store
 
 log = logging.getLogger("onsale.api")

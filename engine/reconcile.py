@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 
 from engine.holds import Charge, ProviderOutcome
-from engine.provider import OUTCOME_OF_STATUS, Provider, ProviderCharge, ProviderTimeout
+from engine.providers import OUTCOME_OF_STATUS, Provider, ProviderCharge, ProviderTimeout
 from engine.states import ChargeState
 from engine.store import Store
 

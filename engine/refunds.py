@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from engine import keys
 from engine.errors import ChargeNotFound
 from engine.holds import Charge
-from engine.provider import Provider, ProviderRefused, ProviderTimeout
+from engine.providers import Provider, ProviderRefused, ProviderTimeout
 from engine.store import Store
 
 log = logging.getLogger("onsale.refunds")

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from engine.errors import StoreUnavailable
 from engine.loops import repeat
-from engine.provider import ProviderTimeout, build_provider
+from engine.providers import ProviderTimeout, build_provider
 from engine.reconcile import ProviderReconciler
 from engine.refunds import RefundWorker
 from engine.settings import Settings

@@ -38,7 +38,7 @@ import asyncpg
 
 from engine import keys
 from engine.holds import Charge, Hold, ProviderReversal
-from engine.provider import (
+from engine.providers import (
     DISPUTE_STILL_OUT,
     LEDGER_MONEY_SIGN,
     MoneyMovement,

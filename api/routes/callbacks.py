@@ -21,7 +21,7 @@ from api.errors import ApiError
 from api.responses import json_response, read_body
 from engine.errors import HoldNotFound
 from engine.holds import OutcomeResult, ProviderOutcome
-from engine.provider import BadCallback, Ignored, ProviderTimeout
+from engine.providers import BadCallback, Ignored, ProviderTimeout
 from engine.signing import BadSignature
 from engine.store import Store
 

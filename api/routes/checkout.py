@@ -19,7 +19,7 @@ from api.routes.stock import LINES_MAX, cart_of, lines_view
 from api.validate import LIMITS, idempotency_key, ident, integer, obj, query_integer
 from engine import errors, keys
 from engine.holds import Charge, Claimed, Hold
-from engine.provider import ProviderRefused, ProviderTimeout
+from engine.providers import ProviderRefused, ProviderTimeout
 from engine.states import HoldState
 from engine.stock import StockLine
 

@@ -4,6 +4,7 @@ own protocol and Stripe. `build_provider` picks the deployment's (ONSALE_PROVIDE
 from collections.abc import Sequence
 
 from engine.providers.base import (
+    DISPUTE_STILL_OUT,
     LEDGER_MONEY_SIGN,
     OUTCOME_OF_STATUS,
     BadCallback,
@@ -15,10 +16,11 @@ from engine.providers.base import (
     ProviderRefused,
     ProviderTimeout,
 )
-from engine.providers.simulator import SimulatorProvider
+from engine.providers.simulator import SimulatorProvider, parse_callback
 from engine.settings import MissingSetting, Settings
 
 __all__ = [
+    "DISPUTE_STILL_OUT",
     "LEDGER_MONEY_SIGN",
     "OUTCOME_OF_STATUS",
     "BadCallback",
@@ -31,6 +33,7 @@ __all__ = [
     "ProviderTimeout",
     "SimulatorProvider",
     "build_provider",
+    "parse_callback",
 ]
 
 

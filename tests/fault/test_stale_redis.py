@@ -11,7 +11,7 @@ import pytest
 
 from engine import errors
 from engine.holds import ProviderOutcome
-from engine.provider import ProviderClient
+from engine.providers import SimulatorProvider
 from engine.states import HoldState
 from engine.store import Store
 from loadtest.provider_sim import SimConfig, create_app
@@ -57,7 +57,7 @@ async def lost_sales(store: Store, pool: asyncpg.Pool, writer: LedgerWriter) -> 
     process as the provider (it holds none of these test charges)."""
     app = create_app(SimConfig(webhook_url="http://127.0.0.1:9/none", retries_max=1))
     async with app.router.lifespan_context(app):
-        provider = ProviderClient("http://sim", transport=httpx.ASGITransport(app=app))
+        provider = SimulatorProvider("http://sim", transport=httpx.ASGITransport(app=app))
         async with pool.acquire() as conn:
             report = await reconcile_event(
                 store, conn, writer, [], "ev", provider=provider, grace_ms=0

@@ -19,7 +19,7 @@ import httpx
 import pytest
 import redis.asyncio as redis_asyncio
 
-from engine.provider import build_provider
+from engine.providers import build_provider
 from engine.settings import Settings
 from engine.store import Store
 from loadtest.buyer import BuyerApi

@@ -16,7 +16,7 @@ import redis.asyncio as redis_asyncio
 
 from engine import errors
 from engine.holds import ProviderOutcome
-from engine.provider import ProviderClient
+from engine.providers import SimulatorProvider
 from engine.states import ChargeState, HoldState
 from engine.store import Store
 from persistence.database import create_pool
@@ -155,7 +155,7 @@ async def test_nightly_finds_each_planted_discrepancy_and_a_clean_run_finds_none
     await asyncio.to_thread(sales, stack, clean)
     await drain(writer, clean)
     entries = stack.ledger()["entries"]
-    provider = ProviderClient(stack.sim)
+    provider = SimulatorProvider(stack.sim)
     async with pool.acquire() as conn:
         clean_report = await reconcile_event(
             store, conn, writer, entries, clean, provider=provider, grace_ms=0

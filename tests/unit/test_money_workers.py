@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from engine import keys
-from engine.provider import ProviderCharge, ProviderClient
+from engine.providers import ProviderCharge, SimulatorProvider
 from engine.reconcile import ProviderReconciler
 from engine.refunds import RefundWorker
 from engine.states import ChargeState, HoldState
@@ -22,7 +22,7 @@ PRICE = 100
 
 
 @pytest.fixture
-async def provider() -> AsyncIterator[ProviderClient]:
+async def provider() -> AsyncIterator[SimulatorProvider]:
     app = create_app(
         SimConfig(
             webhook_url="http://127.0.0.1:9/none",
@@ -34,12 +34,14 @@ async def provider() -> AsyncIterator[ProviderClient]:
         )
     )
     async with app.router.lifespan_context(app):
-        client = ProviderClient("http://sim", transport=httpx.ASGITransport(app=app))
+        client = SimulatorProvider("http://sim", transport=httpx.ASGITransport(app=app))
         yield client
         await client.aclose()
 
 
-async def paying(store: Store, provider: ProviderClient, login: str = "alice") -> tuple[Sale, str]:
+async def paying(
+    store: Store, provider: SimulatorProvider, login: str = "alice"
+) -> tuple[Sale, str]:
     """An open sale (server clock) where `login` holds a seat and paid: the provider captured,
     its callback never came (the charge is still CHARGING here)."""
     sale = await open_sale(store, 2)
@@ -59,7 +61,7 @@ async def paying(store: Store, provider: ProviderClient, login: str = "alice") -
 
 
 async def test_reconciliation_applies_a_capture_whose_callback_was_lost(
-    fake_store: Store, provider: ProviderClient
+    fake_store: Store, provider: SimulatorProvider
 ) -> None:
     sale, _key = await paying(fake_store, provider)
     reconciler = ProviderReconciler(fake_store, provider, stale_ms=1)
@@ -72,7 +74,7 @@ async def test_reconciliation_applies_a_capture_whose_callback_was_lost(
 
 
 async def test_a_charge_the_provider_never_saw_is_closed_as_failed(
-    fake_store: Store, provider: ProviderClient
+    fake_store: Store, provider: SimulatorProvider
 ) -> None:
     sale = await open_sale(fake_store, 1)
     await fake_store.claim(sale.event_id, "bo", "h1")
@@ -87,7 +89,7 @@ async def test_a_charge_the_provider_never_saw_is_closed_as_failed(
 
 
 async def test_the_refund_queue_refunds_a_capture_that_cannot_win(
-    fake_store: Store, provider: ProviderClient
+    fake_store: Store, provider: SimulatorProvider
 ) -> None:
     sale, key = await paying(fake_store, provider)
     await fake_store.release(sale.event_id, "h-alice", "alice")  # the capture can no longer win
@@ -104,7 +106,7 @@ async def test_the_refund_queue_refunds_a_capture_that_cannot_win(
 
 
 async def test_a_refund_the_providers_record_disowns_is_parked_not_paid(
-    fake_store: Store, provider: ProviderClient
+    fake_store: Store, provider: SimulatorProvider
 ) -> None:
     """A capture message for the winner's attempt under a key we never minted becomes an
     orphan here; the provider's record says the attempt is the winner's: no refund."""
@@ -128,7 +130,7 @@ async def test_a_refund_the_providers_record_disowns_is_parked_not_paid(
 
 
 async def test_a_recent_decline_is_asked_about_again_and_a_contradicting_capture_goes_back(
-    fake_store: Store, provider: ProviderClient
+    fake_store: Store, provider: SimulatorProvider
 ) -> None:
     """The provider declines, then captures that very attempt, and the capture's webhook is
     lost: within the watch window the worker asks again and the money goes down the refund
@@ -150,7 +152,7 @@ async def test_a_recent_decline_is_asked_about_again_and_a_contradicting_capture
 
 
 async def test_a_decline_older_than_the_watch_window_leaves_the_index_unasked(
-    fake_store: Store, provider: ProviderClient
+    fake_store: Store, provider: SimulatorProvider
 ) -> None:
     sale, key, _created = await declined(fake_store, provider)
     assert await watched_ids(fake_store, sale) == [key]
@@ -161,7 +163,7 @@ async def test_a_decline_older_than_the_watch_window_leaves_the_index_unasked(
     assert await watched_ids(fake_store, sale) == []
 
 
-async def declined(store: Store, provider: ProviderClient) -> tuple[Sale, str, ProviderCharge]:
+async def declined(store: Store, provider: SimulatorProvider) -> tuple[Sale, str, ProviderCharge]:
     """cy holds a seat; the provider declined its charge (and its callback said so)."""
     sale = await open_sale(store, 1)
     await store.claim(sale.event_id, "cy", "h1")
@@ -177,7 +179,7 @@ async def watched_ids(store: Store, sale: Sale) -> list[str]:
 
 
 async def test_reconciliation_reads_the_watch_index_page_by_page_not_every_charge(
-    fake_store: Store, provider: ProviderClient, monkeypatch: pytest.MonkeyPatch
+    fake_store: Store, provider: SimulatorProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Seven charges the provider never saw, three captured ones: only the seven are in the
     index, and a pass in pages of two settles all seven (settled ones leave the range, the

@@ -1,4 +1,4 @@
-"""engine.provider.parse_callback: reads a callback as sent, routes it by the key we minted, and
+"""engine.providers.parse_callback: reads a callback as sent, routes it by the key we minted, and
 coerces nothing (the deciding script judges the values)."""
 
 import time
@@ -9,7 +9,7 @@ import pytest
 
 from engine import keys
 from engine.holds import ProviderOutcome, ProviderReversal
-from engine.provider import BadCallback, Callback, SimulatorProvider, parse_callback
+from engine.providers import BadCallback, Callback, SimulatorProvider, parse_callback
 from engine.signing import HEADER, BadSignature, sign
 
 KEY = keys.charge_key("ev-a", "h1", "alice", "k1")
