@@ -6,6 +6,7 @@ from typing import Any
 import orjson
 
 from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
+from engine.stock import is_stock_listing
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +66,7 @@ class Hold:
     @property
     def is_stock(self) -> bool:
         """Its `seat_id` lists stock lines ('<sku>@<location>*<qty>'), not seats."""
-        return "*" in self.seat_id
+        return is_stock_listing(self.seat_id)
 
 
 _TERMINAL_CHARGE = {"CAPTURED", "DECLINED", "FAILED", "REFUNDED"}
@@ -154,6 +155,10 @@ class Claimed:
     state: HoldState
     replaced: str = ""  # the login's previous hold, released by this claim (two tabs)
     amount: int = 0  # a cart's (stock lines, fixed at the claim); 0 for seats
+
+    @property
+    def is_stock(self) -> bool:
+        return is_stock_listing(self.seat_id)
 
     @classmethod
     def of_reply(cls, reply: list[Any]) -> "Claimed":

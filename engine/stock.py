@@ -56,6 +56,12 @@ class HeldLine:
     quantity: int
 
 
+def is_stock_listing(listed: str) -> bool:
+    """A hold's `seat` field lists stock lines ('<sku>@<location>*<qty>'), not seats: a seat id
+    never contains '*'."""
+    return "*" in listed
+
+
 def lines_of(listed: str) -> tuple[HeldLine, ...]:
     """A stock hold's `seat` field ('<sku>@<location>*<qty>,...') as lines; () for seats."""
     out = []

@@ -26,7 +26,7 @@ from engine import keys
 from engine.reads import stream_id
 from engine.records import OutboxRecord, RecordKind
 from engine.states import HoldState
-from engine.stock import lines_of, stock_table
+from engine.stock import is_stock_listing, lines_of, stock_table
 from engine.store import Store
 from persistence.queries import Q
 
@@ -84,7 +84,7 @@ class LedgerStock:
         if r.kind == RecordKind.CORRECTION:
             sku, _, location = r.seat_id.partition("@")
             self.on_hand[(sku, location)] += int(r.to_state) - int(r.from_state)
-        elif r.moves_hold and "*" in r.seat_id:
+        elif r.moves_hold and is_stock_listing(r.seat_id):
             at = stream_id(entry_id)
             known = self.holds.get(r.entity_id)
             if known is None or known[2] < at:  # forward only, as upsert_hold
@@ -104,7 +104,7 @@ async def _ledger_stock(conn: asyncpg.Connection, event_id: str) -> tuple[Ledger
         for r in await conn.fetch(Q["event_stock_on_hand"], event_id):
             found.on_hand[(r["sku"], r["location"])] = r["on_hand"]
         for r in await conn.fetch(Q["event_holds"], event_id):
-            if "*" in r["seat_id"]:
+            if is_stock_listing(r["seat_id"]):
                 at = (r["stream_ms"], r["stream_seq"])
                 found.holds[r["hold_id"]] = (r["state"], r["seat_id"], at)
         seen = {r[0] for r in await conn.fetch(Q["event_decision_ids"], event_id)}

@@ -151,7 +151,7 @@ async def claim(request: Request) -> Response:
         c.metrics.claimed(getattr(exc, "code", "error"))
         raise
     c.metrics.claimed("replay" if claimed.replay else "ok")
-    if "*" in claimed.seat_id:  # a cart (or its replay): its lines and amount
+    if claimed.is_stock:  # a cart (or its replay): its lines and amount
         return claimed_response(claimed, claimed.amount)
     return claimed_response(claimed)
 
