@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 
 import httpx
+import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -119,19 +120,24 @@ def _background(ctx: Context, jwks: Jwks | None, stop: asyncio.Event) -> list[as
     return tasks
 
 
+def _store(settings: ApiSettings, client: "aioredis.Redis") -> Store:
+    return Store(
+        client,
+        prefix=settings.engine.key_prefix,
+        timeout_s=settings.engine.redis_timeout_ms / 1000,
+        autopipeline=settings.engine.redis_autopipeline,
+        limits=settings.limits.login(),
+        idempotency_window_ms=settings.engine.trim_retention_ms,
+        wait=settings.engine.replica_wait(client),
+    )
+
+
 # `hooks`: the database of the merchant webhook routes (None: they answer 503, ADR 0024).
 def create_app(settings: ApiSettings, hooks: WebhookDbSettings | None = None) -> HotRoute:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         client = settings.engine.redis_client()
-        store = Store(
-            client,
-            prefix=settings.engine.key_prefix,
-            timeout_s=settings.engine.redis_timeout_ms / 1000,
-            autopipeline=settings.engine.redis_autopipeline,
-            limits=settings.limits.login(),
-            idempotency_window_ms=settings.engine.trim_retention_ms,
-        )
+        store = _store(settings, client)
         if not await store.boot():
             log.warning("Redis unreachable at boot; answering 503 until it is back")
         if settings.engine.sold_out_memory:

@@ -1,9 +1,12 @@
 """Every Redis key of the engine. All keys of one event share the hash tag {event_id}, so each
 script call touches one Redis Cluster slot. Scripts receive keys only through KEYS."""
 
+import functools
 import hashlib
 import re
 from typing import NewType
+
+from redis.crc import key_slot
 
 EventId = NewType("EventId", str)
 HoldId = NewType("HoldId", str)
@@ -93,18 +96,35 @@ def event_key(event_id: str, name: str, prefix: str = PREFIX) -> str:
 EXTRA_KEYS: tuple[str, ...] = ("raw_callbacks", "refused")
 
 
-def restock_pattern(prefix: str = PREFIX) -> str:
-    """The pattern of every event's restock channel (engine/soldout.py listens on it)."""
-    return f"{prefix}:{{*}}:event:restocked"
-
-
 def event_of_channel(channel: str) -> str:
     return channel.partition("{")[2].partition("}")[0]
 
 
-def events_index(prefix: str = PREFIX) -> str:
-    """The set of event ids the sweeper walks (not hash-tagged: touched by Python only)."""
-    return f"{prefix}:events"
+def slot_of(event_id: str) -> int:
+    """The Redis Cluster slot of every key of the event (CRC16 of its hash tag)."""
+    return key_slot(event_id.encode())
+
+
+@functools.lru_cache(maxsize=16_384)
+def slot_tag(slot: int) -> str:
+    """The first of `x0`, `x1`, ... whose slot is `slot`: a hash tag that puts a key in the same
+    slot as the events of that slot (about 16k tries, once per slot and process)."""
+    n = 0
+    while key_slot(f"x{n}".encode()) != slot:
+        n += 1
+    return f"x{n}"
+
+
+def event_index(event_id: str, prefix: str = PREFIX) -> str:
+    """The set of event ids of one cluster slot, in the slot of those events: an event and its
+    index entry live (and fail over) together, on one server or one primary of a cluster.
+    Written before the event (a half-created event is still walked), found by SCAN on every
+    primary (engine/reads.py `event_ids`)."""
+    return f"{prefix}:index:{{{slot_tag(slot_of(event_id))}}}"
+
+
+def index_pattern(prefix: str = PREFIX) -> str:
+    return f"{prefix}:index:{{*}}"
 
 
 def lost_events(prefix: str = PREFIX) -> str:

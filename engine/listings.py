@@ -159,11 +159,11 @@ class Listings:
         return page, {h.hold_id: h for h in holds}
 
     async def events(self, cursor: str | None, limit: int) -> Page:
-        """A page of the events index (SSCAN), each with its status and counters."""
-        scan, _, _ = decode_cursor(cursor)
-        index = keys.events_index(self.read.prefix)
-        nxt, ids = await self.read._read(self.read.client.sscan(index, scan, count=limit))
-        ids = sorted(ids)
+        """A page of the events, in id order after the cursor's last id (the per-slot indexes,
+        engine/event_index.py), each with its status and counters."""
+        _, after, _ = decode_cursor(cursor)
+        every = await self.read.event_ids()
+        ids = [e for e in every if e > after][:limit]
         async with self.read.client.pipeline(transaction=False) as pipe:
             for event_id in ids:
                 pipe.hmget(self.read._key(event_id, "event"), list(EVENT_COUNTERS))
@@ -176,7 +176,8 @@ class Listings:
             for event_id, row in zip(ids, rows, strict=True)
             if row[0] is not None
         ]
-        return Page(items, None if int(nxt) == 0 else encode_cursor(int(nxt), ""))
+        more = bool(ids) and ids[-1] != every[-1]
+        return Page(items, encode_cursor(0, ids[-1]) if more else None)
 
     async def config(self, event_id: str) -> dict[str, Any]:
         """What the event was created with, and where its sale stands."""

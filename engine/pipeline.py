@@ -30,6 +30,8 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from engine import errors
+from engine.cluster import NodeBatches, is_cluster
+from engine.replicas import ReplicaWait
 from engine.scripts import Scripts
 
 HEADS_MAX = 10_000  # cached command heads (script x event); cleared when full
@@ -62,6 +64,7 @@ class AutoPipeline:
         timeout_s: float,
         max_batch: int = 512,
         max_inflight: int = 2,
+        wait: ReplicaWait | None = None,
     ) -> None:
         self.client = client
         self.scripts = scripts
@@ -75,6 +78,9 @@ class AutoPipeline:
         self._tasks: set[asyncio.Task[None]] = set()
         self._heads: dict[tuple[str, str], bytes] = {}
         self._encoder = client.get_encoder()  # type: ignore[no-untyped-call]
+        self._cluster = is_cluster(client)
+        self._nodes = NodeBatches(client) if self._cluster else None
+        self.wait = wait  # answer only what replicas acknowledged (engine/replicas.py)
 
     def call(self, name: str, keys: list[str], args: Sequence[Any]) -> "asyncio.Future[list[Any]]":
         loop = asyncio.get_running_loop()
@@ -115,8 +121,11 @@ class AutoPipeline:
         self.stats.calls += len(batch)
         self.stats.batches += 1
         self.stats.largest = max(self.stats.largest, len(batch))
-        try:  # the queue is FIFO: batch[0] is the oldest call, its deadline the earliest
-            replies = await self._execute(batch, batch[0].queued + self.timeout_s)
+        deadline = batch[0].queued + self.timeout_s  # FIFO: batch[0] is the oldest call
+        try:
+            replies = await self._execute(batch, deadline)
+            if self.wait is not None and not await self._replicated(batch, deadline):
+                replies = [errors.StoreUnavailable(f"{c.name}: not on replicas") for c in batch]
         except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
             _answer(batch, [errors.StoreUnavailable(f"{c.name}: {exc!r}") for c in batch])
         except BaseException as exc:  # a bug or cancellation: no caller may wait forever
@@ -129,6 +138,11 @@ class AutoPipeline:
             if self._queue and not self._scheduled:
                 self._scheduled = True
                 asyncio.get_running_loop().call_soon(self._flush)
+
+    async def _replicated(self, batch: list[_Call], deadline: float) -> bool:
+        assert self.wait is not None
+        async with asyncio.timeout_at(deadline):
+            return await self.wait.acknowledged([c.keys[0] for c in batch])
 
     def _packed(self, c: _Call) -> bytes:
         """RESP bytes of `EVALSHA sha numkeys keys... args...`; the part before the args is the
@@ -163,6 +177,8 @@ class AutoPipeline:
         Error replies belong to their own call; a transport failure fails the batch. The
         timeout covers the checkout and the I/O; the connection always goes back to the pool,
         outside the timeout, so a deadline can never leak it."""
+        if self._cluster:
+            return await self._execute_cluster(batch, deadline)
         pool = self.client.connection_pool
         async with asyncio.timeout_at(deadline):
             conn = await pool.get_connection()  # type: ignore[no-untyped-call]
@@ -180,8 +196,33 @@ class AutoPipeline:
             raise
         finally:
             await asyncio.shield(pool.release(conn))
-        # A server that lost its scripts (restart, SCRIPT FLUSH): run those calls one by one
-        # through the registered script, which loads it and retries.
+        return await self._after_noscript(batch, replies, deadline)
+
+    async def _execute_cluster(self, batch: list[_Call], deadline: float) -> list[Any]:
+        """Redis Cluster: one packed batch per node, as on one server (engine/cluster.py); the
+        calls redirected or cut off (a slot moving, a failover) go again through the cluster
+        pipeline, which follows MOVED and ASK and refreshes the slot map. Each script still runs
+        alone and atomically on its slot's primary; order holds within a slot."""
+        assert self._nodes is not None
+        async with asyncio.timeout_at(deadline):
+            packed = [self._packed(c) for c in batch]
+            replies = await self._nodes.send([c.keys[0] for c in batch], packed)
+            again = [i for i, r in enumerate(replies) if r is None]
+            if again:
+                pipe: Any = self.client.pipeline(transaction=False)
+                for i in again:
+                    c = batch[i]
+                    sha = self.scripts[c.name].sha
+                    pipe.execute_command("EVALSHA", sha, len(c.keys), *c.keys, *c.args)
+                for i, reply in zip(again, await pipe.execute(raise_on_error=False), strict=True):
+                    replies[i] = reply
+        return await self._after_noscript(batch, replies, deadline)
+
+    async def _after_noscript(
+        self, batch: list[_Call], replies: list[Any], deadline: float
+    ) -> list[Any]:
+        """A server that lost its scripts (restart, SCRIPT FLUSH, a promoted replica): run
+        those calls one by one through the registered script, which loads it and retries."""
         async with asyncio.timeout_at(deadline):
             for i, reply in enumerate(replies):
                 if isinstance(reply, NoScriptError):

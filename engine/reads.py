@@ -13,6 +13,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from engine import errors, keys
 from engine.audit import AuditReport, Snapshot, audit
+from engine.event_index import EventIndex
 from engine.holds import Alert, Availability, Charge, Hold
 from engine.states import LatePolicy, ReversalPolicy
 
@@ -68,6 +69,7 @@ def _ledger_floor(groups: Any, pending: Any) -> tuple[int, int] | None:
 class Reads:
     def __init__(self, client: "aioredis.Redis", *, prefix: str, timeout_s: float) -> None:
         self.client, self.prefix, self.timeout_s = client, prefix, timeout_s
+        self.index = EventIndex(client, prefix=prefix, read=self._read)  # which events exist
 
     async def _read(self, coro: Any) -> Any:
         return await timed(coro, self.timeout_s)
@@ -79,8 +81,7 @@ class Reads:
         return bool(await self._read(self.client.exists(self._key(event_id, "event"))))
 
     async def event_ids(self) -> list[str]:
-        members = await self._read(self.client.smembers(keys.events_index(self.prefix)))
-        return sorted(members)
+        return await self.index.ids()
 
     async def availability(self, event_id: str) -> Availability:
         raw = await self._read(self.client.hgetall(self._key(event_id, "event")))
@@ -124,12 +125,14 @@ class Reads:
             pipe.xinfo_groups(stream)
             pipe.xpending(stream, LEDGER_GROUP)
             pipe.hget(self._key(event_id, "event"), "status")
-            pipe.hexists(self._key(event_id, "refused"), hold_id)
+            # Sent raw: the cluster client's MULTI hands a typed HEXISTS its routing keys as
+            # arguments of its reply parser, which then fails (an int comes back instead).
+            pipe.execute_command("HEXISTS", self._key(event_id, "refused"), hold_id)
             groups, pending, status, refused = await self._read(pipe.execute(raise_on_error=False))
         floor = _ledger_floor(groups, pending)
         if floor is None or stream_id(record) >= floor:
             return "pending"
-        return "fenced" if status == "fenced" else "refused" if refused else "told"
+        return "fenced" if status == "fenced" else "refused" if int(refused) else "told"
 
     async def event_fields(self, event_id: str, *names: str) -> list[str | None]:
         fields: list[str | None] = await self._read(

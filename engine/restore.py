@@ -22,7 +22,7 @@ class Restore:
         """Delete every key of the event (a rebuild with --force starts from nothing)."""
         names = [*keys.EVENT_KEYS, *keys.EXTRA_KEYS]
         await self._read(self.client.delete(*(self._key(event_id, n) for n in names)))
-        await self._read(self.client.srem(keys.events_index(self.prefix), event_id))
+        await self.store.read.index.remove(event_id)
 
     async def hold(
         self,

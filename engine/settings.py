@@ -3,11 +3,16 @@ never reads the environment. Every client option is set here explicitly."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import cast
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+
+from engine.replicas import ReplicaWait
 
 
 class MissingSetting(RuntimeError):
@@ -97,6 +102,10 @@ class Settings:
     trim_retention_ms: int = 600_000
     trim_interval_ms: int = 5_000  # pause between trim passes when nothing was left over
     trim_without_ledger: bool = False  # trim events with no ledger group by the retention alone
+    # Answer a batch of script calls only once this many replicas of each server involved
+    # hold it (WAIT, engine/replicas.py, ADR 0030); 0: do not wait.
+    redis_wait_replicas: int = 0
+    redis_wait_ms: int = 50
     provider: str = "simulator"  # simulator | stripe (ADR 0023)
     provider_url: str = ""  # the simulator's; required by its worker and API
     provider_timeout_ms: int = 2_000
@@ -133,6 +142,10 @@ class Settings:
             trim_retention_ms=int_setting(env, "ONSALE_TRIM_RETENTION_MS", cls.trim_retention_ms),
             trim_interval_ms=int_setting(env, "ONSALE_TRIM_INTERVAL_MS", cls.trim_interval_ms),
             trim_without_ledger=_bool(env, "ONSALE_TRIM_WITHOUT_LEDGER", cls.trim_without_ledger),
+            redis_wait_replicas=int_setting(
+                env, "ONSALE_REDIS_WAIT_REPLICAS", cls.redis_wait_replicas
+            ),
+            redis_wait_ms=int_setting(env, "ONSALE_REDIS_WAIT_MS", cls.redis_wait_ms),
             provider=provider,
             provider_url=env.get("ONSALE_PROVIDER_URL", ""),
             stripe=StripeSettings.from_env(env) if provider == "stripe" else None,
@@ -161,6 +174,9 @@ class Settings:
         therefore puts one deadline of `redis_timeout_ms` around each whole call (Store,
         Reads, AutoPipeline: asyncio.timeout from the moment the call is made); these options
         are the backstops of any other caller."""
+        cluster = cluster_url(self.redis_url)
+        if cluster is not None:
+            return self._cluster_client(cluster)
         pool = aioredis.BlockingConnectionPool.from_url(
             self.redis_url,
             decode_responses=True,
@@ -176,3 +192,44 @@ class Settings:
             retry=Retry(NoBackoff(), retries=1, supported_errors=(RedisConnectionError,)),
         )
         return aioredis.Redis.from_pool(pool)
+
+    def replica_wait(self, client: "aioredis.Redis") -> ReplicaWait | None:
+        if self.redis_wait_replicas <= 0:
+            return None
+        return ReplicaWait(
+            client,
+            prefix=self.key_prefix,
+            replicas=self.redis_wait_replicas,
+            timeout_ms=self.redis_wait_ms,
+        )
+
+    def _cluster_client(self, url: str) -> "aioredis.Redis":
+        """Redis Cluster (ADR 0030): the same bounds per node; the client follows MOVED and ASK,
+        refreshes its slot map after a failover, and retries a connection error on the new
+        owner. Typed as the single-server client: the engine uses the commands both share, and
+        the few places that differ ask `is_cluster` (engine/cluster.py)."""
+        client = RedisCluster.from_url(
+            url,
+            decode_responses=True,
+            max_connections=self.redis_pool_max,
+            socket_timeout=self.redis_timeout_ms / 1000,
+            socket_connect_timeout=self.redis_connect_timeout_ms / 1000,
+            socket_keepalive=True,
+            health_check_interval=30,
+        )
+        return cast("aioredis.Redis", client)
+
+
+def cluster_url(url: str) -> str | None:
+    """The URL of a cluster (`redis+cluster://host:port` or `redis://host:port?cluster=true`,
+    any node a seed) as the cluster client takes it; None for a single server."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query)
+    query = [(k, v) for k, v in pairs if k != "cluster"]
+    flagged = any(k == "cluster" and v.lower() in ("1", "true", "yes") for k, v in pairs)
+    if parts.scheme not in ("redis+cluster", "rediss+cluster") and not flagged:
+        return None
+    if parts.path.strip("/") not in ("", "0"):
+        raise MissingSetting("ONSALE_REDIS_URL: a cluster has database 0 only")
+    scheme = parts.scheme.replace("+cluster", "")
+    return urlunsplit((scheme, parts.netloc, "", urlencode(query), ""))

@@ -7,8 +7,15 @@ script call costs as much as a sale. ADR 0012 records the rules; in short:
 - Entered only from a SOLD_OUT reply of the claim script, tagged with the event's `restocks`
   count from that reply. It holds for `ttl_s` at most; the next real claim renews it.
 - Dropped at once when the event goes from no free seat to one: every script that frees a seat
-  publishes on `<event key>:restocked` (lua/_lib.lua `restocked`), and this process listens.
-  Memory is used only while the subscription is confirmed; losing it forgets everything.
+  publishes on the event's `<event key>:restocked` channel with SPUBLISH (lua/_lib.lua
+  `restocked`), a sharded channel in the event's slot, and this process subscribes to that
+  channel (SSUBSCRIBE) when it first hears the event is sold out. On one server and on a
+  cluster alike the message goes only to the node serving the event (ADR 0030).
+- A memory is entered only after the event's subscription is confirmed, from a read made after
+  that confirmation which still shows the `restocks` count of the SOLD_OUT reply: a seat that
+  came back before the read shows in the count, one after it arrives as a message. Losing the
+  subscription (the connection, a slot moved to another node: `sunsubscribe`) forgets what it
+  covered; a confirmation heard again (a reconnection) forgets that event.
 - A retried claim must still get its hold: when the memory is entered, the ids of the event's
   holds are read once (after the SOLD_OUT reply, so every hold made before it is there) and a
   claim whose idempotency key is among them goes to Redis and gets its REPLAY. A hold made
@@ -32,17 +39,21 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from engine import keys
+from engine.cluster import is_cluster
 from engine.loops import repeat
 
 log = logging.getLogger("onsale.soldout")
 
 KEEP_S = 30.0  # expired memories and heard restocks are kept this long, then pruned
+SUBSCRIBED_S = 600.0  # a channel not needed this long is unsubscribed
+WAIT_S = 0.05  # the listener's longest wait for a message before it subscribes new channels
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +61,7 @@ class _Memory:
     restocks: int
     until: float  # time.monotonic() deadline
     holds: frozenset[str]
+    since: float  # when the subscription it relies on was confirmed
 
 
 @dataclass
@@ -58,7 +70,8 @@ class SoldOutStats:
     entered: int = 0  # memories made (one snapshot read each, or a reuse)
     snapshots: int = 0
     dropped: int = 0  # restock messages that dropped a memory
-    subscriptions: int = 0  # (re)subscriptions: each one forgets everything remembered
+    subscriptions: int = 0  # channel subscriptions confirmed (a repeat forgets that event)
+    unsubscribed: int = 0  # channels lost (slot moved, connection) or dropped when unused
 
 
 class SoldOutMemory:
@@ -74,13 +87,17 @@ class SoldOutMemory:
         self.prefix = prefix
         self.ttl_s = ttl_s
         self.snapshot_max = snapshot_max
-        self.listening = False  # True only while the restock subscription is confirmed
+        self.listening = False  # True while the listener's connection is up
         self.stats = SoldOutStats()
         self._events: dict[str, _Memory] = {}
         # Highest restocks count heard of per event, and when: a SOLD_OUT reply with a lower
         # count was made before that restock. Kept KEEP_S, far longer than any call can live.
         self._latest: dict[str, tuple[int, float]] = {}
-        self._since = float("inf")  # when the current subscription was confirmed
+        # Events whose restock channel this process wants (-> when last needed), and those
+        # whose subscription the server confirmed (-> when).
+        self._wanted: dict[str, float] = {}
+        self._confirmed: dict[str, float] = {}
+        self._confirmations = asyncio.Condition()  # notified on each confirmation
         self._entering: dict[str, asyncio.Task[None]] = {}  # snapshot reads in flight
         self._pruned = 0.0
         self._stop = asyncio.Event()
@@ -101,22 +118,22 @@ class SoldOutMemory:
     def sold_out(self, event_id: str, restocks: int, sent_at: float) -> None:
         """Redis said SOLD_OUT (with its restocks count) to a call sent at `sent_at`
         (time.monotonic()): remember it, at most one read at a time per event. Called on the
-        request path; the read runs in the background. A reply to a call sent before the
-        subscription was (re)confirmed is not used: a restock message may have been missed."""
-        if not self.listening or sent_at < self._since or event_id in self._entering:
+        request path; the subscription and the read run in the background."""
+        if not self.listening or event_id in self._entering:
             return
         now = time.monotonic()
+        self._wanted[event_id] = now
         self._prune(now)
         if restocks < self._heard(event_id):
             return  # a seat came back after this reply was made
         m = self._events.get(event_id)
-        if m is not None and m.restocks == restocks:
+        if m is not None and m.restocks == restocks and sent_at >= m.since:
             # No seat came back since the snapshot, so no hold was made since (and `restocks`
             # never repeats across a rebuild of the event): renew it.
-            self._events[event_id] = _Memory(restocks, now + self.ttl_s, m.holds)
+            self._events[event_id] = _Memory(restocks, now + self.ttl_s, m.holds, m.since)
             self.stats.entered += 1
             return
-        task = asyncio.get_running_loop().create_task(self._enter(event_id, restocks, sent_at))
+        task = asyncio.get_running_loop().create_task(self._enter(event_id, restocks))
         self._entering[event_id] = task
         task.add_done_callback(lambda _t: self._entering.pop(event_id, None))
 
@@ -136,24 +153,41 @@ class SoldOutMemory:
         for event_id in [e for e, (_n, at) in self._latest.items() if at < old]:
             del self._latest[event_id]
 
-    async def _enter(self, event_id: str, restocks: int, sent_at: float) -> None:
-        holds_key = keys.event_key(event_id, "holds", self.prefix)
+    async def _enter(self, event_id: str, restocks: int) -> None:
+        """Once the event's channel is confirmed: read its holds and its restocks count in
+        one transaction; remember it only if no seat came back since the SOLD_OUT reply."""
         try:
             async with asyncio.timeout(2.0):
-                if await self.client.hlen(holds_key) > self.snapshot_max:
-                    return
-                # The idempotency key part of each id (a claim's hold id is `<key>:<window>` when
-                # the store has an idempotency window): a retry is recognised by its key.
-                ids = await self.client.hkeys(holds_key)
-                holds = frozenset(str(h).partition(":")[0] for h in ids)
+                async with self._confirmations:
+                    await self._confirmations.wait_for(lambda: event_id in self._confirmed)
+                since = self._confirmed[event_id]
+                found = await self._snapshot(event_id)
         except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
             log.warning("sold-out snapshot of %s failed: %r", event_id, exc)
             return
+        if found is None:
+            return
+        now_restocks, holds = found
         self.stats.snapshots += 1
-        if not self.listening or sent_at < self._since or restocks < self._heard(event_id):
+        if self._confirmed.get(event_id) != since or now_restocks != restocks:
             return  # a seat came back, or the subscription was lost, while it was read
-        self._events[event_id] = _Memory(restocks, time.monotonic() + self.ttl_s, holds)
+        if restocks < self._heard(event_id):
+            return
+        self._events[event_id] = _Memory(restocks, time.monotonic() + self.ttl_s, holds, since)
         self.stats.entered += 1
+
+    async def _snapshot(self, event_id: str) -> tuple[int, frozenset[str]] | None:
+        holds_key = keys.event_key(event_id, "holds", self.prefix)
+        event_key = keys.event_key(event_id, "event", self.prefix)
+        if await self.client.hlen(holds_key) > self.snapshot_max:
+            return None
+        async with self.client.pipeline(transaction=True) as pipe:  # one slot: one MULTI
+            pipe.hget(event_key, "restocks")
+            pipe.hkeys(holds_key)
+            now_restocks, ids = await pipe.execute()
+        # The idempotency key part of each id (a claim's hold id is `<key>:<window>` when the
+        # store has an idempotency window): a retry is recognised by its key.
+        return int(now_restocks or 0), frozenset(str(h).partition(":")[0] for h in ids)
 
     # -- invalidation ---------------------------------------------------------------------
 
@@ -168,6 +202,12 @@ class SoldOutMemory:
     def forget(self) -> None:
         self._events.clear()
         self._latest.clear()
+
+    def _unconfirmed(self, event_id: str) -> None:
+        """The event's subscription is gone (or was renewed): forget what it covered."""
+        self._confirmed.pop(event_id, None)
+        self._events.pop(event_id, None)
+        self._latest.pop(event_id, None)
 
     async def start(self) -> None:
         """Listen for restock messages in the background until stop()."""
@@ -188,35 +228,74 @@ class SoldOutMemory:
         for task in list(self._entering.values()):
             task.cancel()
         if self._task is not None:
-            self._task.cancel()  # it may be parked in a read for up to half a second
+            self._task.cancel()  # it may be parked in a read for up to WAIT_S
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
     def _lost(self) -> None:
         self.listening = False
-        self._since = float("inf")
+        self._confirmed.clear()
         self.forget()
 
     async def _listen(self) -> bool:
-        pattern = keys.restock_pattern(self.prefix)  # lua/_lib.lua restocked()
-        pubsub = self.client.pubsub()
+        """One connection's life: subscribe the channels wanted, hear confirmations, restock
+        messages and unsubscriptions. Any error ends it (everything is forgotten) and the
+        loop starts a fresh one."""
+        pubsub: Any = self.client.pubsub()
+        cluster = is_cluster(self.client)
+        asked: set[str] = set()
+        self.listening = True
         try:
-            await pubsub.psubscribe(pattern)
             while not self._stop.is_set():
-                msg = await pubsub.get_message(timeout=0.5)
-                if msg is None:
+                await self._follow_wants(pubsub, asked)
+                if not asked:
+                    await asyncio.sleep(WAIT_S)
                     continue
-                if msg["type"] == "psubscribe":
-                    # First subscription, or the client's reconnection after a lost connection
-                    # (it resubscribes by itself): anything remembered may have missed a message.
-                    self.stats.subscriptions += 1
-                    self.forget()
-                    self._since = time.monotonic()
-                    self.listening = True
-                elif msg["type"] == "pmessage":
-                    event_id = keys.event_of_channel(str(msg["channel"]))
-                    self.restocked(event_id, int(msg["data"]))
+                if cluster:
+                    msg = await pubsub.get_sharded_message(timeout=WAIT_S / 3)
+                else:
+                    msg = await pubsub.get_message(timeout=WAIT_S)
+                if msg is not None and self._heard_message(msg):
+                    async with self._confirmations:
+                        self._confirmations.notify_all()
             return False
         finally:
             self._lost()
-            await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await pubsub.aclose()
+
+    async def _follow_wants(self, pubsub: Any, asked: set[str]) -> None:
+        """Subscribe newly wanted events' channels; unsubscribe those unused for long."""
+        stale = time.monotonic() - SUBSCRIBED_S
+        for event_id in [e for e, at in self._wanted.items() if at < stale]:
+            del self._wanted[event_id]
+        new = [e for e in self._wanted if e not in asked]
+        gone = [e for e in asked if e not in self._wanted]
+        if new:
+            await pubsub.ssubscribe(*(self._channel(e) for e in new))
+            asked.update(new)
+        if gone:
+            await pubsub.sunsubscribe(*(self._channel(e) for e in gone))
+            asked.difference_update(gone)
+            for event_id in gone:
+                self._unconfirmed(event_id)
+
+    def _channel(self, event_id: str) -> str:
+        return keys.event_key(event_id, "event:restocked", self.prefix)
+
+    def _heard_message(self, msg: dict[str, Any]) -> bool:
+        """Apply one message; True when it confirmed a subscription."""
+        kind = str(msg["type"])
+        event_id = keys.event_of_channel(str(msg["channel"]))
+        if kind == "ssubscribe":
+            # The first confirmation, or one after the client reconnected and subscribed again
+            # by itself: anything remembered of the event may have missed a message.
+            self._unconfirmed(event_id)
+            self._confirmed[event_id] = time.monotonic()
+            self.stats.subscriptions += 1
+            return True
+        if kind == "sunsubscribe":  # ours, or the server's: the slot moved to another node
+            self._unconfirmed(event_id)
+            self.stats.unsubscribed += 1
+        elif kind == "smessage":
+            self.restocked(event_id, int(msg["data"]))
+        return False

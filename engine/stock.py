@@ -138,6 +138,7 @@ class Stock:
             raise ValueError(f"invalid or repeated stock ids: {bad or list(locations)}")
         args = [event_id, hold_ttl_ms, quarantine_ms, str(policy), currency, str(reversal_policy)]
         cap = "" if login_cap is None else login_cap
+        await self.store.read.index.add(event_id)  # first: a create cut short is still walked
         reply = await self.store._run(
             "event_create", event_id, [*args, "stock", ",".join(locations), 0, cap]
         )
@@ -160,11 +161,7 @@ class Stock:
                     for sku, loc, n in initial[first : first + SKUS_CHUNK_MAX]
                 )
             )
-        total = sum(n for _s, _loc, n in initial)
-        await self.store._read(
-            self.store.client.sadd(keys.events_index(self.store.prefix), event_id)
-        )
-        return total
+        return sum(n for _s, _loc, n in initial)
 
     async def add_skus(self, event_id: str, skus: Sequence[SkuSpec]) -> None:
         for first in range(0, len(skus), SKUS_CHUNK_MAX):

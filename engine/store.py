@@ -28,6 +28,7 @@ from engine.lifecycle import Lifecycle
 from engine.notes import Notes
 from engine.pipeline import AutoPipeline
 from engine.reads import Reads, timed
+from engine.replicas import ReplicaWait
 from engine.restore import Restore
 from engine.revoked import RevokedLogins
 from engine.scripts import (
@@ -72,6 +73,7 @@ class Store:
         autopipeline: bool = True,
         limits: LoginLimits | None = None,
         idempotency_window_ms: int = 0,
+        wait: ReplicaWait | None = None,  # answer only what replicas hold (engine/replicas.py)
     ) -> None:
         encoder = client.get_encoder()  # type: ignore[no-untyped-call]
         assert encoder.decode_responses, "Store needs a client with decode_responses=True"
@@ -98,7 +100,9 @@ class Store:
         self.lifecycle = Lifecycle(self)  # open, close, cancel (ADR 0025)
         # Script calls of one event-loop tick share one round trip (engine/pipeline.py).
         self.pipeline = (
-            AutoPipeline(client, self.scripts, timeout_s=timeout_s) if autopipeline else None
+            AutoPipeline(client, self.scripts, timeout_s=timeout_s, wait=wait)
+            if autopipeline
+            else None
         )
 
     # -- plumbing -------------------------------------------------------------------------
@@ -150,6 +154,7 @@ class Store:
         login may hold and buy here (None: the deployment's cap, 0: none)."""
         args = [event_id, hold_ttl_ms, quarantine_ms, str(policy), currency, str(reversal_policy)]
         cap = "" if login_cap is None else login_cap
+        await self.read.index.add(event_id)  # first: a create cut short is still walked
         reply = await self._run("event_create", event_id, [*args, "seats", "", max_party, cap])
         if reply[0] == EventCreateCode.EXISTS:
             raise errors.EventExists(f"event {event_id} exists")
@@ -166,7 +171,6 @@ class Store:
                 batch = []
         if batch:
             total += await self._add_seats(event_id, batch)
-        await self._read(self.client.sadd(keys.events_index(self.prefix), event_id))
         return total
 
     async def _add_seats(self, event_id: str, batch: list[Any]) -> int:

@@ -35,7 +35,12 @@ def every(
 async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
     provider = build_provider(settings)  # refuses an incomplete configuration before anything
     client = settings.redis_client()
-    store = Store(client, prefix=settings.key_prefix, timeout_s=settings.redis_timeout_ms / 1000)
+    store = Store(
+        client,
+        prefix=settings.key_prefix,
+        timeout_s=settings.redis_timeout_ms / 1000,
+        wait=settings.replica_wait(client),
+    )
     if not await store.boot():
         log.warning("Redis unreachable at boot; the loops retry until it is back")
     sweeper = Sweeper(

@@ -128,13 +128,14 @@ class LocalStack:
         api = self._start_api(env)
         self._start("worker", "worker", env=env)
         if self.ledger_dsn:
-            subprocess.run(
+            done = subprocess.run(
                 [sys.executable, "-m", "onsale.cli", "migrate"],
                 env=env,
-                check=True,
                 capture_output=True,
                 timeout=60,
             )
+            if done.returncode != 0:
+                raise RuntimeError(f"onsale migrate failed: {done.stderr.decode()[-2000:]}")
             self._start("ledger", "ledger", env=env)
         try:
             for url, proc in ((self.sim_url, sim), (self.api_url, api)):

@@ -200,7 +200,7 @@ end
 -- SOLD_OUT reply tells a process whether its memory of the sold-out event is still current.
 local function restocked()
   local n = redis.call('HINCRBY', K_EVENT, 'restocks', 1)
-  redis.call('PUBLISH', K_RESTOCKED, n)
+  redis.call('SPUBLISH', K_RESTOCKED, n)
 end
 
 local OWNER_COUNTER = { H = 'held', B = 'blocked', S = 'sold' }

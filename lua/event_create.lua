@@ -43,5 +43,5 @@ redis.call('HSET', K_EVENT, 'status', 'draft', 'hold_ttl_ms', ttl, 'quarantine_m
   'sold', 0, 'created_ms', now, 'restocks', now, 'currency', currency,
   'reversal_policy', reversal, 'kind', kind, 'locations', locations, 'max_party', max_party)
 if login_cap ~= '' then redis.call('HSET', K_EVENT, 'login_cap', tonumber(login_cap)) end
-redis.call('PUBLISH', K_RESTOCKED, now) -- drops any memory of an earlier life
+redis.call('SPUBLISH', K_RESTOCKED, now) -- drops any memory of an earlier life
 return { 'CREATED' }

@@ -285,8 +285,7 @@ class LedgerWriter:
             nonlocal reported
             moved = 0
             await self.fencer.check_due()
-            events = await self.redis.smembers(keys.events_index(self.prefix))
-            for event_id in sorted(str(e) for e in events):
+            for event_id in await self.reads.index.ids():
                 try:
                     moved += await self.step(event_id)
                 except (OSError, RedisError, asyncpg.PostgresError, asyncpg.InterfaceError):

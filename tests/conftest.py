@@ -2,18 +2,22 @@
 keys afterwards, so tests never see leftovers and can share one Redis with anything else."""
 
 import os
+import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import fakeredis
 import pytest
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
 from engine.holds import SeatSpec
 from engine.scripts import Scripts
 from engine.states import LatePolicy, ReversalPolicy
 from engine.store import Store
+from loadtest.redis_cluster import LocalCluster
 
 REDIS_URL = os.environ.get("ONSALE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
@@ -131,14 +135,59 @@ async def fake_store() -> AsyncIterator[Store]:
     await client.aclose()
 
 
-@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.redis)])
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[str]:
+    """The URL of a Redis Cluster: ONSALE_TEST_REDIS_CLUSTER_URL when set, else a private one
+    (3 primaries, 1 replica each) started once for the session on spare ports."""
+    given = os.environ.get("ONSALE_TEST_REDIS_CLUSTER_URL")
+    if given:
+        yield given
+        return
+    with tempfile.TemporaryDirectory(prefix="onsale-cluster-") as workdir:
+        cluster = LocalCluster(Path(workdir))
+        try:
+            cluster.start()
+            yield cluster.url
+        finally:
+            cluster.stop()
+
+
+def cluster_client(url: str) -> "aioredis.Redis":
+    """A cluster client as the engine builds one (engine/settings.py), test timeouts."""
+    client = RedisCluster.from_url(
+        url.replace("?cluster=true", ""),
+        decode_responses=True,
+        socket_timeout=10,
+        socket_connect_timeout=5,
+        max_connections=512,
+    )
+    return client  # type: ignore[return-value]
+
+
+async def _cluster_store(url: str) -> tuple[Store, "aioredis.Redis"]:
+    client = cluster_client(url)
+    store = Store(client, scripts=Scripts(client, test_clock=True), prefix=new_prefix())
+    await store.scripts.load_all()
+    return store, client
+
+
+BACKENDS = [
+    "fake",
+    pytest.param("real", marks=pytest.mark.redis),
+    pytest.param("cluster", marks=[pytest.mark.redis, pytest.mark.cluster]),
+]
+
+
+@pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    """The same test on fakeredis and on real Redis: both must agree."""
+    """The same test on fakeredis, on real Redis and on a Redis Cluster: all must agree."""
     if request.param == "fake":
         store, client = _fake_store()
-    else:
+    elif request.param == "real":
         store, client = await _real_store()
+    else:
+        store, client = await _cluster_store(request.getfixturevalue("redis_cluster"))
     yield store
-    if request.param == "real":
+    if request.param != "fake":
         await _drop_prefix(client, store.prefix)
     await client.aclose()

@@ -5,10 +5,12 @@ Redis, with the listener really subscribed."""
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from engine import errors
+from engine.cluster import is_cluster
 from engine.soldout import KEEP_S, SoldOutMemory, _Memory
 from engine.store import Store
 from tests.conftest import Sale, open_sale
@@ -41,23 +43,26 @@ async def test_sold_out_reply_counts_restocks_and_release_publishes(store: Store
     )
     created_ms = int(await store.client.hget(store.keys(sale.event_id)[0], "created_ms") or 0)
     assert raw == ["SOLD_OUT", created_ms]  # the count starts at the creation time
-    pubsub = store.client.pubsub()
-    await pubsub.psubscribe(f"{store.prefix}:{{*}}:event:restocked")
+    pubsub: Any = store.client.pubsub()
+    # The channel is sharded: in the event's slot, heard from the node serving it.
+    get = pubsub.get_sharded_message if is_cluster(store.client) else pubsub.get_message
+    channel = f"{store.prefix}:{{{sale.event_id}}}:event:restocked"
+    await pubsub.ssubscribe(channel)
+    assert (await get(timeout=5))["type"] == "ssubscribe"
     await store.release(sale.event_id, "win0", "winner0")  # 0 -> 1 free: a restock
     await store.release(sale.event_id, "win1", "winner1")  # 1 -> 2 free: not one
     got = []
     for _ in range(100):  # up to 5 s for the first message, then 0.2 s for any other
-        msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.05)
+        msg = await get(ignore_subscribe_messages=True, timeout=0.05)
         if msg is not None:
             got.append((msg["channel"], msg["data"]))
         elif len(got) == 1:
             for _ in range(4):
-                late = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.05)
+                late = await get(ignore_subscribe_messages=True, timeout=0.05)
                 if late is not None:
                     got.append((late["channel"], late["data"]))
             break
     await pubsub.aclose()
-    channel = f"{store.prefix}:{{{sale.event_id}}}:event:restocked"
     assert got == [(channel, str(created_ms + 1))]
     await store.claim(sale.event_id, "a", "a1")
     await store.claim(sale.event_id, "b", "b1")
@@ -120,10 +125,48 @@ async def test_a_snapshot_read_across_a_lost_subscription_is_not_used(
     store: Store, memory: SoldOutMemory
 ) -> None:
     sale = await sell_out(store, 1)
-    sent_at = time.monotonic()
-    memory._since = sent_at + 1  # the subscription was (re)confirmed after this call was sent
-    await memory._enter(sale.event_id, 0, sent_at)
+    memory._confirmed[sale.event_id] = time.monotonic()
+    real_snapshot = memory._snapshot
+
+    async def lost_while_read(event_id: str) -> tuple[int, frozenset[str]] | None:
+        found = await real_snapshot(event_id)
+        memory._unconfirmed(event_id)  # the slot moved away while the read was in flight
+        return found
+
+    memory._snapshot = lost_while_read  # type: ignore[method-assign]
+    restocks = int(await store.client.hget(store.keys(sale.event_id)[0], "restocks") or 0)
+    await memory._enter(sale.event_id, restocks)
     assert memory.stats.snapshots == 1 and sale.event_id not in memory._events
+
+
+async def test_a_seat_back_between_the_reply_and_the_snapshot_is_seen(
+    store: Store, memory: SoldOutMemory
+) -> None:
+    """The SOLD_OUT reply's count is checked against one read after the subscription: a seat
+    that came back before the subscription existed (no message could be heard) shows there."""
+    sale = await sell_out(store, 1)
+    restocks = int(await store.client.hget(store.keys(sale.event_id)[0], "restocks") or 0)
+    await store.release(sale.event_id, "win0", "winner0")  # unheard: nobody subscribed yet
+    memory._wanted[sale.event_id] = time.monotonic()
+    await memory._enter(sale.event_id, restocks)
+    assert memory.stats.snapshots == 1 and sale.event_id not in memory._events
+    assert (await store.claim(sale.event_id, "late", "k1")).seat_id == "s00000"
+
+
+async def test_a_server_side_unsubscribe_forgets_the_event(
+    store: Store, memory: SoldOutMemory
+) -> None:
+    """A slot moved to another node ends the subscriptions of its channels (`sunsubscribe`
+    from the server): what they covered is forgotten until a confirmation is heard again."""
+    sale = await sell_out(store, 1)
+    with pytest.raises(errors.SoldOut):
+        await store.claim(sale.event_id, "late", "k0")
+    await wait_until(lambda: memory.stats.entered == 1)
+    channel = f"{store.prefix}:{{{sale.event_id}}}:event:restocked"
+    memory._heard_message({"type": "sunsubscribe", "channel": channel, "data": 0})
+    with pytest.raises(errors.SoldOut):
+        await store.claim(sale.event_id, "late", "k1")
+    assert memory.stats.answered == 0  # asked Redis
 
 
 async def test_memory_lapses_after_its_ttl(store: Store, memory: SoldOutMemory) -> None:
@@ -162,18 +205,16 @@ async def test_a_rebuilt_event_is_not_taken_for_its_earlier_life(
 
 def test_rules_without_redis() -> None:
     """The ordering rules, driven by hand: a reply older than a restock is not remembered; a
-    reply to a call sent before the subscription was confirmed is not used; a lost
-    subscription forgets everything; memory is never used while not listening."""
+    renewal needs a memory made under the subscription still confirmed; a lost subscription
+    forgets everything; memory is never used while not listening."""
 
     async def run() -> None:
         m = SoldOutMemory(None, "p")  # type: ignore[arg-type]
-        m._since = 10.0
         m.listening = True
         m.restocked("e", 3)
         m.sold_out("e", 2, sent_at=11.0)  # made before the third restock
         assert "e" not in m._entering and not m.refuses("e", "k")
-        m.sold_out("e", 3, sent_at=9.0)  # sent before the subscription: may have missed one
-        assert "e" not in m._entering
+        assert "e" in m._wanted  # its channel is asked for all the same
         m._events["e"] = _memory(3)
         assert m.refuses("e", "k") and not m.refuses("e", "held")
         m.restocked("e", 3)  # a stale message: keeps it
@@ -184,15 +225,15 @@ def test_rules_without_redis() -> None:
         m._lost()
         assert not m.listening and not m.refuses("e", "k") and m._events == {}
         # Expired memories and old restocks are pruned after KEEP_S.
-        m.listening, m._since = True, 0.0
-        m._events["old"] = _Memory(1, time.monotonic() - KEEP_S - 1, frozenset())
+        m.listening = True
+        m._events["old"] = _Memory(1, time.monotonic() - KEEP_S - 1, frozenset(), 0.0)
         m._latest["old"] = (1, time.monotonic() - KEEP_S - 1)
         m._pruned = 0.0
-        m.sold_out("other", 1, sent_at=time.monotonic())
+        m._prune(time.monotonic())
         assert "old" not in m._events and "old" not in m._latest
 
     asyncio.run(run())
 
 
 def _memory(restocks: int) -> _Memory:
-    return _Memory(restocks, time.monotonic() + 60, frozenset({"held"}))
+    return _Memory(restocks, time.monotonic() + 60, frozenset({"held"}), 0.0)

@@ -1,0 +1,98 @@
+"""What differs between one Redis server and a Redis Cluster, in one place (ADR 0030). The
+engine's code paths are the same for both: every key of an event carries the event's hash tag,
+every script call names only such keys, and the client routes each call to the slot's primary.
+The differences are the client's own: how a batch of calls is sent (one connection, or one per
+node) and which servers a whole-deployment command (SCRIPT LOAD, SCAN) must reach.
+
+`NodeBatches` sends a batch of packed calls per node, each group on one of that node's pooled
+connections, exactly as engine/pipeline.py does on one server: the calls' slots are read from
+the client's own slot map. A call answered MOVED, ASK, TRYAGAIN or CLUSTERDOWN (a slot moving,
+a failover under way), and every call of a node that cannot be reached, is handed back to be
+sent through the cluster client itself, which follows the redirections and refreshes its map.
+Every script is idempotent by the ids it is given, so a call sent again decides nothing twice."""
+
+import asyncio
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from redis.asyncio.cluster import RedisCluster
+from redis.crc import key_slot
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MaxConnectionsError,
+    ResponseError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+SLOTS_MAX = 100_000  # cached key -> slot entries; cleared when full
+# Replies that mean "not here, not now": the call is sent again through the cluster client.
+REDIRECTED = (AskError, TryAgainError, ClusterDownError)  # MovedError is an AskError
+
+
+def is_cluster(client: Any) -> bool:
+    return isinstance(client, RedisCluster)
+
+
+class NodeBatches:
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._slots: dict[str, int] = {}
+        self.redirected = 0  # calls handed back to the cluster client
+
+    def _slot(self, key: str) -> int:
+        slot = self._slots.get(key)
+        if slot is None:
+            if len(self._slots) >= SLOTS_MAX:
+                self._slots.clear()
+            slot = self._slots[key] = key_slot(key.encode())
+        return slot
+
+    async def send(self, first_keys: Sequence[str], packed: Sequence[bytes]) -> list[Any]:
+        """Replies in call order; `None` where a call must be sent again through the cluster
+        client (redirected, or its node unreachable)."""
+        groups: dict[str, tuple[Any, list[int]]] = {}
+        manager = self.client.nodes_manager
+        for i, key in enumerate(first_keys):
+            node = manager.get_node_from_slot(self._slot(key))
+            groups.setdefault(node.name, (node, []))[1].append(i)
+        replies: list[Any] = [None] * len(packed)
+        results = await asyncio.gather(
+            *(self._node(node, [packed[i] for i in idx]) for node, idx in groups.values()),
+            return_exceptions=True,
+        )
+        for (_node, idx), result in zip(groups.values(), results, strict=True):
+            if isinstance(result, BaseException):
+                if not isinstance(result, (RedisConnectionError, RedisTimeoutError, OSError)):
+                    raise result
+                self.redirected += len(idx)
+                continue  # the node is gone: the cluster client finds the new owner
+            for i, reply in zip(idx, result, strict=True):
+                if isinstance(reply, REDIRECTED):
+                    self.redirected += 1
+                else:
+                    replies[i] = reply
+        return replies
+
+    async def _node(self, node: Any, packed: list[bytes]) -> list[Any]:
+        try:
+            conn = node.acquire_connection()
+        except MaxConnectionsError:
+            raise RedisConnectionError(f"no free connection to {node.name}") from None
+        try:
+            await conn.send_packed_command(packed)
+            replies: list[Any] = []
+            for _ in packed:
+                try:  # the caller's deadline covers the batch: no timer per reply
+                    replies.append(await conn.read_response(timeout=math.inf))
+                except ResponseError as exc:
+                    replies.append(exc)
+        except BaseException:
+            await conn.disconnect()
+            raise
+        finally:
+            node.release(conn)
+        return replies
