@@ -175,3 +175,24 @@ def test_the_ledger_metrics_export_throughput_refusals_and_lag_per_event() -> No
     assert "onsale_ledger_entries_total 3.0" in text
     assert 'onsale_ledger_lag_seconds{event="e1"} 0.5' in text
     assert "onsale_ledger_alerts_total 0.0" in text
+
+
+def test_a_cluster_is_chosen_by_the_url_and_nothing_else() -> None:
+    from redis.asyncio.cluster import RedisCluster
+
+    from engine.cluster import is_cluster
+    from engine.settings import cluster_url
+
+    assert cluster_url("redis://127.0.0.1:6379/0") is None
+    assert cluster_url("redis://h:7000?cluster=false") is None
+    assert cluster_url("redis+cluster://h:7000") == "redis://h:7000"
+    assert cluster_url("redis://h:7000/0?cluster=true") == "redis://h:7000"
+    assert cluster_url("rediss+cluster://u:p@h:7000?cluster=1&x=y") == "rediss://u:p@h:7000?x=y"
+    with pytest.raises(MissingSetting, match="database 0 only"):
+        cluster_url("redis://h:7000/3?cluster=true")
+    one = Settings.from_env({"ONSALE_REDIS_URL": "redis://127.0.0.1:1/0"}).redis_client()
+    many = Settings.from_env({"ONSALE_REDIS_URL": "redis+cluster://127.0.0.1:1"}).redis_client()
+    assert not is_cluster(one) and isinstance(many, RedisCluster) and is_cluster(many)
+    s = Settings.from_env({"ONSALE_REDIS_URL": "redis://x", "ONSALE_REDIS_WAIT_REPLICAS": "1"})
+    assert (s.redis_wait_replicas, s.redis_wait_ms) == (1, 50)
+    assert Settings.from_env({"ONSALE_REDIS_URL": "redis://x"}).replica_wait(one) is None
