@@ -231,6 +231,19 @@ update webhook_deliveries set last_status = $2, last_error = $3,
     > window_from + $5 * interval '1 millisecond' then 'failed' else 'pending' end
 where delivery_id = $1 and status = 'pending'
 
+-- name: prune_webhook_deliveries
+-- The delivery log keeps a delivery that is done (delivered, or failed and not replayed) for $1
+-- ms after its last attempt; older ones go, at most $2 per call. A decision replayed by the
+-- writer after its delivery was pruned is delivered again: receivers deduplicate by its
+-- webhook-id, which stays the same (ADR 0024).
+with old as (
+  select delivery_id from webhook_deliveries
+  where status in ('delivered', 'failed')
+    and coalesce(delivered_at, last_attempt_at, created_at) < now() - $1 * interval '1 millisecond'
+  limit $2
+)
+delete from webhook_deliveries d using old where d.delivery_id = old.delivery_id
+
 -- name: webhook_endpoint_gone
 -- The endpoint answered 410 Gone: it wants nothing more (Standard Webhooks); an operator may
 -- enable it again.

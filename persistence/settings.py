@@ -49,6 +49,7 @@ class SenderSettings:
     backoff_ms: int = 5_000  # the first retry's delay; doubled each attempt, jittered
     backoff_max_ms: int = 3_600_000  # the longest delay between two attempts
     max_age_ms: int = 3 * 86_400_000  # no attempt past this age: the delivery is failed
+    log_retention_ms: int = 30 * 86_400_000  # a done delivery is kept this long in the log
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "SenderSettings":
@@ -63,4 +64,5 @@ class SenderSettings:
             backoff_ms=ms("BACKOFF_MS", cls.backoff_ms),
             backoff_max_ms=ms("BACKOFF_MAX_MS", cls.backoff_max_ms),
             max_age_ms=ms("MAX_AGE_MS", cls.max_age_ms),
+            log_retention_ms=ms("LOG_RETENTION_MS", cls.log_retention_ms),
         )

@@ -15,6 +15,7 @@ the merchant may receive it twice (the same webhook-id), never zero times."""
 import asyncio
 import logging
 import random
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -33,6 +34,8 @@ LEASE_MARGIN_MS = 5_000  # a claimed delivery stays leased this much past one at
 ERROR_CHARS_MAX = 300  # of the last error kept in the delivery log
 RETRY_AFTER_MAX_S = 86_400
 EXPECTED = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+PRUNE_EVERY_S = 600.0  # the delivery log is pruned at most this often
+PRUNE_BATCH = 10_000  # deliveries deleted by one prune
 
 
 @dataclass
@@ -41,6 +44,7 @@ class SenderStats:
     delivered: int = 0
     not_delivered: int = 0
     errors: int = 0
+    pruned: int = 0  # done deliveries dropped from the log after the retention
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +93,28 @@ class WebhookSender:
             timeout=settings.timeout_ms / 1000, follow_redirects=False
         )
         self.stats = SenderStats()
+        self._pruned_at = -float("inf")
 
     @property
     def lease_ms(self) -> int:
         return self.settings.timeout_ms + min(LEASE_MARGIN_MS, self.settings.timeout_ms)
 
+    async def prune(self) -> int:
+        """Drop done deliveries older than the log's retention, a bounded batch at a time."""
+        async with self.pool.acquire() as conn:
+            done = await conn.execute(
+                Q["prune_webhook_deliveries"], self.settings.log_retention_ms, PRUNE_BATCH
+            )
+        n = int(done.split()[-1])
+        self.stats.pruned += n
+        self._pruned_at = time.monotonic()
+        return n
+
     async def run_once(self) -> bool:
-        """One batch: claim, send, record. True when a full batch was due (more may be)."""
+        """One batch: claim, send, record. True when a full batch was due (more may be).
+        The log is pruned at most once every PRUNE_EVERY_S."""
+        if time.monotonic() - self._pruned_at >= PRUNE_EVERY_S:
+            await self.prune()
         async with self.pool.acquire() as conn:
             due = await conn.fetch(
                 Q["claim_webhook_deliveries"], self.settings.batch_max, self.lease_ms

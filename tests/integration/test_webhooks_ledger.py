@@ -266,3 +266,49 @@ async def test_a_merchant_slower_than_the_timeout_is_tried_again(
     assert (late["status"], late["attempts"], late["last_status"]) == ("pending", 1, None)
     assert "Timeout" in late["last_error"]
     assert len(receiver.requests()) == 1  # it did arrive: the merchant dedupes the next one
+
+
+async def test_the_delivery_log_keeps_done_deliveries_for_its_retention_only(
+    real_store: Store, pool: asyncpg.Pool, receiver: Receiver
+) -> None:
+    """Delivered and failed deliveries older than the retention are pruned; pending ones, and
+    recent ones, stay; a decision replayed after its delivery was pruned goes out again with
+    the same webhook-id (receivers deduplicate by it)."""
+    await add_endpoint(pool, receiver.url)
+    sale = await open_sale(real_store, 3)
+    for n in (1, 2, 3):
+        await bought(sale, n)
+    await mirror(real_store, pool, sale.event_id)
+    sender = WebhookSender(pool, dataclasses.replace(QUICK, log_retention_ms=3_600_000))
+    await sender.run_once()
+    rows = sorted(await deliveries(pool), key=lambda d: d["delivery_id"])
+    assert [d["status"] for d in rows] == ["delivered"] * 3
+    first_message = rows[0]["message_id"]
+    async with pool.acquire() as conn:  # one delivered long ago, one failed long ago, one pending
+        await conn.execute(
+            "update webhook_deliveries set delivered_at = now() - interval '2 hours' "
+            "where delivery_id = $1", rows[0]["delivery_id"],
+        )  # fmt: skip
+        await conn.execute(
+            "update webhook_deliveries set status = 'failed', delivered_at = null, "
+            "last_attempt_at = now() - interval '2 hours' where delivery_id = $1",
+            rows[1]["delivery_id"],
+        )
+        await conn.execute(
+            "update webhook_deliveries set status = 'pending', delivered_at = null, "
+            "created_at = now() - interval '2 hours', next_attempt_at = now() + interval '1 day' "
+            "where delivery_id = $1", rows[2]["delivery_id"],
+        )  # fmt: skip
+    assert await sender.prune() == 2
+    assert [d["delivery_id"] for d in await deliveries(pool)] == [rows[2]["delivery_id"]]
+    assert sender.stats.pruned == 2
+    # The writer mirrors the event again from the start: the pruned delivery is made again,
+    # under the same webhook-id.
+    async with pool.acquire() as conn:
+        await conn.execute("delete from decisions where event_id = $1", sale.event_id)
+    await real_store.client.xgroup_setid(
+        keys.event_key(sale.event_id, "outbox", real_store.prefix), w.GROUP, "0"
+    )
+    await mirror(real_store, pool, sale.event_id, name="again")
+    again = {d["message_id"] for d in await deliveries(pool)}
+    assert first_message in again
