@@ -1,21 +1,36 @@
 """The whole stack as separate processes on spare ports: provider simulator, API, worker.
-Each test module gets its own key prefix; everything is stopped and deleted afterwards."""
+Each test module gets its own key prefix; everything is stopped and deleted afterwards. The
+provider is the simulator's own protocol (the `stack` fixture here) or Stripe's API, which the
+simulator speaks too (`running_stack(..., provider="stripe")`, ADR 0023)."""
 
+import contextlib
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 import redis
 
 from loadtest.buyer import Answer, BuyerApi, Call, bearer
 from loadtest.stack import LocalStack
 from tests.conftest import API_TEST_ENV, REDIS_URL
+from tests.provider_wire import signed_headers
 
 ADMIN = API_TEST_ENV["ONSALE_ADMIN_TOKEN"]
 WEBHOOK_SECRET = "whsec-e2e-Qm7Rt2Vx9Kc4Np1Lw8Hd3Js6Bf0Gz5"
+# Worker loops quick enough that a scenario settles within seconds.
+STACK_ENV = {
+    "ONSALE_PROVIDER_TIMEOUT_MS": "1000",
+    "ONSALE_SWEEP_INTERVAL_MS": "50",
+    "ONSALE_REFUND_INTERVAL_MS": "100",
+    "ONSALE_RECONCILE_INTERVAL_MS": "300",
+    "ONSALE_RECONCILE_STALE_MS": "1500",
+}
 
 
 @dataclass
@@ -63,24 +78,50 @@ class Stack:
         self.local.create_event(event_id, seats, **{"price_minor": 4500, **options})
         return event_id
 
+    @property
+    def provider(self) -> str:
+        return self.local.provider
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    @property
+    def callback_secret(self) -> str:
+        """The secret the provider signs its callbacks with, and the API verifies them with."""
+        local = self.local
+        return local.stripe_webhook_secret if self.provider == "stripe" else local.webhook_secret
+
+    def record(self, charge_id: str) -> dict[str, Any]:
+        """The simulator's own record of the latest attempt under our key (either wire)."""
+        r = httpx.get(f"{self.sim}/v1/test/keys/{charge_id}", timeout=5)
+        assert r.status_code == 200, r.text
+        data: dict[str, Any] = r.json()
+        return data
+
+    def post_callback(
+        self, message: dict[str, Any], *, secret: str = "", at: int = 0, provider: str = ""
+    ) -> httpx.Response:
+        """A provider message to the API, signed as `provider` (the stack's) signs it, with
+        `secret` (the right one) at time `at` (now)."""
+        body = orjson.dumps(message)
+        headers = signed_headers(
+            provider or self.provider, secret or self.callback_secret, body, at
+        )
+        url = f"{self.api}/v1/provider/callbacks"
+        return httpx.post(url, content=body, headers=headers, timeout=5)
+
+
+@contextlib.contextmanager
+def running_stack(log_dir: Path, provider: str = "simulator") -> Iterator[Stack]:
+    """The stack on `provider` (simulator | stripe), every callback delivered twice or more half
+    of the time; stopped, and its keys deleted, on leaving."""
     prefix = f"onsale:test:{uuid.uuid4().hex[:12]}"
     local = LocalStack(
         redis_url=REDIS_URL,
         key_prefix=prefix,
-        log_dir=tmp_path_factory.mktemp("stack"),
+        log_dir=log_dir,
         admin_token=ADMIN,
         webhook_secret=WEBHOOK_SECRET,
+        provider=provider,
         sim_args=("--duplicate-rate", "0.5"),
-        extra_env={
-            "ONSALE_PROVIDER_TIMEOUT_MS": "1000",
-            "ONSALE_SWEEP_INTERVAL_MS": "50",
-            "ONSALE_REFUND_INTERVAL_MS": "100",
-            "ONSALE_RECONCILE_INTERVAL_MS": "300",
-            "ONSALE_RECONCILE_STALE_MS": "1500",
-        },
+        extra_env=dict(STACK_ENV),
     )
     local.start()
     try:
@@ -92,3 +133,43 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         for key in client.scan_iter(match=f"{prefix}:*"):
             client.delete(key)
         client.close()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    with running_stack(tmp_path_factory.mktemp("stack")) as s:
+        yield s
+
+
+# -- a buyer's steps over HTTP, shared by the scenarios ---------------------------------------
+
+
+def eventually(check: Callable[[], Any], timeout_s: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.05)
+    raise AssertionError(f"not reached within {timeout_s}s (last: {last!r})")
+
+
+def hold_state(stack: Stack, buyer: BuyerApi, hold_id: str) -> dict[str, Any]:
+    answer = stack.send(buyer.hold(hold_id))
+    assert answer.status == 200, answer
+    return answer.body
+
+
+def claim(
+    stack: Stack, buyer: BuyerApi, seat_id: str | None = None, party: int = 1
+) -> dict[str, Any]:
+    answer = stack.send(buyer.claim(seat_id=seat_id, party=party))
+    assert answer.status == 201, answer
+    return answer.body
+
+
+def pay(stack: Stack, buyer: BuyerApi, hold_id: str) -> dict[str, Any]:
+    answer = stack.send(buyer.pay(hold_id))
+    assert answer.status == 202, answer
+    return answer.body

@@ -31,8 +31,7 @@ from persistence.nightly_report import EventReport
 from persistence.rebuild import rebuild
 from persistence.writer import LedgerWriter
 from tests.conftest import REDIS_URL
-from tests.integration.conftest import Stack
-from tests.integration.test_e2e import claim, eventually, hold_state, pay
+from tests.integration.conftest import Stack, claim, eventually, hold_state, pay
 from tests.pg import PG_DSN
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
@@ -101,9 +100,8 @@ def sim_post(stack: Stack, path: str, **body: Any) -> httpx.Response:
 
 
 def attempt_of(stack: Stack, charge_id: str) -> str:
-    r = httpx.get(f"{stack.sim}/v1/charges", params={"idempotency_key": charge_id}, timeout=5)
-    assert r.status_code == 200, r.text
-    return str(r.json()["attempt_id"])
+    """The provider's attempt for our charge (the latest under its key), on either wire."""
+    return str(stack.record(charge_id)["attempt_id"])
 
 
 def money_of(stack: Stack, attempt_id: str) -> list[str]:

@@ -36,7 +36,7 @@ from engine.policies import DeadlinePolicy, Policies
 from engine.scripts import Scripts
 from engine.states import LatePolicy, ReversalPolicy
 from engine.store import Store
-from tests.conftest import REDIS_URL, new_prefix
+from tests.conftest import REDIS_URL, cluster_client, new_prefix
 from tests.property.backend import Backend, model_snapshot, normalize
 from tests.property.claim_rules import CAP, LOGINS, SEAT_MAP, ClaimRules
 from tests.property.model import PRICE, Model, Provider, Reply
@@ -53,6 +53,7 @@ SHADOW_OUTCOMES = {"EXPIRED", "QUARANTINED", "GRACE", "CAPTURED", "REFUNDING"}
 
 class EngineMachine(ClaimRules, ProviderRules, RuleBasedStateMachine):
     use_real_redis = False
+    cluster_url = ""  # also run on this Redis Cluster (set by the fixture below)
 
     def __init__(self) -> None:
         super().__init__()
@@ -93,6 +94,8 @@ class EngineMachine(ClaimRules, ProviderRules, RuleBasedStateMachine):
         clients: list[aioredis.Redis] = [fake]
         if self.use_real_redis:
             clients.append(aioredis.from_url(REDIS_URL, decode_responses=True))
+        if self.cluster_url:
+            clients.append(cluster_client(self.cluster_url))
         self.event_id = f"prop-{uuid.uuid4().hex[:8]}"
         for client in clients:
             scripts = Scripts(client, test_clock=True)
@@ -258,6 +261,16 @@ class FakeAndReal(EngineMachine):
     use_real_redis = True
 
 
+class FakeAndCluster(EngineMachine):
+    """The same machine on fakeredis and on a Redis Cluster (ADR 0030)."""
+
+
+@pytest.fixture(autouse=True)
+def _cluster_for_the_machine(request: pytest.FixtureRequest) -> None:
+    if request.cls is TestFakeredisAndClusterAgree:
+        FakeAndCluster.cluster_url = request.getfixturevalue("redis_cluster")
+
+
 FAST = settings(
     max_examples=200,
     stateful_step_count=50,
@@ -270,6 +283,14 @@ TestEngineOnFakeredis.settings = FAST
 TestFakeredisAndRealRedisAgree = pytest.mark.redis(FakeAndReal.TestCase)
 TestFakeredisAndRealRedisAgree.settings = settings(
     max_examples=110,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+TestFakeredisAndClusterAgree = pytest.mark.cluster(pytest.mark.redis(FakeAndCluster.TestCase))
+TestFakeredisAndClusterAgree.settings = settings(
+    max_examples=15,  # each step is a few cluster round trips: ~30 s
     stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
