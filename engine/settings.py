@@ -19,7 +19,7 @@ class MissingSetting(RuntimeError):
     pass
 
 
-def int_setting(env: Mapping[str, str], name: str, default: int) -> int:
+def int_setting(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -27,8 +27,9 @@ def int_setting(env: Mapping[str, str], name: str, default: int) -> int:
         value = int(raw)
     except ValueError:
         raise MissingSetting(f"{name} must be an integer, got {raw!r}") from None
-    if value <= 0:
-        raise MissingSetting(f"{name} must be positive, got {value}")
+    if value < minimum:
+        word = "positive" if minimum == 1 else f"at least {minimum}"
+        raise MissingSetting(f"{name} must be {word}, got {value}")
     return value
 
 
@@ -143,7 +144,7 @@ class Settings:
             trim_interval_ms=int_setting(env, "ONSALE_TRIM_INTERVAL_MS", cls.trim_interval_ms),
             trim_without_ledger=_bool(env, "ONSALE_TRIM_WITHOUT_LEDGER", cls.trim_without_ledger),
             redis_wait_replicas=int_setting(
-                env, "ONSALE_REDIS_WAIT_REPLICAS", cls.redis_wait_replicas
+                env, "ONSALE_REDIS_WAIT_REPLICAS", cls.redis_wait_replicas, minimum=0
             ),
             redis_wait_ms=int_setting(env, "ONSALE_REDIS_WAIT_MS", cls.redis_wait_ms),
             provider=provider,

@@ -196,3 +196,7 @@ def test_a_cluster_is_chosen_by_the_url_and_nothing_else() -> None:
     s = Settings.from_env({"ONSALE_REDIS_URL": "redis://x", "ONSALE_REDIS_WAIT_REPLICAS": "1"})
     assert (s.redis_wait_replicas, s.redis_wait_ms) == (1, 50)
     assert Settings.from_env({"ONSALE_REDIS_URL": "redis://x"}).replica_wait(one) is None
+    off = {"ONSALE_REDIS_URL": "redis://x", "ONSALE_REDIS_WAIT_REPLICAS": "0"}
+    assert Settings.from_env(off).replica_wait(one) is None
+    with pytest.raises(MissingSetting, match="at least 0"):
+        Settings.from_env({**off, "ONSALE_REDIS_WAIT_REPLICAS": "-1"})
