@@ -16,15 +16,26 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from api.context import Context, Metrics, StoreCollector
+from api.context import Context, log_access
 from api.errors import error_response
 from api.hotpath import HotRoute
 from api.identity import DemoTokens, Identity, Jwks, JwtTokens
 from api.limits import AddressLimiter
-from api.routes import admin, callbacks, checkout, listings, logins, meta, stock, webhooks
+from api.metrics import Metrics
+from api.routes import (
+    admin,
+    callbacks,
+    checkout,
+    listings,
+    logins,
+    meta,
+    stock,
+    webhooks,
+)
 from api.settings import ApiSettings
 from api.webhooks_db import WebhookDb, WebhookDbSettings
 from engine import errors
+from engine.logs import remember_secrets
 from engine.loops import repeat
 from engine.providers import build_provider
 from engine.soldout import SoldOutMemory
@@ -71,7 +82,9 @@ ROUTES = [
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request")
-    return error_response(request, code, str(exc.detail), exc.status_code)
+    response = error_response(request, code, str(exc.detail), exc.status_code)
+    log_access(request, response)  # outside every endpoint: its access line (api/logs.py)
+    return response
 
 
 def _identity(settings: ApiSettings) -> tuple[Identity, Jwks | None]:
@@ -84,7 +97,8 @@ def _identity(settings: ApiSettings) -> tuple[Identity, Jwks | None]:
 
 
 def _background(ctx: Context, jwks: Jwks | None, stop: asyncio.Event) -> list[asyncio.Task[None]]:
-    """Revoked logins reloaded every poll; the identity provider's keys every refresh."""
+    """Revoked logins reloaded every poll; the identity provider's keys every refresh; the
+    store's counters copied into the metrics every second (api/metrics.py)."""
 
     async def revocations() -> bool:
         ctx.identity.revocations.load(await ctx.store.revoked.all())
@@ -93,9 +107,10 @@ def _background(ctx: Context, jwks: Jwks | None, stop: asyncio.Event) -> list[as
     expected = (errors.StoreUnavailable, RedisError, OSError)
     poll_s = ctx.settings.revocation_poll_ms / 1000
     tasks = [
+        asyncio.create_task(ctx.metrics.follow_store(stop)),
         asyncio.create_task(
             repeat("revocations", revocations, stop, interval_s=poll_s, expected=expected, log=log)
-        )
+        ),
     ]
     if jwks is not None:
         refresh_s = float(jwks.settings.jwks_refresh_s)
@@ -161,10 +176,9 @@ def create_app(settings: ApiSettings, hooks: WebhookDbSettings | None = None) ->
             store=store,
             provider=provider,
             identity=identity,
-            metrics=Metrics(),
+            metrics=Metrics(store),  # the store's own counters too
             addresses=AddressLimiter(limits.address_per_s, limits.address_burst),
         )
-        app.state.ctx.metrics.registry.register(StoreCollector(store))
         app.state.webhooks = WebhookDb(hooks) if hooks is not None else None
         stop = asyncio.Event()
         tasks = _background(app.state.ctx, jwks, stop)
@@ -190,4 +204,5 @@ def create_app(settings: ApiSettings, hooks: WebhookDbSettings | None = None) ->
 
 def app_from_env() -> HotRoute:
     """The uvicorn factory: `uvicorn --factory api.app:app_from_env`."""
+    remember_secrets(os.environ)  # scrubbed from this worker's log lines (engine/logs.py)
     return create_app(ApiSettings.from_env(os.environ), WebhookDbSettings.from_env(os.environ))

@@ -1,129 +1,32 @@
 """What every handler needs, built once per process: store, provider client, token signer,
-metrics. Handlers are wrapped by `endpoint`, which maps every failure to a JSON error with a
-stable code and records latency; nothing escapes as a bare 500."""
+metrics (api/metrics.py). Handlers are wrapped by `endpoint`, which maps every failure to a JSON
+error with a stable code and records latency; nothing escapes as a bare 500, and an unexpected
+failure is logged with its traceback and the request's id (api/logs.py), which its answer's
+body carries too."""
 
 import hmac
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from starlette.requests import Request
 from starlette.responses import Response
 
 from api.errors import ApiError, error_response, from_engine
 from api.identity import Identity, bearer_bytes
 from api.limits import AddressLimiter
+from api.logs import AccessLog, echo, request_id_from
+from api.metrics import Metrics
 from api.settings import ApiSettings
 from engine import errors, keys
+from engine.logs import REQUEST_ID, writes_json
 from engine.providers import Provider
 from engine.store import Store
 
 log = logging.getLogger("onsale.api")
 
 Handler = Callable[[Request], Awaitable[Response]]
-
-
-class Metrics:
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.requests = Histogram(
-            "onsale_http_request_seconds",
-            "HTTP request latency",
-            ["route", "status"],
-            registry=self.registry,
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
-        )
-        self.claims = Counter(
-            "onsale_claims_total", "Claims by result", ["result"], registry=self.registry
-        )
-        self.outcomes = Counter(
-            "onsale_provider_outcomes_total",
-            "Callbacks by decision",
-            ["decision", "first_seen"],
-            registry=self.registry,
-        )
-        self.decisions = Counter(
-            "onsale_decisions_total", "API-made decisions by kind", ["kind"], registry=self.registry
-        )
-        # Read from Redis at each scrape, not reported by the writer: a dead writer shows.
-        self.ledger_behind = Gauge(
-            "onsale_ledger_behind_entries",
-            "Outbox entries not yet in the ledger",
-            ["event"],
-            registry=self.registry,
-        )
-        self.ledger_oldest = Gauge(
-            "onsale_ledger_oldest_unmirrored_seconds",
-            "Age of the oldest decision not yet in the ledger",
-            ["event"],
-            registry=self.registry,
-        )
-        # Labelled children looked up once: labels() takes a lock and builds a key each call.
-        self._latency: dict[tuple[str, int], Any] = {}
-        self._claims: dict[str, Any] = {}
-
-    def observe(self, route: str, status: int, seconds: float) -> None:
-        child = self._latency.get((route, status))
-        if child is None:
-            child = self._latency[(route, status)] = self.requests.labels(route, str(status))
-        child.observe(seconds)
-
-    def claimed(self, result: str) -> None:
-        child = self._claims.get(result)
-        if child is None:
-            child = self._claims[result] = self.claims.labels(result)
-        child.inc()
-
-
-class StoreCollector:
-    """The store's own counters (auto-pipelining, sold-out memory), read at scrape time."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    def collect(self) -> Iterator[Metric]:
-        counter, gauge = CounterMetricFamily, GaugeMetricFamily
-        rows: list[tuple[type[Metric], str, str, float]] = []
-        if (p := self.store.pipeline) is not None:
-            rows += [
-                (counter, "onsale_pipeline_calls", "Script calls sent pipelined", p.stats.calls),
-                (counter, "onsale_pipeline_batches", "Pipelined round trips", p.stats.batches),
-                (
-                    counter,
-                    "onsale_pipeline_expired",
-                    "Calls failed unsent (waited too long)",
-                    p.stats.expired,
-                ),
-                (gauge, "onsale_pipeline_largest_batch", "Largest batch so far", p.stats.largest),
-            ]
-        if (m := self.store.sold_out) is not None:
-            rows += [
-                (
-                    counter,
-                    "onsale_sold_out_answered",
-                    "Claims refused from memory",
-                    m.stats.answered,
-                ),
-                (counter, "onsale_sold_out_snapshots", "Hold-id snapshots read", m.stats.snapshots),
-                (
-                    counter,
-                    "onsale_sold_out_dropped",
-                    "Memories dropped by a restock",
-                    m.stats.dropped,
-                ),
-                (
-                    gauge,
-                    "onsale_sold_out_listening",
-                    "1 while the restock subscription is confirmed",
-                    1 if m.listening else 0,
-                ),
-            ]
-        for kind, name, doc, value in rows:
-            yield kind(name, doc, value=value)  # type: ignore[call-arg]
 
 
 @dataclass
@@ -134,6 +37,10 @@ class Context:
     identity: Identity
     metrics: Metrics
     addresses: AddressLimiter
+    access: AccessLog | None = field(init=False)  # ONSALE_ACCESS_LOG, in this process's format
+
+    def __post_init__(self) -> None:
+        self.access = AccessLog(json=writes_json()) if self.settings.access_log else None
 
     def login_of(self, request: Request, event_id: str | None = None) -> str:
         """The buyer's login; with `event_id`, refused unless the token is good for it."""
@@ -165,26 +72,52 @@ def path_id(request: Request, name: str) -> str:
 
 
 def endpoint(route: str) -> Callable[[Handler], Handler]:
+    """The handler with its request id (api/logs.py: in the context while it runs, echoed in
+    the answer), every failure mapped to a JSON error, its latency measured and its access
+    line written."""
+
     def wrap(handler: Handler) -> Handler:
         async def run(request: Request) -> Response:
             started = time.perf_counter()
+            request_id = request_id_from(request.scope["headers"])
+            token = REQUEST_ID.set(request_id)
             try:
-                response = await handler(request)
-            except ApiError as exc:
-                extra = {"retry_after_s": exc.retry_after_s} if exc.retry_after_s else {}
-                response = error_response(request, exc.code, exc.message, exc.status, **extra)
-            except errors.EngineError as exc:
-                response = from_engine(request, exc)
-            except errors.InvariantViolation:
-                log.exception("invariant violation on %s", route)
-                response = error_response(request, "internal", "invariant violation", 500)
-            except Exception:
-                log.exception("unexpected error on %s", route)
-                response = error_response(request, "internal", "unexpected error", 500)
-            metrics = ctx(request).metrics
-            metrics.observe(route, response.status_code, time.perf_counter() - started)
+                response = await answer(route, handler, request)
+            finally:
+                REQUEST_ID.reset(token)
+            seconds = time.perf_counter() - started
+            c = ctx(request)
+            c.metrics.observe(route, response.status_code, seconds)
+            echo(response, request_id)
+            if c.access is not None:
+                c.access.write(request_id, request.scope, response.status_code, seconds)
             return response
 
         return run
 
     return wrap
+
+
+async def answer(route: str, handler: Handler, request: Request) -> Response:
+    """What the handler answers; a failure as its JSON error, never a bare 500."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        extra = {"retry_after_s": exc.retry_after_s} if exc.retry_after_s else {}
+        return error_response(request, exc.code, exc.message, exc.status, **extra)
+    except errors.EngineError as exc:
+        return from_engine(request, exc)
+    except errors.InvariantViolation:
+        log.exception("invariant violation on %s", route)
+        return error_response(request, "internal", "invariant violation", 500)
+    except Exception:
+        log.exception("unexpected error on %s", route)
+        return error_response(request, "internal", "unexpected error", 500)
+
+
+def log_access(request: Request, response: Response) -> None:
+    """The access line of an answer given outside `endpoint` (the router's 404 and 405)."""
+    c: Context | None = getattr(request.app.state, "ctx", None)
+    if c is not None and c.access is not None:
+        request_id = REQUEST_ID.get() or response.headers.get("x-request-id", "")
+        c.access.write(request_id, request.scope, response.status_code, 0.0)

@@ -1,13 +1,14 @@
 """The single map from error codes to HTTP status, and the JSON error body."""
 
-import uuid
 from typing import Any
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from api.logs import request_id_from
 from engine import errors as e
+from engine.logs import REQUEST_ID
 from engine.sections import SectionsInterleaved
 
 
@@ -81,20 +82,20 @@ STATUS: dict[str, int] = {
 
 
 def request_id(request: Request) -> str:
-    rid = request.headers.get("x-request-id", "")
-    if not rid or len(rid) > 64:
-        rid = uuid.uuid4().hex
-    return rid
+    """The request's id (api/logs.py): the one its answer's X-Request-Id header and its log
+    lines carry."""
+    return REQUEST_ID.get() or request_id_from(request.scope.get("headers", ()))
 
 
 def error_response(
     request: Request, code: str, message: str, status: int | None = None, **extra: Any
 ) -> Response:
     status = status or STATUS.get(code, 500)
-    headers = {"Retry-After": "1"} if status == 503 else None
+    rid = request_id(request)
+    headers = {"X-Request-Id": rid, "Retry-After": "1"} if status == 503 else {"X-Request-Id": rid}
     if status == 429:  # when to try again: a header, as RFC 9110 has it
-        headers = {"Retry-After": str(max(1, int(extra.pop("retry_after_s", 1))))}
-    body: dict[str, Any] = {"code": code, "message": message, "request_id": request_id(request)}
+        headers["Retry-After"] = str(max(1, int(extra.pop("retry_after_s", 1))))
+    body: dict[str, Any] = {"code": code, "message": message, "request_id": rid}
     body.update(extra)
     return Response(
         orjson.dumps({"error": body}),

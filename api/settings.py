@@ -140,6 +140,7 @@ class ApiSettings:
     # "ledger": a sale is told (buyer, provider) once the ledger holds it; "redis": at once
     confirm_after: str = "ledger"
     durable_wait_ms: int = 2_000  # a callback waits this long for its sale to be durable
+    access_log: bool = True  # one line per request (api/logs.py)
 
     @property
     def webhook_secrets(self) -> tuple[str, ...]:
@@ -188,4 +189,5 @@ class ApiSettings:
             ),
             confirm_after=_choice(env, "ONSALE_CONFIRM_AFTER", ("ledger", "redis")),
             durable_wait_ms=int_setting(env, "ONSALE_DURABLE_WAIT_MS", cls.durable_wait_ms),
+            access_log=_bool(env, "ONSALE_ACCESS_LOG", cls.access_log),
         )

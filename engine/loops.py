@@ -3,8 +3,12 @@
 `repeat` calls `step` until `stop` is set. A step that returns True left work behind and runs
 again at once; otherwise the loop waits `interval_s`. Failures never end the loop: the expected
 ones (outages, listed in `expected`) are logged as warnings, anything else as an error with its
-traceback, and both are retried with capped, jittered exponential backoff. Only an
-InvariantViolation ends it: a bug must stop the process rather than act on impossible state."""
+traceback, and both are retried with capped, jittered exponential backoff (`backoff_max_s`: a
+loop that must notice a server's return quickly caps it lower). Only an InvariantViolation ends
+it: a bug must stop the process rather than act on impossible state.
+
+`stop` is looked at between two steps, never inside one: a process told to stop (SIGTERM) ends
+the step in hand and then returns, and a pause between steps ends at once."""
 
 import asyncio
 import logging
@@ -26,8 +30,9 @@ async def repeat(
     expected: tuple[type[BaseException], ...],
     log: logging.Logger,
     on_error: Callable[[], None] | None = None,
+    backoff_max_s: float = BACKOFF_MAX_S,
 ) -> None:
-    assert interval_s > 0
+    assert interval_s > 0 and backoff_max_s > 0
     failures = 0
     while not stop.is_set():
         try:
@@ -40,7 +45,7 @@ async def repeat(
             failures += 1
             if on_error is not None:
                 on_error()
-            pause = min(BACKOFF_MAX_S, interval_s * 2**failures) * random.uniform(0.5, 1.0)
+            pause = min(backoff_max_s, interval_s * 2**failures) * random.uniform(0.5, 1.0)
             known = isinstance(exc, expected)
             log.log(
                 logging.WARNING if known else logging.ERROR,

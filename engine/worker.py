@@ -1,13 +1,24 @@
 """`onsale worker`: the sweeper, the trimmer of ended holds, the refund queue and provider
 reconciliation in one process, each a loop with its own interval and capped, jittered backoff on
-Redis or provider outages."""
+Redis or provider outages.
+
+Stopping (`stop` set, on SIGTERM): each loop ends the pass in hand and returns; none starts
+another. Every change a pass makes is one script call, so nothing is ever half written; a pass
+completed means, besides, that a refund asked of the provider is also recorded, and that every
+event the sweep had started on was swept through.
+
+Each loop's passes and failures, what the loops did, and what waits for them in Redis (read on
+its own clock) are exported for Prometheus (engine/metrics.py)."""
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from prometheus_client import CollectorRegistry
+
 from engine.errors import StoreUnavailable
 from engine.loops import repeat
+from engine.metrics import Loops, WorkerMetrics, read_backlog
 from engine.providers import ProviderTimeout, build_provider
 from engine.reconcile import ProviderReconciler
 from engine.refunds import RefundWorker
@@ -21,18 +32,17 @@ log = logging.getLogger("onsale.worker")
 
 EXPECTED = (StoreUnavailable, ProviderTimeout)
 
-
-def every(
-    name: str, interval_s: float, step: Callable[[], Awaitable[object]], stop: asyncio.Event
-) -> Awaitable[None]:
-    async def once() -> bool:
-        await step()
-        return False
-
-    return repeat(name, once, stop, interval_s=interval_s, expected=EXPECTED, log=log)
+Step = Callable[[], Awaitable[object]]
 
 
-async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
+async def run_worker(
+    settings: Settings,
+    stop: asyncio.Event,
+    *,
+    on_metrics: Callable[[CollectorRegistry], None] | None = None,
+) -> Loops:
+    """Run the loops until `stop` is set; `on_metrics` is handed the registry of the worker's
+    series before the first pass (the command line serves it over HTTP)."""
     provider = build_provider(settings)  # refuses an incomplete configuration before anything
     client = settings.redis_client()
     store = Store(
@@ -62,13 +72,37 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
         stale_ms=settings.reconcile_stale_ms,
         watch_ms=settings.reconcile_watch_ms,
     )
+    plan: list[tuple[str, Step, float]] = [
+        ("sweep", sweeper.run_once, sweeper.interval_s),
+        ("trim", trimmer.run_once, trimmer.interval_s),
+        ("refunds", refunds.run_once, settings.refund_interval_ms / 1000),
+        ("reconcile", reconciler.run_once, settings.reconcile_interval_ms / 1000),
+    ]
+    loops = Loops()
+    stats = {"sweep": sweeper.stats, "trim": trimmer.stats, "refunds": refunds.stats}
+    metrics = WorkerMetrics(loops, {**stats, "reconcile": reconciler.stats})
+    if on_metrics is not None:
+        on_metrics(metrics.registry)
     try:
         await asyncio.gather(
-            sweeper.run(stop),
-            trimmer.run(stop),
-            every("refunds", settings.refund_interval_ms / 1000, refunds.run_once, stop),
-            every("reconcile", settings.reconcile_interval_ms / 1000, reconciler.run_once, stop),
+            *(_loop(loops, name, step, interval_s, stop) for name, step, interval_s in plan),
+            metrics.follow_backlog(lambda: read_backlog(store), stop),
         )
     finally:
         await provider.aclose()
         await client.aclose()
+    return loops
+
+
+def _loop(
+    loops: Loops, name: str, step: Step, interval_s: float, stop: asyncio.Event
+) -> Awaitable[None]:
+    return repeat(
+        name,
+        loops.counted(name, step),
+        stop,
+        interval_s=interval_s,
+        expected=EXPECTED,
+        log=log,
+        on_error=loops.failed(name),
+    )

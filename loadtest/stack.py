@@ -58,6 +58,7 @@ class LocalStack:
     stripe_api_key: str = field(default_factory=lambda: f"sk_test_{secrets.token_hex(16)}")
     stripe_webhook_secret: str = field(default_factory=lambda: f"whsec_{secrets.token_hex(16)}")
     ledger_metrics_port: int = field(default_factory=spare_port)
+    worker_metrics_port: int = field(default_factory=spare_port)
     procs: list[tuple[str, subprocess.Popen[bytes], IO[bytes]]] = field(default_factory=list)
 
     @property
@@ -82,6 +83,7 @@ class LocalStack:
             "ONSALE_PROVIDER_URL": self.sim_url,
             "ONSALE_PG_DSN": self.ledger_dsn,
             "ONSALE_LEDGER_METRICS_PORT": str(self.ledger_metrics_port),
+            "ONSALE_WORKER_METRICS_PORT": str(self.worker_metrics_port),
             # Without a ledger nothing could ever be durable in it: decisions are told at once.
             "ONSALE_CONFIRM_AFTER": "ledger" if self.ledger_dsn else "redis",
             **self.provider_env(),

@@ -7,34 +7,49 @@ import asyncio
 import functools
 import logging
 import os
-import resource
 import sys
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
 from rich.console import Console
 
-from engine.settings import MissingSetting, Settings
+from engine.logs import configure
+from engine.settings import MissingSetting
+from onsale.daemons import migrate_ledger, run_ledger, until_signalled, worker_command
+from onsale.help_text import document, env_option
 from onsale.policy_command import add_policy_parser, run_policy
+from onsale.serve import raise_open_files, serve, serve_options
 from onsale.stock_command import add_stock_parser, run_stock
 
 if TYPE_CHECKING:
     from engine.store import Store
     from persistence.nightly_report import EventReport
-    from persistence.settings import LedgerSettings, SenderSettings
+    from persistence.settings import LedgerSettings
+
+__all__ = ["build_parser", "main", "raise_open_files", "serve_options"]
+
+log = logging.getLogger("onsale")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onsale", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("sweep", help="run the sweeper (expiry and quarantine timeout) until killed")
+    sub.add_parser("sweep", help="run the sweeper (expiry and quarantine timeout) until stopped")
     sub.add_parser(
-        "worker", help="run the sweeper, the trimmer, the refund queue and reconciliation"
+        "worker",
+        help="run the sweeper, the trimmer, the refund queue and reconciliation until stopped",
+        description="SIGTERM or SIGINT: each loop ends the pass in hand, then exit 0 (a second "
+        "signal stops at once). Prometheus series on ONSALE_WORKER_METRICS_PORT.",
     )
     sub.add_parser("migrate", help="apply pending PostgreSQL ledger migrations")
-    sub.add_parser("ledger", help="run the write-behind worker (outbox streams -> ledger)")
+    sub.add_parser(
+        "ledger",
+        help="run the write-behind worker (outbox streams -> ledger) until stopped",
+        description="SIGTERM or SIGINT: the batches in hand are committed and acknowledged, "
+        "then exit 0 (a second signal stops at once). Prometheus series on "
+        "ONSALE_LEDGER_METRICS_PORT.",
+    )
     rebuild = sub.add_parser("rebuild", help="rebuild an event's Redis state from the ledger")
-    rebuild.add_argument("event_id")
+    rebuild.add_argument("event_id", help="the event to rebuild")
     rebuild.add_argument(
         "--force", action="store_true", help="replace the event if it still exists in Redis"
     )
@@ -45,103 +60,38 @@ def main(argv: list[str] | None = None) -> int:
         "--grace-ms",
         type=int,
         default=60_000,
-        help="outbox records younger than this may still be on their way",
+        help="outbox records younger than this may still be on their way (default 60000)",
     )
-    serve = sub.add_parser("serve", help="run the checkout API (uvicorn, uvloop, httptools)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--workers", type=int, default=1)
+    serve = sub.add_parser(
+        "serve",
+        help="run the checkout API (uvicorn, uvloop, httptools)",
+        description="Logs one line at start: where it listens and with what settings.",
+    )
+    env_option(serve, "serve", "--host", "127.0.0.1", "address to listen on")
+    env_option(serve, "serve", "--port", "8000", "port to listen on", type=int)
+    env_option(serve, "serve", "--workers", "1", "worker processes (about one per core)", type=int)
     add_policy_parser(sub)
     add_stock_parser(sub)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
+    document(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        configure(os.environ)
+    except MissingSetting as exc:
+        print(f"onsale: {exc}", file=sys.stderr)
+        return 2
+    args = build_parser().parse_args(argv)
     if args.command == "serve":
-        return _serve(args)
+        return serve(args)
     if args.command == "policy":
         return run_policy(args)
     if args.command == "stock":
         return run_stock(args)
     if args.command in ("migrate", "ledger", "rebuild", "reconcile"):
         return _ledger_command(args)
-    try:
-        settings = Settings.from_env(os.environ)
-    except MissingSetting as exc:
-        print(f"onsale: {exc}", file=sys.stderr)
-        return 2
-    try:
-        if args.command == "worker":
-            return asyncio.run(_worker(settings))
-        return asyncio.run(_sweep(settings))
-    except RedisConnectionError as exc:
-        print(f"onsale: cannot reach Redis at {settings.redis_url}: {exc}", file=sys.stderr)
-        return 3
-    except KeyboardInterrupt:
-        return 130
-
-
-def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from api.settings import ApiSettings
-
-    try:
-        ApiSettings.from_env(os.environ)  # fail fast, naming the missing variable
-        options = serve_options()
-    except MissingSetting as exc:
-        print(f"onsale: {exc}", file=sys.stderr)
-        return 2
-    bounds = options["http"].keywords["bounds"]
-    logging.getLogger("onsale.serve").info(
-        "serving on %s:%d, %d worker(s); %s; HTTP header %d s, body %d s, idle %d s",
-        args.host,
-        args.port,
-        args.workers,
-        raise_open_files(),
-        bounds.header_timeout_s,
-        bounds.body_timeout_s,
-        bounds.idle_s,
-    )
-    uvicorn.run(
-        "api.app:app_from_env",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        **options,
-    )
-    return 0
-
-
-def serve_options() -> dict[str, Any]:
-    """uvicorn's configuration of `onsale serve`; the benchmark baselines are served alike.
-    The HTTP bounds (ONSALE_HTTP_*_S) are read here, once, and handed to every connection."""
-    from api.transport import BoundedHttpToolsProtocol, HttpBounds
-
-    bounds = HttpBounds.from_env(os.environ)
-    return {
-        "loop": "uvloop",
-        # httptools, with header, body and first-request timeouts (api/transport.py)
-        "http": functools.partial(BoundedHttpToolsProtocol, bounds=bounds),
-        "log_level": "warning",
-        "access_log": False,
-        "timeout_keep_alive": bounds.idle_s,  # between requests, and before the first one
-        "backlog": 4096,
-    }
-
-
-def raise_open_files() -> str:
-    """Raise this process's open-files soft limit to its hard limit (workers inherit it): every
-    connection is a descriptor, and the common soft limit of 1,024 is what one client's 1,000
-    stalled connections used up. Says what it did, for the log line."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == hard:
-        return f"open files limit {soft} (the hard limit)"
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    except (ValueError, OSError) as exc:  # e.g. an unlimited hard limit the kernel caps
-        return f"open files limit {soft} (could not raise it to the hard limit: {exc})"
-    return f"open files limit raised from {soft} to the hard limit, {hard}"
+    return worker_command(args.command)
 
 
 def _ledger_command(args: argparse.Namespace) -> int:
@@ -157,7 +107,15 @@ def _ledger_command(args: argparse.Namespace) -> int:
         return asyncio.run(_rebuild(settings, args.event_id, args.force))
     if args.command == "reconcile":
         return asyncio.run(_reconcile(settings, args.event, args.json, args.grace_ms))
-    return asyncio.run(_ledger(args.command, settings, hooks))
+    if args.command == "migrate":
+        return asyncio.run(migrate_ledger(settings))
+    try:
+        return asyncio.run(until_signalled(functools.partial(run_ledger, settings, hooks)))
+    except MissingSetting as exc:  # the metrics address
+        print(f"onsale: {exc}", file=sys.stderr)
+        return 2
+    except asyncio.CancelledError:
+        return 1
 
 
 async def _rebuild(settings: "LedgerSettings", event_id: str, force: bool) -> int:
@@ -292,79 +250,6 @@ def _print_reconcile(console: Console, reports: list["EventReport"], left: int) 
         )
     console.print(m)
     console.print(f"{left} unrepaired" if left else "clean: nothing left unrepaired")
-
-
-async def _ledger(
-    command: str, settings: "LedgerSettings", hooks: "SenderSettings | None" = None
-) -> int:
-    import socket
-
-    from persistence.database import create_pool
-    from persistence.migrate import migrate
-    from persistence.writer import LedgerWriter
-
-    pool = await create_pool(
-        settings.pg_dsn, size_max=settings.pg_pool_max, timeout_s=settings.pg_timeout_ms / 1000
-    )
-    try:
-        if command == "migrate":
-            async with pool.acquire() as conn:
-                applied = await migrate(conn)
-            print(f"onsale: applied {applied or 'nothing (up to date)'}")
-            return 0
-        client = settings.engine.redis_client()
-        from prometheus_client import start_http_server
-
-        from persistence.metrics import LedgerMetrics
-
-        writer = LedgerWriter(
-            client,
-            pool,
-            prefix=settings.engine.key_prefix,
-            consumer=f"{socket.gethostname()}-{os.getpid()}",
-            batch_max=settings.batch_max,
-            claim_idle_ms=settings.claim_idle_ms,
-            retention_ms=settings.retention_ms,
-        )
-        metrics = LedgerMetrics()
-        start_http_server(settings.metrics_port, addr="127.0.0.1", registry=metrics.registry)
-        try:
-            await writer.run(
-                asyncio.Event(), idle_s=settings.idle_ms / 1000, metrics=metrics, webhooks=hooks
-            )
-        finally:
-            await client.aclose()
-        return 0
-    finally:
-        await pool.close()
-
-
-async def _worker(settings: Settings) -> int:
-    from engine.worker import run_worker
-
-    await run_worker(settings, asyncio.Event())
-    return 0
-
-
-async def _sweep(settings: Settings) -> int:
-    from engine.store import Store
-    from engine.sweeper import Sweeper
-
-    client = settings.redis_client()
-    store = Store(client, prefix=settings.key_prefix, timeout_s=settings.redis_timeout_ms / 1000)
-    await store.scripts.load_all()
-    sweeper = Sweeper(
-        store,
-        interval_ms=settings.sweep_interval_ms,
-        batch_max=settings.sweep_batch_max,
-        rounds_max=settings.sweep_rounds_max,
-    )
-    stop = asyncio.Event()
-    try:
-        await sweeper.run(stop)
-    finally:
-        await client.aclose()
-    return 0
 
 
 if __name__ == "__main__":

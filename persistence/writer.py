@@ -15,8 +15,11 @@
   words stay available after Redis trims or loses them.
 - A decision that notifies the merchant gets its webhook deliveries in the same transaction
   (persistence/notify.py); `run` also runs the webhook sender beside the writer (ADR 0024).
-- PostgreSQL down: the batch stays pending, the worker backs off (capped, jittered) and
-  catches up when it returns; Redis keeps the entries meanwhile (the lag is reported)."""
+- PostgreSQL down: the batch stays pending, the worker backs off (capped at a second,
+  jittered) and catches up when it returns, its own pending batch first; Redis keeps the entries
+  meanwhile, and the lag is read from Redis on its own clock, so it stays true during the
+  outage.
+- Stopped (SIGTERM): the batch in hand is committed and acknowledged, then `run` returns."""
 
 import asyncio
 import logging
@@ -45,6 +48,9 @@ from persistence.webhook_sender import WebhookSender
 log = logging.getLogger("onsale.ledger")
 
 GROUP = LEDGER_GROUP
+# The longest pause between two attempts during an outage: PostgreSQL's return is noticed within
+# it (one connection attempt per second costs nothing; the entries wait in Redis meanwhile).
+OUTAGE_PROBE_S = 1.0
 
 
 @dataclass
@@ -153,19 +159,19 @@ class LedgerWriter:
         return len(entries) + len(raw)
 
     async def _take(self, event_id: str, stream: str) -> list[tuple[str, dict[str, str]]]:
-        """A batch of the stream: first entries a dead consumer left pending, then new ones.
+        """A batch of the stream: first this writer's own pending entries (a batch whose write
+        failed, say while PostgreSQL was down, is taken up again on the next pass, not after
+        the idle-claim timeout), then entries a dead consumer left pending, then new ones.
         An entry trimmed while pending comes back without fields and is only acknowledged."""
         try:
-            _next, entries, *_ = await self.redis.xautoclaim(
-                stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch_max
-            )
-            if entries:
-                self.stats.reclaimed += len(entries)
-            else:
-                reply: Any = await self.redis.xreadgroup(
-                    GROUP, self.consumer, {stream: ">"}, count=self.batch_max
+            entries = await self._read_group(stream, "0")
+            if not entries:
+                _next, entries, *_ = await self.redis.xautoclaim(
+                    stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch_max
                 )
-                entries = reply[0][1] if reply else []
+                self.stats.reclaimed += len(entries)
+            if not entries:
+                entries = await self._read_group(stream, ">")
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
@@ -176,6 +182,14 @@ class LedgerWriter:
         if gone:
             await self.redis.xack(stream, GROUP, *gone)
         return [(entry_id, fields) for entry_id, fields in entries if fields]
+
+    async def _read_group(self, stream: str, start: str) -> list[tuple[str, Any]]:
+        """XREADGROUP from `start`: "0" re-reads this consumer's own pending entries, ">" new
+        ones."""
+        reply: Any = await self.redis.xreadgroup(
+            GROUP, self.consumer, {stream: start}, count=self.batch_max
+        )
+        return list(reply[0][1]) if reply else []
 
     async def write_raw(self, event_id: str, entries: list[tuple[str, dict[str, str]]]) -> None:
         """Verified callbacks, byte for byte, first delivery of each provider event kept."""
@@ -296,10 +310,6 @@ class LedgerWriter:
                     self.stats.errors += 1
                     log.exception("ledger: event %s skipped this pass", event_id)
                     continue
-                if metrics is not None:
-                    entries, seconds = await self.lag(event_id)
-                    metrics.lag_entries.labels(event_id).set(entries)
-                    metrics.lag_seconds.labels(event_id).set(seconds)
             if metrics is not None:
                 metrics.entries.inc(self.stats.entries - reported[0])
                 metrics.alerts.inc(self.stats.alerts - reported[1])
@@ -308,11 +318,15 @@ class LedgerWriter:
 
         def failed() -> None:
             self.stats.errors += 1
+            if metrics is not None:
+                metrics.errors.inc()
 
         sending = webhooks or SenderSettings.from_env(os.environ)
         async with asyncio.TaskGroup() as tasks:
             if sending.enabled:
                 tasks.create_task(WebhookSender(self.pool, sending).run(stop))
+            if metrics is not None:  # read from Redis on its own clock: true in a PG outage
+                tasks.create_task(metrics.follow_lag(self.reads.event_ids, self.lag, stop))
             await repeat(
                 "ledger write",
                 one_pass,
@@ -321,5 +335,6 @@ class LedgerWriter:
                 log=log,
                 expected=(OSError, RedisError, asyncpg.PostgresError, asyncpg.InterfaceError),
                 on_error=failed,
+                backoff_max_s=OUTAGE_PROBE_S,
             )
         return self.stats

@@ -1,12 +1,14 @@
 """Health, readiness, metrics, and the OpenAPI document."""
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client.core import GaugeMetricFamily, Metric
 from starlette.requests import Request
 from starlette.responses import Response
 
 from api.context import ctx, endpoint
 from api.openapi import OPENAPI
 from api.responses import json_response
+from engine.store import Store
 
 
 @endpoint("healthz")
@@ -23,17 +25,32 @@ async def readyz(request: Request) -> Response:
 @endpoint("metrics")
 async def metrics(request: Request) -> Response:
     """Ops only: the metrics token (ONSALE_METRICS_TOKEN, for the scraper) or an admin
-    credential. Event ids and sales figures are not for the public."""
+    credential. Event ids and sales figures are not for the public. Every worker process's
+    series are in the answer, whichever worker gives it (api/metrics.py)."""
     c = ctx(request)
     c.require_ops(request)
-    now_ms = await c.store.read.server_time_ms()
-    for event_id in await c.store.read.event_ids():
-        progress = await c.store.read.ledger_progress(event_id)
-        age_s = (now_ms - progress.oldest_ms) / 1000 if progress.oldest_ms else 0.0
-        c.metrics.ledger_behind.labels(event_id).set(progress.behind)
-        c.metrics.ledger_oldest.labels(event_id).set(max(0.0, age_s))
-    body = generate_latest(c.metrics.registry)
+    body = c.metrics.exposition(await ledger_families(c.store))
     return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+async def ledger_families(store: Store) -> list[Metric]:
+    """How far the ledger is behind each event, read from Redis at each scrape and not reported
+    by the writer: a dead writer shows."""
+    behind = GaugeMetricFamily(
+        "onsale_ledger_behind_entries", "Outbox entries not yet in the ledger", labels=["event"]
+    )
+    oldest = GaugeMetricFamily(
+        "onsale_ledger_oldest_unmirrored_seconds",
+        "Age of the oldest decision not yet in the ledger",
+        labels=["event"],
+    )
+    now_ms = await store.read.server_time_ms()
+    for event_id in await store.read.event_ids():
+        progress = await store.read.ledger_progress(event_id)
+        age_s = (now_ms - progress.oldest_ms) / 1000 if progress.oldest_ms else 0.0
+        behind.add_metric([event_id], progress.behind)
+        oldest.add_metric([event_id], max(0.0, age_s))
+    return [behind, oldest]
 
 
 @endpoint("openapi")

@@ -1,0 +1,164 @@
+"""`onsale <command> --help` describes every option and every environment variable the command
+reads: the options are walked in the argparse tree, and the variables are read off the settings
+loaders themselves (a recording environment), so a new setting without a line of help fails."""
+
+import argparse
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from api.settings import ApiSettings
+from api.transport import HttpBounds
+from api.webhooks_db import WebhookDbSettings
+from engine.logs import uvicorn_config
+from engine.metrics import ExporterSettings
+from engine.settings import Settings
+from onsale import help_text as h
+from onsale.cli import build_parser
+from persistence.settings import LedgerSettings, SenderSettings
+from tests.conftest import API_TEST_ENV
+
+BASE = {
+    "ONSALE_REDIS_URL": "redis://127.0.0.1:6379/0",
+    "ONSALE_PROVIDER_URL": "http://sim",
+    "ONSALE_PG_DSN": "postgresql://u@h/db",
+    **API_TEST_ENV,
+    "ONSALE_WEBHOOK_SECRET": "whs-Lr5tY8cV2nQ7mX1zK4bD9fH3jP6wS0a",
+}
+STRIPE = {
+    "ONSALE_PROVIDER": "stripe",
+    "ONSALE_STRIPE_API_KEY": "sk_test_" + "k7Qm2Xv9" * 3,
+    "ONSALE_STRIPE_WEBHOOK_SECRET": "whsec_" + "Zr4tP8wL" * 4,
+}
+JWT = {
+    "ONSALE_DEMO_LOGIN": "0",
+    "ONSALE_JWT_JWKS_URL": "https://idp/jwks",
+    "ONSALE_JWT_ISSUER": "https://idp",
+    "ONSALE_JWT_AUDIENCE": "onsale",
+}
+
+
+class Recording(dict[str, str]):
+    """An environment that remembers every name asked for, set or not."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        super().__init__(env)
+        self.asked: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.asked.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> str:
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.asked.add(str(key))
+        return super().__contains__(key)
+
+
+def read_by(load: Callable[[Mapping[str, str]], object], *envs: Mapping[str, str]) -> set[str]:
+    names: set[str] = set()
+    for env in envs:
+        recording = Recording({**BASE, **env})
+        load(recording)
+        names |= recording.asked
+    return names
+
+
+ENGINE_READS = read_by(Settings.from_env, {}, STRIPE)
+LOADERS: dict[str, Callable[[], set[str]]] = {
+    "logs": lambda: read_by(uvicorn_config, {}),
+    "engine and stripe": lambda: ENGINE_READS,
+    "api and jwt": lambda: read_by(ApiSettings.from_env, {}, JWT) - ENGINE_READS,
+    "http": lambda: read_by(HttpBounds.from_env, {}),
+    "webhook database": lambda: read_by(WebhookDbSettings.from_env, {}),
+    "ledger": lambda: read_by(LedgerSettings.from_env, {}) - ENGINE_READS,
+    "sender": lambda: read_by(SenderSettings.from_env, {}),
+    "exporter": lambda: read_by(ExporterSettings.from_env, {}),
+}
+DOCUMENTED: dict[str, tuple[h.Group, ...]] = {
+    "logs": (h.LOGS,),
+    "engine and stripe": (h.ENGINE, h.STRIPE),
+    "api and jwt": (h.API, h.JWT),
+    "http": (h.HTTP,),
+    "webhook database": (h.WEBHOOK_DB,),
+    "ledger": (h.LEDGER,),
+    "sender": (h.SENDER,),
+    "exporter": (h.EXPORTER,),
+}
+
+
+@pytest.mark.parametrize("loader", sorted(LOADERS))
+def test_each_group_documents_exactly_what_its_settings_read(loader: str) -> None:
+    documented = {name for _title, variables in DOCUMENTED[loader] for name in variables}
+    read = LOADERS[loader]()
+    assert sorted(read - documented) == [], "read but not described in onsale/help_text.py"
+    assert sorted(documented - read) == [], "described but no longer read"
+
+
+def parsers(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    yield path, parser
+    for name, child in h.subparsers(parser).items():
+        yield from parsers(child, (*path, name))
+
+
+ALL = list(parsers(build_parser()))
+COMMANDS = [(path, p) for path, p in ALL if path]
+
+
+def test_the_tree_has_every_command_and_subcommand() -> None:
+    names = {path for path, _p in COMMANDS}
+    assert {("serve",), ("worker",), ("ledger",), ("stock", "correct"), ("policy", "report")} <= (
+        names
+    )
+    assert {path[0] for path in names} == set(h.COMMANDS)
+
+
+@pytest.mark.parametrize(("path", "parser"), ALL, ids=[" ".join(p) or "onsale" for p, _ in ALL])
+def test_every_option_is_described(path: tuple[str, ...], parser: argparse.ArgumentParser) -> None:
+    text = parser.format_help()
+    for action in parser._actions:
+        if not action.option_strings or isinstance(action, argparse._HelpAction):
+            continue
+        assert action.help and len(action.help) > 5, f"{path} {action.option_strings}: no help"
+        assert action.option_strings[0] in text
+
+
+@pytest.mark.parametrize(("path", "parser"), COMMANDS, ids=[" ".join(p) for p, _ in COMMANDS])
+def test_every_command_names_every_variable_it_reads(
+    path: tuple[str, ...], parser: argparse.ArgumentParser
+) -> None:
+    text = parser.format_help()
+    for _title, variables in h.COMMANDS[path[0]]:
+        for name, description in variables.items():
+            assert name in text, f"onsale {' '.join(path)} --help does not name {name}"
+            assert description.split()[0] in text
+
+
+def test_options_read_from_the_environment_name_their_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    commands = dict(COMMANDS)
+    for (command, flag), name in h.OPTION_ENV.items():
+        action = next(a for a in commands[(command,)]._actions if flag in a.option_strings)
+        assert action.help is not None and f"env {name}" in action.help
+    monkeypatch.setenv("ONSALE_HOST", "0.0.0.0")
+    monkeypatch.setenv("ONSALE_PORT", "8123")
+    monkeypatch.setenv("ONSALE_WORKERS", "3")
+    args = build_parser().parse_args(["serve"])
+    assert (args.host, args.port, args.workers) == ("0.0.0.0", 8123, 3)
+    assert build_parser().parse_args(["serve", "--port", "9000"]).port == 9000
+
+
+def test_an_option_that_names_a_variable_reads_it() -> None:
+    """No help text promises a variable the option does not read."""
+    for path, parser in COMMANDS:
+        for action in parser._actions:
+            if action.help and "env ONSALE_" in action.help:
+                flag = action.option_strings[0]
+                assert (path[0], flag) in h.OPTION_ENV, f"{path} {flag}"
