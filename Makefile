@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 SERVICES := . .services/env
 
 .PHONY: venv up down test test-fast test-unit test-all lint type fmt check hooks demo demo-retail \
-	migrate clean locust-burst locust-flow bench
+	migrate clean locust-burst locust-flow bench openapi screenshots
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -76,6 +76,15 @@ locust-flow: venv up
 ## Every benchmark of docs/benchmarks.md, one after the other (about 7 minutes; needs wrk).
 bench: venv up
 	$(SERVICES) && $(BIN)/python -m loadtest.bench $(BENCH_ARGS)
+
+## Screenshots of the buyer's page and the ops dashboard (docs/screenshots/), taken in headless
+## Chromium (Debian's, installed by `make up`) from the whole stack with a sale in motion.
+screenshots: venv up
+	$(SERVICES) && $(BIN)/python -m tests.browser.screenshots docs/screenshots
+
+## The OpenAPI document, written to docs/openapi.json (a unit test fails while it is stale).
+openapi: venv
+	$(BIN)/python -m api.openapi docs/openapi.json
 
 ## Apply the ledger migrations to ONSALE_PG_DSN (the local server by default).
 migrate: venv up

@@ -4,7 +4,8 @@
 #                          127.0.0.1 when they answer; otherwise start private ones from the
 #                          installed binaries (installing them with apt-get when missing and run
 #                          as root). Writes the connection settings to .services/env. Also
-#                          installs wrk (load generator of the benchmarks) when it can.
+#                          installs wrk (load generator of the benchmarks) and Debian's
+#                          chromium (the browser tests' headless browser) when it can.
 #   .ci/services.sh down   stop the private servers this script started.
 set -euo pipefail
 shopt -s inherit_errexit
@@ -98,6 +99,8 @@ stop_private() {
 
 ensure_load_tools() { # best effort: the benchmarks and their smoke tests need wrk
   command -v wrk >/dev/null || apt_install wrk || log "wrk missing: the claim_rate smoke test is skipped"
+  # tests/browser drive Debian's chromium through Playwright (never a browser it downloads)
+  [ -x /usr/bin/chromium ] || apt_install chromium || log "chromium missing: tests/browser try again, then skip"
 }
 
 case "${1:-up}" in

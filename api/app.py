@@ -29,7 +29,9 @@ from api.routes import (
     listings,
     logins,
     meta,
+    seatmap,
     stock,
+    ui,
     webhooks,
 )
 from api.settings import ApiSettings
@@ -57,6 +59,9 @@ ROUTES = [
     Route("/v1/events/{event_id}/seats", checkout.free_seats, methods=["GET"]),
     Route("/v1/events/{event_id}/stock", stock.stock_table, methods=["GET"]),
     Route("/v1/events/{event_id}/sections", stock.sections, methods=["GET"]),
+    Route("/v1/events/{event_id}/seatmap", seatmap.layout, methods=["GET"]),  # ADR 0028
+    Route("/v1/events/{event_id}/seatmap/state", seatmap.state, methods=["GET"]),
+    Route("/v1/events/{event_id}/seatmap/stream", seatmap.stream, methods=["GET"]),
     Route("/v1/events/{event_id}/holds/{hold_id}", checkout.hold_status, methods=["GET"]),
     Route("/v1/events/{event_id}/holds/{hold_id}", checkout.release, methods=["DELETE"]),
     Route("/v1/events/{event_id}/holds/{hold_id}/charges", checkout.start_charge, methods=["POST"]),
@@ -76,6 +81,7 @@ ROUTES = [
     Route("/v1/admin/events/{event_id}/stock/corrections", stock.correct_stock, methods=["POST"]),
     Route("/v1/admin/logins/{login}/revoke", logins.revoke_login, methods=["POST"]),
     *webhooks.ROUTES,  # merchant webhooks (ADR 0024)
+    *ui.ROUTES,  # the buyer's page and the ops dashboard (ADR 0028)
 ]
 
 

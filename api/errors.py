@@ -9,6 +9,7 @@ from starlette.responses import Response
 from api.logs import request_id_from
 from engine import errors as e
 from engine.logs import REQUEST_ID
+from engine.seatmap import BoardFull, SeatMapTooLarge
 from engine.sections import SectionsInterleaved
 
 
@@ -48,6 +49,9 @@ STATUS: dict[str, int] = {
     e.StockBelowZero.code: 409,
     e.CorrectionIdReused.code: 409,
     SectionsInterleaved.code: 409,
+    SeatMapTooLarge.code: 409,  # the seat map pages (ADR 0028)
+    BoardFull.code: 503,
+    "not_acceptable": 406,  # a seat map stream asked for without Accept: text/event-stream
     e.SeatTaken.code: 409,
     e.HoldExpired.code: 409,
     e.AlreadyConfirmed.code: 409,

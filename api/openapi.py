@@ -1,327 +1,313 @@
-"""The OpenAPI document served at /openapi.json. tests/integration/test_openapi.py checks that
-it names exactly the routes the app serves and fuzzes the app against it; every limit the
-server enforces is stated here from the table the validators use (api/validate.py LIMITS),
-which tests/unit/test_api_contract.py checks."""
+"""The OpenAPI document served at /openapi.json (and kept in docs/openapi.json: `make openapi`).
 
+Every operation has a stable camelCase operationId, a summary, typed request and answer schemas
+(components, with examples: api/openapi_requests.py, openapi_schemas.py, openapi_admin.py,
+openapi_webhooks.py) and its error answers, each listing the codes it may carry
+(`x-error-codes`, from api/errors.py STATUS). Every limit the server enforces is stated from the
+table the validators use (api/validate.py LIMITS). tests/integration/test_openapi.py checks that
+it names exactly the routes the app serves and validates the app's answers against it;
+tests/unit/test_openapi_examples.py checks every example against its schema (ADR 0026)."""
+
+import sys
+from pathlib import Path
 from typing import Any
 
-from api.openapi_listings import EVENTS_LIST_OP, LISTING_PATHS, OPEN_CODES
+import orjson
+
+from api.openapi_admin import ADMIN_SCHEMAS
+from api.openapi_listings import ADMIN_PATHS, LISTING_PATHS
 from api.openapi_parts import (
-    BEARER,
+    BODY,
+    BUYER,
     CHARGE_ID,
-    CLAIM_CODES,
-    CLAIM_LINES,
-    CLAIMED,
-    CORRECTION_OP,
-    CREATE_CODES,
     ERROR_SCHEMA,
-    ID,
-    KIND_FIELDS,
-    OBJ,
+    IDEMPOTENCY_KEY,
     OPS,
-    STOCK_TABLE_OP,
-    errors_of,
+    PATHED,
+    STATE_SCHEMAS,
+    STORE,
+    answer,
     json_body,
-    limit,
-    ok,
+    operation,
     path,
     query,
 )
-from api.openapi_webhooks import WEBHOOK_PATHS
+from api.openapi_requests import REQUEST_SCHEMAS
+from api.openapi_schemas import BUYER_SCHEMAS
+from api.openapi_ui import UI_PATHS, UI_SCHEMAS
+from api.openapi_webhooks import WEBHOOK_PATHS, WEBHOOK_SCHEMAS
 from api.settings import ApiSettings
-from api.validate import LIMITS, SEATS_MAX, SECTION_CHARS_MAX
 
-OPENAPI: dict[str, Any] = {
-    "openapi": "3.0.3",
-    "info": {"title": "onsale checkout API", "version": "1"},
-    "components": {
-        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        "schemas": {
-            "Error": ERROR_SCHEMA,
+OPS_AUTH = ("unauthorized", "token_revoked", "identity_unavailable")
+EVENT_READ = (*PATHED, *STORE, "event_not_found")
+HOLD_CODES = (*BUYER, *PATHED, *STORE, "hold_not_found")
+CLAIM_CODES = (
+    *BUYER, *BODY, *PATHED, *STORE, "event_not_found", "unknown_seat", "unknown_sku",
+    "unknown_location", "sold_out", "seat_taken", "not_enough_seats", "party_too_large",
+    "wrong_event_kind", "insufficient_stock", "limit_exceeded", "charge_in_flight",
+    "sale_not_open", "sale_closed", "idempotency_key_reused", "rate_limited",
+)  # fmt: skip
+CHARGE_CODES = (
+    *HOLD_CODES, *BODY, "not_owner", "event_not_found", "already_confirmed", "hold_expired",
+    "charge_in_flight", "sale_not_open", "sale_closed", "idempotency_key_reused",
+    "rate_limited", "provider_unavailable",
+)  # fmt: skip
+CALLBACK_CODES = ("invalid_request", "bad_signature", "event_not_found", "body_too_large",
+                  *STORE, "not_yet_durable", "provider_not_answering")  # fmt: skip
+HOLD_PATH = [path("event_id"), path("hold_id")]
+METRICS_OK = {
+    "200": {
+        "description": "Prometheus text exposition",
+        "content": {
+            "text/plain": {
+                "schema": {"type": "string"},
+                "example": "# HELP onsale_claims_total Claims by result\n"
+                '# TYPE onsale_claims_total counter\nonsale_claims_total{result="ok"} 80.0\n',
+            }
         },
+    }
+}
+
+META_PATHS: dict[str, Any] = {
+    "/healthz": {
+        "get": operation(
+            "getHealth",
+            "Liveness",
+            answer(200, "Health", "the process answers"),
+            (),
+            bearer=False,
+        )
     },
-    "paths": {
-        "/healthz": {"get": {"responses": ok(200, OBJ)}},
-        "/readyz": {"get": {"responses": {**ok(200, OBJ), **errors_of(503)}}},
-        "/metrics": {
-            "get": {
-                "security": BEARER,
-                "description": OPS,
-                "responses": {"200": {"description": "Prometheus text"}, **errors_of(401, 429)},
-            }
-        },
-        "/openapi.json": {
-            "get": {
-                "security": BEARER,
-                "description": OPS,
-                "responses": {**ok(200, OBJ), **errors_of(401, 429)},
-            }
-        },
-        "/v1/login": {
-            "post": {
-                "description": "Demo and load runs only (ONSALE_DEMO_LOGIN=1): a signed token "
-                "for any name, limited to `event_id` when given; 404 login_disabled otherwise "
-                "(buyer tokens come from the identity provider).",
-                "requestBody": json_body(
-                    {
-                        "type": "object",
-                        "required": ["login"],
-                        "properties": {"login": ID, "event_id": ID},
-                    }
-                ),
-                "responses": {**ok(200, OBJ), **errors_of(400, 404, 413, 415, 429)},
-            }
-        },
-        "/v1/events/{event_id}": {
-            "get": {
-                "parameters": [path("event_id")],
-                "responses": {**ok(200, OBJ), **errors_of(400, 404, 503)},
-            }
-        },
-        "/v1/events/{event_id}/seats": {
-            "get": {
-                "parameters": [path("event_id"), query("limit")],
-                "responses": {**ok(200, OBJ), **errors_of(400, 404, 503)},
-            }
-        },
-        "/v1/events/{event_id}/stock": {"get": STOCK_TABLE_OP},
-        "/v1/events/{event_id}/sections": {
-            "get": {
-                "description": "Seats and free seats per section of a seat map, in rank order "
-                "(one count per section over its rank range, no scan); 409 "
-                "sections_interleaved when the map's sections share rank ranges.",
-                "parameters": [path("event_id")],
-                "responses": {**ok(200, OBJ), **errors_of(400, 404, 409, 503)},
-            }
-        },
-        "/v1/events/{event_id}/holds": {
-            "post": {
-                "security": BEARER,
-                "parameters": [
-                    path("event_id"),
-                    {"name": "Idempotency-Key", "in": "header", "schema": ID},
-                ],
-                "description": "The hold id is derived from the login and its Idempotency-Key: "
-                "a retry by the same login within the idempotency window answers 200 with the "
-                "same hold; another login's same key is another hold. `replaced_hold_id`: the "
-                "login's previous hold, released by this claim (another tab's). 429 "
-                "rate_limited (with Retry-After) past the login's claim rate; 409 "
-                "limit_exceeded past the units a login may hold and buy. What the event sells "
-                "is the claim's to match: seats of a stock event, or lines of a seat event, "
-                "are 400 wrong_event_kind.",
-                "requestBody": json_body(
-                    {
-                        "type": "object",
-                        "description": "One of: seat_id (that seat), seat_ids (those seats, all "
-                        "or nothing), quantity (that many best seats: the best block of "
-                        "adjacent ones, consecutive ranks in one section, when one is free, "
-                        "else the best single seats), lines (stock events: a cart); none: the "
-                        "best seat. A party or a cart is one hold, one charge (price x seats, "
-                        "or the cart's amount fixed at the claim), one deadline.",
-                        "properties": {
-                            "seat_id": ID,
-                            "seat_ids": {
-                                "type": "array",
-                                "items": ID,
-                                "minItems": 1,
-                                "maxItems": int(LIMITS["quantity"].high),
-                                "uniqueItems": True,
-                            },
-                            "quantity": limit("quantity"),
-                            "lines": CLAIM_LINES,
-                        },
-                    },
-                    required=False,
-                ),
-                "responses": {
-                    **ok(201, CLAIMED),
-                    **ok(200, CLAIMED),
-                    **errors_of(
-                        400, 401, 403, 404, 409, 413, 415, 422, 429, 503, codes=CLAIM_CODES
-                    ),
-                },
-            }
-        },
-        "/v1/events/{event_id}/holds/{hold_id}": {
-            "get": {
-                "security": BEARER,
-                "description": "The hold, its charges, and what it owns: seat_id and seat_ids, "
-                "or a stock hold's lines and amount (seat_id null). A CONFIRMED hold, once the "
-                "sale is told, has its `order` (seat_ids or lines, amount, currency, the "
-                "charge_id that paid); null otherwise.",
-                "parameters": [path("event_id"), path("hold_id")],
-                "responses": {**ok(200, OBJ), **errors_of(400, 401, 403, 404, 503)},
-            },
-            "delete": {
-                "security": BEARER,
-                "description": "200: RELEASED (by this call or an earlier one). 202: the hold "
-                "is QUARANTINED (its deadline passed with a charge in flight): it is given up "
-                "(given_up, a late capture is refunded, the login may claim again) and ends "
-                "when the charge resolves or at quarantine_until_ms. 409: it ended otherwise "
-                "(already_confirmed, hold_expired, hold_revoked; `state` in the error).",
-                "parameters": [path("event_id"), path("hold_id")],
-                "responses": {
-                    **ok(200, OBJ),
-                    **ok(202, OBJ),
-                    **errors_of(400, 401, 403, 404, 409, 503),
-                },
-            },
-        },
-        "/v1/events/{event_id}/holds/{hold_id}/charges": {
-            "post": {
-                "security": BEARER,
-                "parameters": [
-                    path("event_id"),
-                    path("hold_id"),
-                    {"name": "Idempotency-Key", "in": "header", "schema": ID},
-                ],
-                "requestBody": json_body(
-                    {"type": "object", "description": "an object (no field is read yet)"},
-                    required=False,
-                ),
-                "responses": {
-                    **ok(202, OBJ),
-                    **errors_of(400, 401, 403, 404, 409, 413, 415, 422, 429, 502, 503),
-                },
-            }
-        },
-        "/v1/events/{event_id}/holds/{hold_id}/charges/{charge_id}/abandon": {
-            "post": {
-                "security": BEARER,
-                "parameters": [
-                    path("event_id"),
-                    path("hold_id"),
-                    {"name": "charge_id", "in": "path", "required": True, "schema": CHARGE_ID},
-                ],
-                "description": "409 charge_captured or charge_not_in_flight (with "
-                "`charge_state`) when the charge is not in flight; a repeat answers like the "
-                "first abandon.",
-                "responses": {**ok(200, OBJ), **errors_of(400, 401, 403, 404, 409, 503)},
-            }
-        },
-        "/v1/provider/callbacks": {
-            "post": {
-                "description": "Signed with Onsale-Signature: t=<unix s>,v1=<hex HMAC-SHA256>, "
-                f"t within {ApiSettings.webhook_tolerance_s} s of now by default; with "
-                "ONSALE_PROVIDER=stripe, Stripe's events signed with Stripe-Signature (ADR "
-                "0023), an event the engine does not follow answered 200 `IGNORED`. A duplicate "
-                "(same provider event id) answers the recorded decision with the charge's and "
-                "the hold's states now beside the recorded ones (`recorded`).",
-                "requestBody": json_body(OBJ),
-                "responses": {**ok(200, OBJ), **errors_of(400, 401, 404, 409, 413, 503)},
-            }
-        },
-        "/v1/admin/events": {
-            "get": EVENTS_LIST_OP,
-            "post": {
-                "security": BEARER,
-                "description": "kind seats (default): `seats` (and optionally price_minor, "
-                "max_party); kind stock: `locations` and `skus` instead (no seats, max_party or "
-                "price_minor). A field of the other kind is 400 invalid_request; a refused "
-                "create writes nothing.",
-                "requestBody": json_body(
-                    {
-                        "type": "object",
-                        "required": ["event_id"],
-                        "additionalProperties": False,
-                        "properties": {
-                            "event_id": ID,
-                            **KIND_FIELDS,
-                            "seats": {
-                                "type": "array",
-                                "minItems": 1,
-                                "maxItems": SEATS_MAX,
-                                "description": "seat ids unique; rank defaults to the position",
-                                "items": {
-                                    "type": "object",
-                                    "required": ["seat_id"],
-                                    "additionalProperties": False,
-                                    "properties": {
-                                        "seat_id": ID,
-                                        "rank": limit("rank"),
-                                        "section": {
-                                            "type": "string",
-                                            "maxLength": SECTION_CHARS_MAX,
-                                        },
-                                    },
-                                },
-                            },
-                            "hold_ttl_ms": limit("hold_ttl_ms"),
-                            "quarantine_ms": limit("quarantine_ms"),
-                            "policy": {"type": "string", "enum": ["quarantine", "release_refund"]},
-                            "price_minor": limit("price_minor"),
-                            "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
-                            "reversal_policy": {"type": "string", "enum": ["manual", "revoke"]},
-                            "opens_at_ms": {**limit("opens_at_ms"), "nullable": True},
-                        },
-                    },
-                    max_bytes=ApiSettings.admin_body_max_bytes,
-                ),
-                "responses": {
-                    **ok(201, OBJ),
-                    **errors_of(400, 401, 409, 413, 415, 429, 503, codes=CREATE_CODES),
-                },
-            },
-        },
-        "/v1/admin/events/{event_id}/stock/corrections": {"post": CORRECTION_OP},
-        "/v1/admin/events/{event_id}/open": {
-            "post": {
-                "security": BEARER,
-                "parameters": [path("event_id")],
-                "requestBody": json_body(
-                    {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "properties": {
-                            "opens_at_ms": limit("opens_at_ms"),
-                            "reschedule": {"type": "boolean"},
-                        },
-                    },
-                    required=False,
-                ),
-                "operationId": "admin_open_sale",
-                "description": "Open the sale at opens_at_ms (0 or absent: now). An open event "
-                "answers 409 already_open with its opens_at_ms, unless reschedule is true and "
-                "its T0 is still to come (after it: 409 sale_started); a closed or cancelled "
-                "sale never opens again (409 sale_closed).",
-                "responses": {
-                    **ok(200, OBJ),
-                    **errors_of(400, 401, 404, 409, 413, 415, 429, 503, codes=OPEN_CODES),
-                },
-            }
-        },
-        "/v1/admin/events/{event_id}/holds/{hold_id}/revoke": {
-            "post": {
-                "security": BEARER,
-                "parameters": [path("event_id"), path("hold_id")],
-                "responses": {**ok(200, OBJ), **errors_of(400, 401, 404, 409, 429, 503)},
-            }
-        },
-        "/v1/admin/events/{event_id}/exceptions": {
-            "get": {
-                "security": BEARER,
-                "parameters": [path("event_id"), query("charging_older_than_ms")],
-                "responses": {**ok(200, OBJ), **errors_of(400, 401, 404, 429, 503)},
-            }
-        },
-        "/v1/admin/logins/{login}/revoke": {
-            "post": {
-                "security": BEARER,
-                "description": "Every token of the login issued up to now (Redis's clock, "
-                "`revoked_before_ms`) is refused (401 token_revoked) on every API process "
-                "within ONSALE_REVOCATION_POLL_MS.",
-                "parameters": [
-                    {
-                        "name": "login",
-                        "in": "path",
-                        "required": True,
-                        "schema": {"type": "string", "pattern": "^[!-~]{1,128}$"},
-                    }
-                ],
-                "responses": {**ok(200, OBJ), **errors_of(400, 401, 404, 429, 503)},
-            }
-        },
-        **LISTING_PATHS,  # listings, exports, close and cancel (api/openapi_listings.py)
-        **WEBHOOK_PATHS,  # merchant webhooks (api/openapi_webhooks.py, ADR 0024)
+    "/readyz": {
+        "get": operation(
+            "getReadiness",
+            "Readiness: Redis answers and every script is loaded",
+            answer(200, "Readiness", "ready"),
+            ("store_unavailable",),
+            bearer=False,
+        )
+    },
+    "/metrics": {
+        "get": operation(
+            "getMetrics",
+            "Prometheus metrics",
+            METRICS_OK,
+            (*OPS_AUTH, "store_unavailable"),
+            description=OPS,
+        )
+    },
+    "/openapi.json": {
+        "get": operation(
+            "getOpenApi",
+            "This document",
+            answer(200, "OpenApiDocument", "the document"),
+            OPS_AUTH,
+            description=OPS,
+        )
+    },
+    "/v1/login": {
+        "post": operation(
+            "login",
+            "Log in (demo and load runs only)",
+            answer(200, "LoginToken", "a bearer token"),
+            (*BODY, "login_disabled", "rate_limited"),
+            description="Demo and load runs only (ONSALE_DEMO_LOGIN=1): a signed token for any "
+            "name, limited to `event_id` when given; 404 login_disabled otherwise (buyer tokens "
+            "come from the identity provider).",
+            body=json_body("LoginRequest"),
+            bearer=False,
+        )
     },
 }
+
+BUYER_PATHS: dict[str, Any] = {
+    "/v1/events/{event_id}": {
+        "get": operation(
+            "getEvent",
+            "Read an event's availability",
+            answer(200, "EventAvailability", "the event's counters"),
+            EVENT_READ,
+            parameters=[path("event_id")],
+            bearer=False,
+        )
+    },
+    "/v1/events/{event_id}/seats": {
+        "get": operation(
+            "listFreeSeats",
+            "List the best free seats",
+            answer(200, "FreeSeats", "the best free seats by rank (a hint)"),
+            EVENT_READ,
+            parameters=[path("event_id"), query("limit", 50)],
+            bearer=False,
+        )
+    },
+    "/v1/events/{event_id}/stock": {
+        "get": operation(
+            "getStock",
+            "Read a stock event's availability per SKU and location",
+            answer(200, "StockTable", "the stock table"),
+            (*EVENT_READ, "wrong_event_kind"),
+            description="Availability per SKU and location (one read, no scan).",
+            parameters=[path("event_id")],
+            bearer=False,
+        )
+    },
+    "/v1/events/{event_id}/sections": {
+        "get": operation(
+            "getSections",
+            "Read seats and free seats per section",
+            answer(200, "Sections", "per section, in rank order"),
+            (*EVENT_READ, "sections_interleaved"),
+            description="One count per section over its rank range, no scan; 409 "
+            "sections_interleaved when the map's sections share rank ranges.",
+            parameters=[path("event_id")],
+            bearer=False,
+        )
+    },
+    "/v1/events/{event_id}/holds": {
+        "post": operation(
+            "claimHold",
+            "Claim seats or a cart: a hold",
+            {
+                **answer(201, "Claimed", "a new hold"),
+                **answer(200, "Claimed", "the same claim, sent again with its key"),
+            },
+            CLAIM_CODES,
+            description="The hold id is derived from the login and its Idempotency-Key: a "
+            "retry by the same login within the idempotency window answers 200 with the same "
+            "hold; another login's same key is another hold. `replaced_hold_id`: the login's "
+            "previous hold, released by this claim (another tab's). 429 rate_limited (with "
+            "Retry-After) past the login's claim rate; 409 limit_exceeded past the units a "
+            "login may hold and buy. What the event sells is the claim's to match: seats of a "
+            "stock event, or lines of a seat event, are 400 wrong_event_kind.",
+            parameters=[path("event_id"), IDEMPOTENCY_KEY],
+            body=json_body("ClaimRequest", required=False),
+        )
+    },
+    "/v1/events/{event_id}/holds/{hold_id}": {
+        "get": operation(
+            "getHold",
+            "Read a hold",
+            answer(200, "Hold", "the hold"),
+            HOLD_CODES,
+            description="The hold, its charges and what it owns. Another login's hold answers "
+            "as an unknown one (404 hold_not_found).",
+            parameters=HOLD_PATH,
+        ),
+        "delete": operation(
+            "releaseHold",
+            "Give a hold up",
+            {
+                **answer(200, "HoldReleased", "RELEASED, by this call or an earlier one"),
+                **answer(202, "HoldGivenUp", "QUARANTINED: given up, ends with its charge"),
+            },
+            (*HOLD_CODES, "not_owner", "already_confirmed", "hold_expired", "hold_revoked"),
+            description="202: the hold is QUARANTINED (its deadline passed with a charge in "
+            "flight): it is given up (a late capture is refunded, the login may claim again) and "
+            "ends when the charge resolves or at quarantine_until_ms. 409: it ended otherwise "
+            "(already_confirmed, hold_expired, hold_revoked; `state` in the error).",
+            parameters=HOLD_PATH,
+        ),
+    },
+    "/v1/events/{event_id}/holds/{hold_id}/charges": {
+        "post": operation(
+            "startCharge",
+            "Start the hold's charge",
+            answer(202, "ChargeStarted", "registered and asked of the provider"),
+            CHARGE_CODES,
+            description="One charge for the whole hold (price x seats, or the cart's amount). "
+            "The outcome comes from the provider's callback: read the hold until it is "
+            "CONFIRMED (or the charge DECLINED or FAILED).",
+            parameters=[*HOLD_PATH, IDEMPOTENCY_KEY],
+            body=json_body("ChargeRequest", required=False),
+        )
+    },
+    "/v1/events/{event_id}/holds/{hold_id}/charges/{charge_id}/abandon": {
+        "post": operation(
+            "abandonCharge",
+            "Stop waiting for a charge",
+            answer(200, "ChargeAbandoned", "abandoned (now or before)"),
+            (
+                *HOLD_CODES,
+                "not_owner",
+                "charge_not_found",
+                "charge_captured",
+                "charge_not_in_flight",
+            ),
+            description="409 charge_captured or charge_not_in_flight (with `charge_state`) "
+            "when the charge is not in flight; a repeat answers like the first abandon.",
+            parameters=[*HOLD_PATH, path("charge_id", CHARGE_ID)],
+        )
+    },
+    "/v1/provider/callbacks": {
+        "post": operation(
+            "postProviderCallback",
+            "The payment provider's callback",
+            answer(200, "CallbackAnswer", "recorded (or a duplicate, or ignored)"),
+            CALLBACK_CODES,
+            description="Signed with Onsale-Signature: t=<unix s>,v1=<hex HMAC-SHA256>, t "
+            f"within {ApiSettings.webhook_tolerance_s} s of now by default; with "
+            "ONSALE_PROVIDER=stripe, Stripe's events signed with Stripe-Signature (ADR 0023), "
+            "an event the engine does not follow answered 200 `IGNORED`. A duplicate (same "
+            "provider event id) answers the recorded decision with the charge's and the hold's "
+            "states now beside the recorded ones (`recorded`).",
+            body=json_body("ProviderCallback"),
+            bearer=False,
+        )
+    },
+}
+
+SCHEMAS: dict[str, Any] = {"Error": ERROR_SCHEMA}
+PARTS = (STATE_SCHEMAS, REQUEST_SCHEMAS, BUYER_SCHEMAS, ADMIN_SCHEMAS, WEBHOOK_SCHEMAS,
+         UI_SCHEMAS)  # fmt: skip
+for part in PARTS:
+    assert not SCHEMAS.keys() & part.keys(), SCHEMAS.keys() & part.keys()
+    SCHEMAS |= part
+
+# Operations by audience, by path (the first prefix that matches).
+TAGS = (
+    ("webhooks", "/v1/admin/webhooks/", "Merchant webhooks (ADR 0024); admin credential."),
+    ("admin", "/v1/admin/", "Events, sales, listings and corrections; admin credential."),
+    ("provider", "/v1/provider/", "The payment provider's callbacks, signed."),
+    ("buyer", "/v1/", "What a buyer's page calls: events, claims, holds, charges."),
+    ("ops", "/", "Health, readiness, metrics and this document."),
+)
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.0.3",
+    "info": {
+        "title": "onsale checkout API",
+        "version": "1",
+        "description": "Claims, holds and charges of an on-sale, its admin and ops (ADR 0026).",
+    },
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "schemas": SCHEMAS,
+    },
+    "tags": [{"name": name, "description": text} for name, _, text in TAGS],
+    "paths": {
+        **META_PATHS,
+        **BUYER_PATHS,
+        **ADMIN_PATHS,
+        **LISTING_PATHS,  # listings, exports, close and cancel (api/openapi_listings.py)
+        **WEBHOOK_PATHS,  # merchant webhooks (api/openapi_webhooks.py, ADR 0024)
+        **UI_PATHS,  # the seat map and the browser pages (api/openapi_ui.py, ADR 0028)
+    },
+}
+for route, item in OPENAPI["paths"].items():  # by audience: a generated client's modules
+    tag = next(name for name, prefix, _ in TAGS if route.startswith(prefix))
+    for op in item.values():
+        op.setdefault("tags", [tag])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`make openapi`: write the document to the file named (docs/openapi.json), or stdout."""
+    out = orjson.dumps(OPENAPI, option=orjson.OPT_INDENT_2) + b"\n"
+    target = (sys.argv[1:] if argv is None else argv)[:1]
+    if target:
+        Path(target[0]).write_bytes(out)
+    else:
+        sys.stdout.buffer.write(out)
+
+
+if __name__ == "__main__":
+    main()

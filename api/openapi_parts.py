@@ -1,61 +1,105 @@
-"""The building blocks of the OpenAPI document (api/openapi.py): helpers, the error schema, the
-claim's answer, and the quantity stock pieces (ADR 0022). Every limit comes from the table the
-validators use (api/validate.py LIMITS)."""
+"""The building blocks of the OpenAPI document (api/openapi.py): schema helpers, parameters,
+bodies, and the error answers of an operation, built from the codes it may answer. Every limit
+comes from the table the validators use (api/validate.py LIMITS); every error code and its
+status from the one map (api/errors.py STATUS); every state from the transition tables."""
 
 from collections.abc import Iterable
 from typing import Any
 
+from api.durable import CONFIRMING
 from api.errors import STATUS
 from api.settings import ApiSettings
 from api.validate import LIMITS
+from engine import errors
+from engine.sections import SectionsInterleaved
+from engine.states import ChargeState, HoldState
 
-ERROR = {"$ref": "#/components/schemas/Error"}
 ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}$"}
 STOCK_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}  # SKUs and locations
 # A charge id is minted by the server: <event id>~<24 hex> (engine/keys.py charge_key).
 CHARGE_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}(~[0-9a-f]{24})?$"}
+INT: dict[str, Any] = {"type": "integer"}
+STR: dict[str, Any] = {"type": "string"}
+BOOL: dict[str, Any] = {"type": "boolean"}
+AT_MS = {"type": "integer", "description": "ms since the epoch, by the server (Redis) clock"}
+AMOUNT = {"type": "integer", "description": "minor units of the currency (4500: 45.00)"}
+CURRENCY = {"type": "string", "pattern": "^[A-Z]{3}$", "description": "ISO 4217"}
+# The states of the two transition tables (engine/states.py), each one named type for clients.
+STATE_SCHEMAS: dict[str, dict[str, Any]] = {
+    "HoldState": {"type": "string", "enum": [*HoldState], "example": HoldState.RESERVED.value},
+    "HoldViewState": {
+        "type": "string",
+        "enum": [*HoldState, CONFIRMING],
+        "description": "A hold's state as its buyer reads it: CONFIRMING is sold, not yet in the "
+        "ledger (ADR 0016); CONFIRMED once it is.",
+        "example": HoldState.CONFIRMED.value,
+    },
+    "ChargeState": {"type": "string", "enum": [*ChargeState], "example": "CHARGING"},
+}
+CURSOR_NEXT = {
+    "type": "string",
+    "nullable": True,
+    "description": "the cursor of the next page; null: the listing is complete",
+}
 BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
-OBJ: dict[str, Any] = {"type": "object"}
 OPS = "Ops only: the metrics token (ONSALE_METRICS_TOKEN) or an admin credential."
 
-
-def errors_of(*statuses: int, codes: Iterable[str] = ()) -> dict[str, Any]:
-    """Error answers by status; `codes` names the error codes an operation may answer, each
-    under its status (api/errors.py STATUS), in `x-error-codes` and the description."""
-    named = sorted(set(codes))
-    assert all(STATUS[code] in statuses for code in named), "a code's status is not listed"
-    out: dict[str, Any] = {}
-    for status in statuses:
-        these = [code for code in named if STATUS[code] == status]
-        answer: dict[str, Any] = {
-            "description": f"error: {', '.join(these)}" if these else "error",
-            "content": {"application/json": {"schema": ERROR}},
-        }
-        if these:
-            answer["x-error-codes"] = these
-        out[str(status)] = answer
-    return out
+# Path parameters and their examples (the example event exists in the fuzzed stack).
+EVENT_ID = "spring-gala"
+HOLD_ID = "9f2c4e1ab7d35f60c8e21d4b6a9f0e73:1748"
+CHARGE_ID_EXAMPLE = "spring-gala~3f9a1c2e7b4d6f8a0c1e2b3d"
+EXAMPLES = {
+    "event_id": EVENT_ID,
+    "hold_id": HOLD_ID,
+    "charge_id": CHARGE_ID_EXAMPLE,
+    "endpoint_id": "ep_5b1e0c7d9a3f2e4c6b8d0a1f",
+    "delivery_id": "42",
+    "login": "alice",
+}
 
 
-def ok(code: int, schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"description": "ok"}
-    if schema is not None:
-        body["content"] = {"application/json": {"schema": schema}}
-    return {str(code): body}
+def ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
 
 
-def path(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "schema": ID}
+HOLD_STATE = ref("HoldState")
+VIEW_STATE = ref("HoldViewState")
+CHARGE_STATE = ref("ChargeState")
 
 
-def json_body(
-    schema: dict[str, Any], required: bool = True, max_bytes: int = ApiSettings.body_max_bytes
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` or null (a reference is wrapped: OpenAPI 3.0 ignores a $ref's siblings)."""
+    if "$ref" in schema:
+        return {"allOf": [schema], "nullable": True}
+    return {**schema, "nullable": True}
+
+
+def array(items: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return {"type": "array", "items": items, **more}
+
+
+def record(
+    properties: dict[str, Any],
+    example: dict[str, Any],
+    *,
+    optional: Iterable[str] = (),
+    description: str = "",
+    closed: bool = False,
 ) -> dict[str, Any]:
-    return {
-        "required": required,
-        "description": f"at most {max_bytes} bytes by default (larger: 413 body_too_large)",
-        "content": {"application/json": {"schema": schema}},
-    }
+    """An object whose every property is always present but `optional` ones. `closed`: a
+    request whose unknown fields are refused (400); answers stay open (a new field may come)."""
+    absent = set(optional)
+    schema: dict[str, Any] = {"type": "object"}
+    if description:
+        schema["description"] = description
+    required = [name for name in properties if name not in absent]
+    if required:
+        schema["required"] = required
+    schema["properties"] = properties
+    if closed:
+        schema["additionalProperties"] = False
+    schema["example"] = example
+    return schema
 
 
 def limit(name: str, **more: Any) -> dict[str, Any]:
@@ -64,16 +108,85 @@ def limit(name: str, **more: Any) -> dict[str, Any]:
     return {**LIMITS[name].schema(), "x-limit": name, **more}
 
 
-def query(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "query", "schema": limit(name)}
+def path(name: str, schema: dict[str, Any] = ID) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "schema": schema,
+        "example": EXAMPLES[name],
+    }
 
 
-def _detail(kind: str, description: str, nullable: bool = False) -> dict[str, Any]:
-    return {"type": kind, "description": description, **({"nullable": True} if nullable else {})}
+def query(name: str, example: int) -> dict[str, Any]:
+    return {"name": name, "in": "query", "schema": limit(name), "example": example}
 
+
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "description": "the client's key for this request: a retry with it is answered as the first",
+    "schema": ID,
+    "example": "checkout-7f3a",
+}
+
+
+def json_body(
+    name: str, required: bool = True, max_bytes: int = ApiSettings.body_max_bytes
+) -> dict[str, Any]:
+    """A JSON request body of component schema `name` (its example is the schema's)."""
+    return {
+        "required": required,
+        "description": f"at most {max_bytes} bytes by default (larger: 413 body_too_large)",
+        "content": {"application/json": {"schema": ref(name)}},
+    }
+
+
+def answer(status: int, name: str, description: str) -> dict[str, Any]:
+    """A JSON answer of component schema `name`."""
+    content = {"application/json": {"schema": ref(name)}}
+    return {str(status): {"description": description, "content": content}}
+
+
+# What the client is told with each code (an engine error's summary; the HTTP layer's words).
+MESSAGES: dict[str, str] = {
+    "invalid_request": "event_id must match [A-Za-z0-9_.:-]{1,64}",
+    "unauthorized": "send Authorization: Bearer <token>",
+    "token_revoked": "this token was revoked; log in again",
+    "token_scope": "this token is not valid for this event",
+    "login_disabled": "this deployment takes tokens from its identity provider",
+    "identity_unavailable": "cannot verify tokens yet",
+    "bad_signature": "no valid v1 signature",
+    "not_found": "Not Found",
+    "method_not_allowed": "Method Not Allowed",
+    "body_too_large": f"body larger than {ApiSettings.body_max_bytes} bytes",
+    "unsupported_media_type": "send application/json",
+    "not_yet_durable": "the sale is not in the ledger yet",
+    "provider_unavailable": "the payment provider refused",
+    "provider_not_answering": "the provider did not answer",
+    "invalid_webhook_url": "url must be an absolute https URL",
+    "unknown_event_type": "event_types: 'order.shipped' is not one of the notification types",
+    "webhook_endpoint_not_found": "no such endpoint",
+    "webhook_delivery_not_found": "no such delivery of this endpoint",
+    "webhook_endpoint_disabled": "enable the endpoint to replay to it",
+    "too_many_webhook_endpoints": "at most 100 endpoints; delete one",
+    "webhooks_unavailable": "the webhook store cannot be reached",
+    SectionsInterleaved.code: "the sections of this seat map share rank ranges",
+}
+
+
+def _engine_errors(cls: type[errors.EngineError]) -> Iterable[type[errors.EngineError]]:
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _engine_errors(sub)
+
+
+MESSAGES |= {cls.code: cls.summary for cls in _engine_errors(errors.EngineError)}
 
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
+    "description": "Every refusal and failure: a stable snake_case `code` (api/errors.py), the "
+    "message the client may show, the request id for support; some codes add their details.",
     "required": ["error"],
     "properties": {
         "error": {
@@ -82,172 +195,119 @@ ERROR_SCHEMA: dict[str, Any] = {
             "properties": {
                 # "internal": a 500, which is a bug of ours
                 "code": {"type": "string", "enum": sorted({*STATUS, "internal"})},
-                "message": {"type": "string"},
-                "request_id": {"type": "string"},
-                "opens_at_ms": _detail(
-                    "integer",
-                    "sale_not_open: when the sale opens (server clock, ms); null when no "
-                    "opening time is set yet; already_open, sale_started: the sale's T0",
-                    nullable=True,
-                ),
-                "state": _detail(
-                    "string", "already_confirmed, hold_expired, hold_revoked: the hold's state"
-                ),
-                "cap": _detail("integer", "limit_exceeded: units a login may hold and buy"),
-                "charge_state": _detail(
-                    "string", "charge_captured, charge_not_in_flight: the charge's state"
-                ),
-                "available": _detail(
-                    "integer",
-                    "not_enough_seats: the seats this claim could have had; insufficient_stock: "
-                    "the most one location has of the sku; stock_below_zero: units available",
-                ),
-                "max_party": _detail("integer", "party_too_large: seats one claim may ask for"),
-                "kind": _detail("string", "wrong_event_kind: what the event sells (seats|stock)"),
-                "sku": _detail("string", "unknown_sku, insufficient_stock: the sku", True),
-                "location": _detail("string", "unknown_location: the location", True),
-                "held": _detail("integer", "stock_below_zero: units holds own there"),
-                "blocked": _detail("integer", "stock_below_zero: units blocked by late payments"),
-                "sold": _detail("integer", "stock_below_zero: units sold there"),
-                "sale_status": _detail("string", "sale_closed: closed or cancelled"),
-            },
-        }
-    },
-}
-
-LINE = {
-    "type": "object",
-    "required": ["sku", "location", "quantity"],
-    "properties": {"sku": STOCK_ID, "location": STOCK_ID, "quantity": {"type": "integer"}},
-}
-CLAIMED: dict[str, Any] = {
-    "type": "object",
-    "required": ["hold_id", "seat_id", "seat_ids", "expires_ms", "state", "replaced_hold_id"],
-    "description": "A stock hold (a cart) has no seats (seat_id null, seat_ids empty): its "
-    "`lines`, each with the location it was taken from, and `amount`, what the charge will ask.",
-    "properties": {
-        "hold_id": ID,
-        "seat_id": {**ID, "nullable": True},
-        "seat_ids": {"type": "array", "items": ID},
-        "expires_ms": {"type": "integer"},
-        "state": {"type": "string"},
-        "replaced_hold_id": {"type": "string", "nullable": True},
-        "lines": {"type": "array", "items": LINE},
-        "amount": {"type": "integer"},
-    },
-}
-CLAIM_LINES = limit(
-    "lines",
-    description="A cart of quantity stock (stock events only): each line from its location, or "
-    "else from the first of the event's locations, in its order, that has the whole quantity "
-    "(a line is never split); all lines or none.",
-    uniqueItems=True,
-    items={
-        "type": "object",
-        "required": ["sku", "quantity"],
-        "additionalProperties": False,
-        "properties": {
-            "sku": STOCK_ID,
-            "quantity": limit("line_quantity"),
-            "location": STOCK_ID,
-        },
-    },
-)
-CLAIM_CODES = (
-    "invalid_request", "unauthorized", "token_revoked", "token_scope", "event_not_found",
-    "unknown_seat", "unknown_sku", "unknown_location", "sold_out", "seat_taken",
-    "not_enough_seats", "party_too_large", "wrong_event_kind", "insufficient_stock",
-    "limit_exceeded", "charge_in_flight", "sale_not_open", "sale_closed", "body_too_large",
-    "unsupported_media_type", "idempotency_key_reused", "rate_limited", "store_unavailable",
-    "recovering", "identity_unavailable",
-)  # fmt: skip
-
-# The create request's fields beside the common ones (admin create: api/routes/admin.py).
-KIND_FIELDS: dict[str, Any] = {
-    "kind": {"type": "string", "enum": ["seats", "stock"], "description": "default seats"},
-    "login_cap": limit(
-        "login_cap",
-        nullable=True,
-        description="units a login may hold and buy here; 0: none; null: the deployment's "
-        "ONSALE_LOGIN_CAP",
-    ),
-    "max_party": limit("max_party", description="seat events: seats one claim may ask for"),
-    "locations": limit(
-        "locations",
-        items=STOCK_ID,
-        uniqueItems=True,
-        description="stock events: location ids, in the order lines are served from",
-    ),
-    "skus": limit(
-        "skus",
-        description="stock events: the SKUs on sale (unique), each with its price and its "
-        "initial count at each location (unnamed: 0), recorded as a correction",
-        items={
-            "type": "object",
-            "required": ["sku", "price_minor"],
-            "additionalProperties": False,
-            "properties": {
-                "sku": STOCK_ID,
-                "price_minor": limit("price_minor"),
-                "on_hand": {
-                    "type": "object",
-                    "maxProperties": int(LIMITS["locations"].high),
-                    "description": "location -> units on hand (locations of the event only)",
-                    "additionalProperties": limit("on_hand"),
+                "message": STR,
+                "request_id": STR,
+                "opens_at_ms": {
+                    **AT_MS,
+                    "nullable": True,
+                    "description": "sale_not_open: when the sale opens (null when no opening "
+                    "time is set yet); already_open, sale_started: the sale's T0",
                 },
-            },
-        },
-    ),
-}
-
-STOCK_CODES = (
-    "invalid_request", "wrong_event_kind", "event_not_found", "store_unavailable", "recovering",
-)  # fmt: skip
-STOCK_TABLE_OP: dict[str, Any] = {
-    "description": "Availability per SKU and location (one read, no scan): on_hand = available "
-    "+ held + blocked + sold at every location; `available` per SKU is the sum.",
-    "parameters": [path("event_id")],
-    "responses": {**ok(200, OBJ), **errors_of(400, 404, 503, codes=STOCK_CODES)},
-}
-
-CORRECTION_CODES = (
-    "invalid_request", "wrong_event_kind", "unauthorized", "event_not_found", "unknown_sku",
-    "unknown_location", "stock_below_zero", "correction_id_reused", "sale_not_open",
-    "body_too_large", "unsupported_media_type", "rate_limited", "store_unavailable", "recovering",
-)  # fmt: skip
-CORRECTION_OP: dict[str, Any] = {
-    "security": BEARER,
-    "description": "Set or adjust one location's on-hand count, idempotent by correction_id: "
-    "201 applied, 200 a replay (the figures it left); the same id with another body is 409 "
-    "correction_id_reused. Refused (409 stock_below_zero, with available, held, blocked and "
-    "sold) when available would go below zero: units a cart holds or a sale owns are never "
-    "corrected away. `operator` defaults to the admin credential's name.",
-    "parameters": [path("event_id")],
-    "requestBody": json_body(
-        {
-            "type": "object",
-            "required": ["correction_id", "sku", "location", "reason"],
-            "additionalProperties": False,
-            "description": "exactly one of set and adjust",
-            "properties": {
-                "correction_id": ID,
-                "sku": STOCK_ID,
-                "location": STOCK_ID,
-                "set": limit("set"),
-                "adjust": limit("adjust"),
-                "reason": limit("reason"),
-                "operator": limit("operator"),
+                "state": {
+                    **STR,
+                    "description": "already_confirmed, hold_expired, hold_revoked: the hold's",
+                },
+                "cap": {**INT, "description": "limit_exceeded: units a login may hold and buy"},
+                "charge_state": {
+                    **STR,
+                    "description": "charge_captured, charge_not_in_flight: the charge's state",
+                },
+                "available": {
+                    **INT,
+                    "description": "not_enough_seats: the seats this claim could have had; "
+                    "insufficient_stock: the most one location has of the sku; "
+                    "stock_below_zero: units available",
+                },
+                "max_party": {**INT, "description": "party_too_large: seats one claim may ask"},
+                "kind": {**STR, "description": "wrong_event_kind: what the event sells"},
+                "sku": {**STR, "nullable": True, "description": "unknown_sku, insufficient_stock"},
+                "location": {**STR, "nullable": True, "description": "unknown_location"},
+                "held": {**INT, "description": "stock_below_zero: units holds own there"},
+                "blocked": {**INT, "description": "stock_below_zero: units late payments block"},
+                "sold": {**INT, "description": "stock_below_zero: units sold there"},
+                "sale_status": {**STR, "description": "sale_closed: closed or cancelled"},
             },
         }
-    ),
-    "responses": {
-        **ok(201, OBJ),
-        **ok(200, OBJ),
-        **errors_of(400, 401, 404, 409, 413, 415, 429, 503, codes=CORRECTION_CODES),
     },
 }
 
-CREATE_CODES = (
-    "invalid_request", "unauthorized", "event_exists", "body_too_large", "unsupported_media_type",
-    "rate_limited", "store_unavailable",
-)  # fmt: skip
+
+def error_example(code: str) -> dict[str, Any]:
+    rid = "6321baae2c4f4aa391f0622c16bdd9d6"
+    message = MESSAGES.get(code, code.replace("_", " "))
+    return {"error": {"code": code, "message": message, "request_id": rid}}
+
+
+ERROR_SCHEMA["example"] = error_example("sold_out")
+RETRY_AFTER = {
+    "Retry-After": {
+        "description": "seconds to wait before trying again",
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
+
+
+def errors_of(*statuses: int, codes: Iterable[str] = ()) -> dict[str, Any]:
+    """Error answers by status, `codes` each under its own (api/errors.py STATUS)."""
+    named = sorted(set(codes))
+    assert all(STATUS[code] in statuses for code in named), "a code's status is not listed"
+    return _errors({status: [c for c in named if STATUS[c] == status] for status in statuses})
+
+
+def errors_for(*codes: str) -> dict[str, Any]:
+    """The error answers of an operation that may answer `codes`: one per status."""
+    by_status: dict[int, list[str]] = {}
+    for code in sorted(set(codes)):
+        by_status.setdefault(STATUS[code], []).append(code)
+    return _errors(by_status)
+
+
+def _errors(by_status: dict[int, list[str]]) -> dict[str, Any]:
+    """One answer per status, listing its codes in `x-error-codes` and the description, with
+    an example; 429 and 503 carry Retry-After."""
+    out: dict[str, Any] = {}
+    for status, named in sorted(by_status.items()):
+        media: dict[str, Any] = {"schema": ref("Error")}
+        answer: dict[str, Any] = {"description": "error"}
+        if named:
+            media["example"] = error_example(named[0])
+            answer = {"description": f"error: {', '.join(named)}", "x-error-codes": named}
+        answer["content"] = {"application/json": media}
+        if status in (429, 503):  # api/errors.py error_response sets it on both
+            answer["headers"] = RETRY_AFTER
+        out[str(status)] = answer
+    return out
+
+
+def operation(
+    op_id: str,
+    summary: str,
+    answers: dict[str, Any],
+    codes: Iterable[str],
+    *,
+    description: str = "",
+    parameters: Iterable[dict[str, Any]] = (),
+    body: dict[str, Any] | None = None,
+    bearer: bool = True,
+) -> dict[str, Any]:
+    """One operation: its id, summary, parameters, body, answers and error codes."""
+    op: dict[str, Any] = {"operationId": op_id, "summary": summary}
+    if description:
+        op["description"] = description
+    if bearer:
+        op["security"] = BEARER
+    if params := list(parameters):
+        op["parameters"] = params
+    if body is not None:
+        op["requestBody"] = body
+    op["responses"] = {**answers, **errors_for(*codes)}
+    return op
+
+
+# The codes every operation of a kind may answer, beside its own.
+BODY = ("invalid_request", "body_too_large", "unsupported_media_type")
+STORE = ("store_unavailable", "recovering")
+# An empty path segment is no route (the router's 404), whatever the operation.
+PATHED = ("invalid_request", "not_found")
+BUYER = ("unauthorized", "token_revoked", "token_scope", "identity_unavailable")
+ADMIN = ("unauthorized", "token_revoked", "identity_unavailable", "rate_limited")

@@ -75,6 +75,12 @@ LIMITS: Mapping[str, Bound] = MappingProxyType(
         "event_types": Bound(1, len(EVENT_TYPES), of="items"),
         "keep_previous_s": Bound(0, 7 * 86_400),
         "since_ms": Bound(0, EXACT_MAX),
+        # A seat's place on the drawn map (ADR 0028): a position in the map's own units (the
+        # page scales the map to fit), a row label, a price level's name (display only).
+        "x": Bound(-100_000, 100_000, integer=False),
+        "y": Bound(-100_000, 100_000, integer=False),
+        "row": Bound(1, 16, of="chars"),
+        "price_level": Bound(1, 32, of="chars"),
     }
 )
 assert (

@@ -92,8 +92,9 @@ def event_key(event_id: str, name: str, prefix: str = PREFIX) -> str:
 
 
 # Keys of an event that no script touches (Python only), still under the event's hash tag.
-# raw_callbacks: verified provider messages; refused: holds whose decision the ledger refused.
-EXTRA_KEYS: tuple[str, ...] = ("raw_callbacks", "refused")
+# raw_callbacks: verified provider messages; refused: holds whose decision the ledger refused;
+# seatmap: the seats' places a page draws (engine/seatmap.py, written once at the create).
+EXTRA_KEYS: tuple[str, ...] = ("raw_callbacks", "refused", "seatmap")
 
 
 def event_of_channel(channel: str) -> str:

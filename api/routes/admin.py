@@ -12,6 +12,7 @@ from starlette.responses import Response
 from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
 from api.responses import json_response, parse_json, read_body, read_json
+from api.routes.seatmap import PLACE_FIELDS, seat_layout
 from api.routes.stock import NewStock, new_stock
 from api.validate import (
     LIMITS,
@@ -26,6 +27,7 @@ from api.validate import (
     whole,
 )
 from engine.holds import Alert, Charge, Hold, SeatSpec
+from engine.seatmap import SeatPlace, save_layout
 from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
 
 CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
@@ -39,7 +41,7 @@ EVENT_FIELDS = frozenset(
 )  # fmt: skip
 KINDS = ("seats", "stock")
 STOCK_ONLY = ("locations", "skus")
-SEAT_FIELDS = frozenset(("seat_id", "rank", "section"))
+SEAT_FIELDS = frozenset(("seat_id", "rank", "section", *PLACE_FIELDS))  # places: ADR 0028
 OPEN_FIELDS = frozenset(("opens_at_ms", "reschedule"))
 
 
@@ -59,6 +61,7 @@ class NewEvent:
     login_cap: int | None = None  # units a login may hold and buy (None: the deployment's cap)
     max_party: int = 0  # seats one claim may ask for (0: the API's limit)
     stock: NewStock | None = None  # a stock event's locations and SKUs (then no seats)
+    places: list[SeatPlace] | None = None  # the drawn map, rank order (None: too large to draw)
 
 
 def new_event(raw: bytes, content_type: str | None) -> NewEvent:
@@ -76,9 +79,10 @@ def new_event(raw: bytes, content_type: str | None) -> NewEvent:
     given = [name for name in STOCK_ONLY if name in body]
     if stock is None and given:
         raise ApiError(400, "invalid_request", f"{given[0]} is for events of kind stock")
+    seats = [] if stock else seat_map(body.get("seats"))
     return NewEvent(
         event_id=event_id,
-        seats=[] if stock else seat_map(body.get("seats")),
+        seats=seats,
         hold_ttl_ms=whole(body, "hold_ttl_ms", 480_000),
         quarantine_ms=whole(body, "quarantine_ms", 900_000),
         policy=LatePolicy(one_of(body, "policy", tuple(LatePolicy), LatePolicy.QUARANTINE)),
@@ -91,6 +95,7 @@ def new_event(raw: bytes, content_type: str | None) -> NewEvent:
         login_cap=None if body.get("login_cap") is None else whole(body, "login_cap"),
         max_party=0 if body.get("max_party") is None else whole(body, "max_party"),
         stock=stock,
+        places=None if stock else seat_layout(body["seats"], seats),
     )
 
 
@@ -151,6 +156,8 @@ async def create_event(request: Request) -> Response:
             new.event_id, new.seats, price_minor=new.price_minor, max_party=new.max_party, **common
         )
         answer |= {"kind": "seats", "seats": n_seats}
+        if new.places is not None:  # off the hot path: no script reads it (ADR 0028)
+            await save_layout(c.store.read, new.event_id, new.places)
     if new.opens_at_ms is not None:
         await c.store.open_sale(new.event_id, new.opens_at_ms)
     return json_response(answer, 201)

@@ -15,6 +15,7 @@ from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.routes.admin import charge_view
 from api.routes.checkout import order_view
+from api.routes.stock import lines_view
 from api.validate import LIMITS, obj, only, query_integer, whole
 from engine.holds import Charge, Hold
 from engine.lifecycle import CANCEL_BATCH
@@ -60,7 +61,7 @@ def hold_row(h: Hold) -> dict[str, object]:
         "login": h.login,
         "state": h.state,
         "seat_ids": [] if h.is_stock else list(h.seat_ids),
-        "lines": h.seat_id if h.is_stock else None,
+        "lines": lines_view(h.seat_id) if h.is_stock else None,  # as every other view has them
         "created_ms": h.created_ms,
         "expires_ms": h.expires_ms,
         "decided_ms": h.decided_ms or None,

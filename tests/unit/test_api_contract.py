@@ -30,12 +30,21 @@ from engine import errors
 API_DIR = Path(__file__).resolve().parents[2] / "api"
 
 
+def resolved(schema: dict[str, Any]) -> dict[str, Any]:
+    """A component schema (`$ref`: bodies are named schemas, ADR 0026) or `schema` itself."""
+    if "$ref" not in schema:
+        return schema
+    found: dict[str, Any] = OPENAPI["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+    return found
+
+
 def numeric_schemas() -> Iterator[tuple[str, str, dict[str, Any]]]:
     """(where, limit name, schema) of every number a client sends, and of every list or text
     whose size is a limit (`x-limit`): query parameters and request bodies, at any depth. A
     field bounded by a limit of another name says which (`x-limit`)."""
 
     def walk(where: str, name: str, schema: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
+        schema = resolved(schema)
         if schema.get("type") in ("integer", "number") or "x-limit" in schema:
             yield where, schema.get("x-limit", name), schema
         for prop, sub in schema.get("properties", {}).items():
@@ -65,10 +74,11 @@ def test_every_number_a_client_sends_has_the_bounds_the_server_enforces() -> Non
 
 def test_sizes_of_the_seat_map_are_documented() -> None:
     create = OPENAPI["paths"]["/v1/admin/events"]["post"]["requestBody"]
-    seats = create["content"]["application/json"]["schema"]["properties"]["seats"]
+    seats = resolved(create["content"]["application/json"]["schema"])["properties"]["seats"]
     assert (seats["minItems"], seats["maxItems"]) == (1, SEATS_MAX)
-    assert seats["items"]["properties"]["section"]["maxLength"] == SECTION_CHARS_MAX
-    assert seats["items"]["additionalProperties"] is False
+    seat = resolved(seats["items"])
+    assert seat["properties"]["section"]["maxLength"] == SECTION_CHARS_MAX
+    assert seat["additionalProperties"] is False
 
 
 def _values_around(name: str, query: bool) -> tuple[list[Any], list[Any]]:

@@ -1,0 +1,210 @@
+"""The seat map and the browser pages in the OpenAPI document (api/routes/seatmap.py,
+api/routes/ui.py, ADR 0028): their operations and answer schemas, and the places a seat of the
+admin's create may name. api/openapi.py adds UI_PATHS to its paths and UI_SCHEMAS to its
+components; the SeatSpec request schema adds SEAT_PLACE_FIELDS."""
+
+from typing import Any
+
+from api.openapi_parts import (
+    AT_MS,
+    BOOL,
+    CURRENCY,
+    EVENT_ID,
+    INT,
+    PATHED,
+    STORE,
+    STR,
+    array,
+    limit,
+    operation,
+    path,
+    record,
+    ref,
+)
+from api.routes.ui import ASSETS
+from engine.seatmap import COLUMNS, SEATMAP_SEATS_MAX
+
+MAP_CODES = (*PATHED, *STORE, "event_not_found", "wrong_event_kind", "seat_map_too_large")
+STREAM_CODES = (*MAP_CODES, "watchers_full", "not_acceptable")
+COUNT: dict[str, Any] = {"type": "integer", "minimum": 0}
+TEXT: dict[str, Any] = {"type": "string"}
+ETAG = {"ETag": {"description": "the version: send it back in If-None-Match", "schema": TEXT}}
+IF_NONE_MATCH = {
+    "name": "If-None-Match",
+    "in": "header",
+    "required": False,
+    "description": "the ETag this client holds: 304 without a body while it is current",
+    "schema": {"type": "string", "pattern": "^[ -~]*$", "maxLength": 256},
+    "example": '"9f2c51b0a4e7d3c8e6f1"',
+}
+NOT_MODIFIED = {"304": {"description": "not modified: the ETag sent is current"}}
+
+# A seat of the admin's create may also name its place (api/routes/seatmap.py seat_place).
+SEAT_PLACE_FIELDS: dict[str, Any] = {
+    "row": limit("row", description="the row's label, shown on the page"),
+    "x": limit("x", description="position on the drawn map; with y, on every seat or none"),
+    "y": limit("y", description="position on the drawn map; with x"),
+    "price_level": limit(
+        "price_level",
+        description="a price level's name, shown on the page (display only: every seat costs "
+        "the event's price_minor)",
+    ),
+}
+
+SEAT_ROW = {
+    "type": "array",
+    "minItems": len(COLUMNS),
+    "maxItems": len(COLUMNS),
+    "description": "seat_id, section, row ('' if none), x, y (null when not positioned), "
+    "price_level ('' if none)",
+    "items": {"nullable": True, "anyOf": [STR, {"type": "number"}]},
+}
+LAYOUT = record(
+    {
+        "columns": array({"type": "string", "enum": list(COLUMNS)}),
+        "positioned": {**BOOL, "description": "every seat has x and y"},
+        "seats": array(SEAT_ROW, maxItems=SEATMAP_SEATS_MAX, description="in rank order"),
+    },
+    {
+        "columns": list(COLUMNS),
+        "positioned": True,
+        "seats": [["A-1", "A", "1", 0.0, 0.0, "front"], ["A-2", "A", "1", 30.0, 0.0, "front"]],
+    },
+    description="The seat map a page draws: one row per seat, in rank order (the order of the "
+    "states string of SeatMapState). Fixed once the event is created: cacheable.",
+)
+_EVENT: dict[str, Any] = {
+    "event_id": STR,
+    "version": {**STR, "description": "changes with every seat move (the ETag)"},
+    "serial": {**INT, "description": "this server's snapshot number (a stream's `base`)"},
+    "server_time_ms": {**AT_MS, "description": "the Redis clock now: for countdowns"},
+    "status": {**STR, "description": "draft, open, closed, cancelled"},
+    "kind": {"type": "string", "enum": ["seats"]},
+    "currency": CURRENCY,
+    "opens_at_ms": {**AT_MS, "description": "T0 (0: not set)"},
+    "price_minor": {**INT, "description": "the price of every seat (price levels are names)"},
+    "max_party": {**INT, "description": "seats one claim may ask for (0: the API's 6)"},
+    "hold_ttl_ms": INT,
+    "free": COUNT,
+    "held": COUNT,
+    "blocked": COUNT,
+    "sold": COUNT,
+    "recovering": {**BOOL, "description": "the event is being rebuilt: it decides nothing"},
+}
+STATE_EXAMPLE = {
+    "event_id": EVENT_ID, "version": "9f2c51b0a4e7d3c8e6f1", "serial": 12,
+    "server_time_ms": 1767261600000, "status": "open", "kind": "seats", "currency": "EUR",
+    "opens_at_ms": 1767261590000, "price_minor": 4500, "max_party": 0, "hold_ttl_ms": 480000,
+    "free": 2, "held": 1, "blocked": 0, "sold": 1, "recovering": False, "states": "FHSF",
+}  # fmt: skip
+STATE = record(
+    {
+        **_EVENT,
+        "states": {
+            "type": "string",
+            "pattern": "^[FHBS]*$",
+            "description": "one character per seat in layout order: F free, H held, B blocked "
+            "(a payment is in flight), S sold",
+        },
+    },
+    STATE_EXAMPLE,
+    description="Every seat's state, as of at most a quarter second ago, with the event's "
+    "status, T0, counters and the server's clock.",
+)
+UI_SCHEMAS: dict[str, Any] = {"SeatMapLayout": LAYOUT, "SeatMapState": STATE}
+
+
+def _json(name: str, description: str) -> dict[str, Any]:
+    content = {"application/json": {"schema": ref(name)}}
+    return {"200": {"description": description, "headers": ETAG, "content": content}}
+
+
+def _text(kind: str, description: str, example: str) -> dict[str, Any]:
+    content = {kind: {"schema": {"type": "string"}, "example": example}}
+    return {"200": {"description": description, "content": content}}
+
+
+PAGE_EXAMPLES = {
+    "html": '<!doctype html>\n<html lang="en">',
+    "js": "// The buyer's page",
+    "css": "/* onsale pages */",
+}
+MEDIA = {"html": "text/html", "js": "text/javascript", "css": "text/css"}
+
+
+def _page(op_id: str, summary: str, kind: str) -> dict[str, Any]:
+    answers = {**_text(MEDIA[kind], "the file (ETag, Last-Modified)", PAGE_EXAMPLES[kind]),
+               **NOT_MODIFIED}  # fmt: skip
+    return {"get": operation(op_id, summary, answers, ("not_found",), bearer=False)}
+
+
+def _asset_id(name: str) -> str:
+    stem, kind = name.rsplit(".", 1)
+    return "getUi" + stem.capitalize() + kind.capitalize()
+
+
+STREAM_EXAMPLE = (
+    'retry: 1000\n\nevent: seats\ndata: {"states": "FFHS", "serial": 12, "...": "..."}\n\n'
+    'event: change\ndata: {"serial": 13, "base": 12, "changes": [[0, "H"]], "...": "..."}\n\n'
+)
+
+UI_PATHS: dict[str, Any] = {
+    "/v1/events/{event_id}/seatmap": {
+        "get": operation(
+            "getSeatMap",
+            "Read the seat map a page draws",
+            {**_json("SeatMapLayout", "each seat's place, in rank order"), **NOT_MODIFIED},
+            MAP_CODES,
+            description="Sections, rows, positions and price levels, as the admin's create "
+            "gave them (or the seats and sections, in rank order, when it gave none). "
+            f"Cacheable: ETag and max-age 60. At most {SEATMAP_SEATS_MAX} seats are drawn: a "
+            "larger venue answers 409 seat_map_too_large.",
+            parameters=[path("event_id"), IF_NONE_MATCH],
+            bearer=False,
+        )
+    },
+    "/v1/events/{event_id}/seatmap/state": {
+        "get": operation(
+            "getSeatMapState",
+            "Read every seat's state (versioned)",
+            {**_json("SeatMapState", "every seat's state now"), **NOT_MODIFIED},
+            MAP_CODES,
+            description="Served from this process's board: one read of the event a quarter "
+            "second at most, however many pages ask; 304 when If-None-Match names the current "
+            "version (a page polling this costs nothing more).",
+            parameters=[path("event_id"), IF_NONE_MATCH],
+            bearer=False,
+        )
+    },
+    "/v1/events/{event_id}/seatmap/stream": {
+        "get": operation(
+            "streamSeatMap",
+            "Follow every seat's state (server-sent events)",
+            _text("text/event-stream", "an event stream", STREAM_EXAMPLE),
+            STREAM_CODES,
+            description="Only for a client that asks for one (Accept: text/event-stream, as an "
+            "EventSource does; else 406 not_acceptable). `seats`: the state whole, as "
+            "seatmap/state; then `change` (version, serial, base: the serial it follows, "
+            "changes: [index, state] pairs) or `seats` again, and `clock` (server_time_ms) at "
+            "least every 10 s. The stream ends after 30 s and EventSource reconnects. 503 "
+            "watchers_full: poll seatmap/state instead.",
+            parameters=[path("event_id")],
+            bearer=False,
+        )
+    },
+    "/ui/": _page("getUiIndex", "The pages: the buyer's page and the dashboard", "html"),
+    **{
+        f"/ui/{name}": _page(_asset_id(name), f"A file of the pages: {name}", name.split(".")[1])
+        for name in ASSETS
+    },
+    "/ui/runbooks": {
+        "get": operation(
+            "getUiRunbooks",
+            "The runbooks (docs/deploy.md) as a page",
+            _text("text/html", "the page", PAGE_EXAMPLES["html"]),
+            ("not_found",),
+            description="404 where the repository's docs are not installed.",
+            bearer=False,
+        )
+    },
+}

@@ -1,0 +1,128 @@
+"""The buyer's page in headless Chromium against the whole stack (API, worker, provider
+simulator): two buyers racing for one seat, a purchase through the simulator seen from two
+tabs, a hold running out on a phone's screen, and a payment captured after the deadline ending
+refunded, each as a buyer reads it."""
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, expect
+
+from tests.browser.conftest import PHONE, new_profile, seat, signed_in
+from tests.integration.conftest import Stack, eventually
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def honest_provider(stack: Stack) -> Iterator[None]:
+    stack.sim_config(decline_rate=0.0, fail_rate=0.0, late_rate=0.0, loss_rate=0.0,
+                     contradict_rate=0.0)  # fmt: skip
+    yield
+    stack.sim_config(late_rate=0.0)
+
+
+def test_two_buyers_race_for_one_seat_and_the_loser_sees_it_taken(
+    browser: Browser, stack: Stack, contexts: list[BrowserContext]
+) -> None:
+    event_id = stack.new_event(5)
+    pages = [
+        signed_in(new_profile(browser, stack, contexts), event_id, name) for name in ("ann", "ben")
+    ]
+    watcher = signed_in(new_profile(browser, stack, contexts), event_id, "cat")  # only looks
+    for page in pages:
+        page.click(seat("s2"))
+        expect(page.locator("#picked")).to_have_text("Picked: s2")
+    for page in pages:  # both presses leave before either answer is in
+        page.locator("#hold-picked").dispatch_event("click")
+    eventually(
+        lambda: all(
+            p.locator("#hold-panel").is_visible() or p.locator("#claim-message.bad").is_visible()
+            for p in pages
+        )
+    )
+    won = [p for p in pages if p.locator("#hold-panel").is_visible()]
+    lost = [p for p in pages if not p.locator("#hold-panel").is_visible()]
+    assert (len(won), len(lost)) == (1, 1)
+    expect(won[0].locator("#hold-seats")).to_contain_text("s2")
+    expect(won[0].locator(seat("s2"))).to_have_class("seat H mine")
+    expect(lost[0].locator("#claim-message")).to_contain_text("just taken by someone else")
+    expect(lost[0].locator(seat("s2"))).to_have_class("seat H")  # the live map agrees
+    expect(lost[0].locator("#picked")).to_have_text("No seat picked")
+    expect(watcher.locator(seat("s2"))).to_have_class("seat H")  # told by the stream alone
+    expect(watcher.locator("#counts")).to_contain_text("held 1")
+
+
+def test_a_purchase_through_the_simulator_as_two_tabs_see_it(
+    browser: Browser, stack: Stack, contexts: list[BrowserContext]
+) -> None:
+    event_id = stack.new_event(4)
+    profile = new_profile(browser, stack, contexts)
+    errors: list[str] = []
+    tab = signed_in(profile, event_id, "cleo", errors=errors)
+    tab.locator(seat("s0")).focus()  # by keyboard: to the next seat, pick it, hold it
+    tab.keyboard.press("ArrowRight")
+    tab.keyboard.press("Space")
+    expect(tab.locator("#picked")).to_have_text("Picked: s1")
+    tab.click("#hold-picked")
+    expect(tab.locator("#hold-message")).to_contain_text("Seats s1 are held for you")
+    countdown = tab.locator("#hold-countdown").inner_text()
+    assert countdown.startswith(("7:", "8:")), countdown  # 8 minutes by the server's clock
+
+    second = profile.new_page()  # another tab of the same browser: the same buyer
+    second.goto(f"/ui/buyer.html?event={event_id}")
+    expect(second.locator("#hold-seats")).to_contain_text("Seats s1")
+    expect(second.locator(seat("s1"))).to_have_class("seat H mine")
+
+    tab.click("#pay")
+    for page in (tab, second):
+        expect(page.locator("#hold-message")).to_contain_text(
+            "Confirmed: seats s1, paid €45.00", timeout=15_000
+        )
+        expect(page.locator(seat("s1"))).to_have_class("seat S mine")
+    captures = [e for e in stack.ledger()["entries"] if e["event_id"] == event_id]
+    assert [(e["kind"], e["amount"]) for e in captures] == [("capture", 4500)]
+    assert errors == []  # no script or style refused by the page's policy, no failed call
+
+
+def test_the_sale_opens_and_a_hold_runs_out_on_a_phone_screen(
+    browser: Browser, stack: Stack, contexts: list[BrowserContext]
+) -> None:
+    t0_ms = int(time.time() * 1000) + 3000  # the sale opens in 3 s (the clocks agree here)
+    event_id = stack.new_event(3, hold_ttl_ms=3000, opens_at_ms=t0_ms)
+    phone = new_profile(browser, stack, contexts, viewport=PHONE, is_mobile=True, has_touch=True)
+    page = signed_in(phone, event_id, "dee", on_sale=False)
+    expect(page.locator("#countdown-label")).to_have_text("Sale opens in")
+    assert page.locator("#countdown").inner_text() in ("0:03", "0:02", "0:01")
+    expect(page.locator("#hold-best")).to_be_disabled()
+    expect(page.locator("#countdown")).to_have_text("On sale now")  # at T0, by the server
+    page.locator(seat("s0")).tap()
+    page.locator("#hold-picked").tap()
+    expect(page.locator("#hold-countdown")).to_have_text("0:03")
+    expect(page.locator("#hold-countdown")).to_have_text("0:01")
+    expect(page.locator("#hold-message")).to_contain_text(
+        "Your hold expired; seats s0 went back on sale."
+    )
+    expect(page.locator(seat("s0"))).to_have_class("seat F")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_a_payment_captured_after_the_deadline_ends_refunded_on_screen(
+    browser: Browser, stack: Stack, contexts: list[BrowserContext]
+) -> None:
+    event_id = stack.new_event(3, hold_ttl_ms=2500, policy="release_refund")
+    # The provider answers "timed out" and captures anyway, after the hold's deadline.
+    stack.sim_config(late_rate=1.0, late_delay_ms=4000)
+    page = signed_in(new_profile(browser, stack, contexts), event_id, "eve")
+    page.click(seat("s1"))
+    page.click("#hold-picked")
+    page.click("#pay")
+    expect(page.locator("#hold-message")).to_contain_text("did not answer in time")
+    expect(page.locator("#hold-message")).to_contain_text("Your hold expired")
+    expect(page.locator("#hold-message")).to_contain_text(
+        "Your payment arrived after the deadline and was refunded.", timeout=15_000
+    )
+    expect(page.locator("#hold-charges")).to_contain_text("Payment of €45.00: refunded")
+    moves = [e["kind"] for e in stack.ledger()["entries"] if e["event_id"] == event_id]
+    assert moves == ["capture", "refund"]
