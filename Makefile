@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 SERVICES := . .services/env
 
 .PHONY: venv up down test test-fast test-unit test-all lint type fmt check hooks demo demo-retail \
-	migrate clean locust-burst locust-flow bench openapi screenshots
+	migrate clean locust-burst locust-flow bench openapi screenshots chaos
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -62,6 +62,13 @@ demo: venv up
 ## shoppers' carts paid late or not at all, stock corrections mid-sale, the same invariant checks.
 demo-retail: venv up
 	$(SERVICES) && $(BIN)/python -m loadtest.demo --retail
+
+## The chaos run (docs/reliability.md): a T0 burst and a purchase flow while the API, the worker,
+## the ledger writer, Redis and PostgreSQL are killed and restarted on a seeded schedule (about
+## 5.5 minutes, 110 faults; its own servers on spare ports). E.g. `make chaos CHAOS_ARGS="--cluster"`.
+CHAOS_ARGS ?=
+chaos: venv
+	$(BIN)/onsale chaos --seed 1 $(CHAOS_ARGS)
 
 ## Locust scenarios, headless (CSV and HTML in reports/locust/), then the invariant check;
 ## e.g. `make locust-flow LOCUST_ARGS="--users 100 --run-time 30s"`.

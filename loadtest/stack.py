@@ -101,10 +101,16 @@ class LocalStack:
         }
 
     def _start(
-        self, name: str, *args: str, env: dict[str, str], module: str = "onsale.cli"
+        self,
+        name: str,
+        *args: str,
+        env: dict[str, str],
+        module: str = "onsale.cli",
+        append: bool = False,
     ) -> subprocess.Popen[bytes]:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        out = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed in stop()
+        mode = "ab" if append else "wb"  # a restart keeps the log of the process it replaces
+        out = open(self.log_dir / f"{name}.log", mode)  # noqa: SIM115 - closed in stop()
         proc = subprocess.Popen(
             [sys.executable, "-m", module, *args],
             env=env,
@@ -180,13 +186,36 @@ class LocalStack:
                 proc.kill()
                 proc.wait(10)
 
-    def _start_api(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    def _start_api(self, env: dict[str, str], append: bool = False) -> subprocess.Popen[bytes]:
         port, workers = str(self.api_port), str(self.api_workers)
-        return self._start("api", "serve", "--port", port, "--workers", workers, env=env)
+        args = ("serve", "--port", port, "--workers", workers)
+        return self._start("api", *args, env=env, append=append)
 
     def start_api(self, timeout_s: float = 30.0) -> None:
         """Start the API again (after kill_api), on the same port."""
-        wait_healthy(self.api_url, self._start_api(self.env()), timeout_s)
+        wait_healthy(self.api_url, self._start_api(self.env(), append=True), timeout_s)
+
+    def kill(self, name: str) -> None:
+        """kill -9 the named process: "api", "worker" or "ledger" (a crash: no shutdown)."""
+        for each, proc, _out in self.procs:
+            if each == name and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+    def restart(self, name: str, timeout_s: float = 30.0) -> None:
+        """Start the named process again (after `kill`, or after it exited), with the stack's
+        environment as it is now; its log goes on in the same file."""
+        if name == "api":
+            self.start_api(timeout_s)
+        elif name in ("worker", "ledger"):
+            self._start(name, name, env=self.env(), append=True)
+        else:
+            raise ValueError(f"cannot restart {name!r}")
+
+    def running(self, name: str) -> bool:
+        """The latest process started under `name` is still running."""
+        latest = [proc for each, proc, _out in self.procs if each == name]
+        return bool(latest) and latest[-1].poll() is None
 
     def stop(self) -> None:
         for _name, proc, _out in self.procs:

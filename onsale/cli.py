@@ -14,6 +14,7 @@ from rich.console import Console
 
 from engine.logs import configure
 from engine.settings import MissingSetting
+from onsale.chaos_command import add_chaos_parser, run_chaos
 from onsale.daemons import migrate_ledger, run_ledger, until_signalled, worker_command
 from onsale.help_text import document, env_option
 from onsale.policy_command import add_policy_parser, run_policy
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     env_option(serve, "serve", "--workers", "1", "worker processes (about one per core)", type=int)
     add_policy_parser(sub)
     add_stock_parser(sub)
+    add_chaos_parser(sub)
     document(parser)
     return parser
 
@@ -89,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_policy(args)
     if args.command == "stock":
         return run_stock(args)
+    if args.command == "chaos":
+        return run_chaos(args)
     if args.command in ("migrate", "ledger", "rebuild", "reconcile"):
         return _ledger_command(args)
     return worker_command(args.command)

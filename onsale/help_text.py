@@ -174,6 +174,7 @@ COMMANDS: Mapping[str, tuple[Group, ...]] = {
     "serve": (LOGS, ENGINE, STRIPE, API, JWT, HTTP, WEBHOOK_DB, PROXY),
     "policy": (*WITH_REDIS, LEDGER),
     "stock": (*WITH_REDIS, OPERATOR),
+    "chaos": (),  # it starts its own servers and hands them their settings
 }
 
 # Options whose default comes from the environment: (command, option) -> variable.
