@@ -324,7 +324,9 @@ def money_has_seat(s: Snapshot) -> Iterator[Violation]:
 
 def one_terminal_record(s: Snapshot) -> Iterator[Violation]:
     """Exactly one terminal record per decided hold and charge, none for live ones; entities
-    restored from the ledger after a Redis loss have theirs in the ledger, not here."""
+    restored from the ledger after a Redis loss (made before the restore: every one that
+    existed then was restored) have theirs in the ledger, not here, even once a later
+    decision (a capture after its decline, an after-sale move) has changed their reason."""
     v = Invariant.ONE_TERMINAL_RECORD
     restored_at = int(s.event.get("restored_at_ms", 0))
     records = Counter((r["kind"], r["id"]) for r in s.outbox if r.get("terminal") == "1")
@@ -333,12 +335,12 @@ def one_terminal_record(s: Snapshot) -> Iterator[Violation]:
             yield Violation(v, f"{kind} {ident} has {n} terminal records")
     for h in s.holds:
         n = records.get(("hold", h.hold_id), 0)
-        restored = h.reason == "restored" and h.decided_ms <= restored_at
+        restored = h.created_ms <= restored_at and n == 0
         if not restored and (h.state in HOLD_DECIDED) != (n == 1):
             yield Violation(v, f"hold {h.hold_id} is {h.state} with {n} terminal records")
     for c in s.charges:
         n = records.get(("charge", c.charge_id), 0)
-        if c.reason == "restored" and c.decided_ms <= restored_at and n == 0:
+        if c.created_ms <= restored_at and n == 0:
             continue
         if c.final != (n == 1) or (c.state in CHARGE_TERMINAL and not c.final):
             yield Violation(v, f"charge {c.charge_id} is {c.state} with {n} terminal records")

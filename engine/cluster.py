@@ -21,7 +21,9 @@ from redis.crc import key_slot
 from redis.exceptions import (
     AskError,
     ClusterDownError,
+    ClusterError,
     MaxConnectionsError,
+    RedisClusterException,
     ResponseError,
     TryAgainError,
 )
@@ -33,8 +35,38 @@ SLOTS_MAX = 100_000  # cached key -> slot entries; cleared when full
 REDIRECTED = (AskError, TryAgainError, ClusterDownError)  # MovedError is an AskError
 
 
+# What an outage looks like from the client, on one server or a cluster: no connection, no
+# answer in time, the cluster down or mid-failover (CLUSTERDOWN, TRYAGAIN, a redirection still
+# there after the client's retries), or no node reachable to read the slot map from.
+OUTAGES: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    TimeoutError,
+    ClusterError,
+    ClusterDownError,
+    TryAgainError,
+    AskError,
+    RedisClusterException,
+)
+# Modules whose own AttributeError or RuntimeError means a connection torn down under a call
+# (a cluster connection reset by one coroutine while another writes on it, a closed transport).
+CLIENT_MODULES = ("/redis/", "/uvloop/", "/asyncio/")
+
+
 def is_cluster(client: Any) -> bool:
     return isinstance(client, RedisCluster)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """An outage of the store (answered 503, retried), not a bug of ours (a 500)."""
+    if isinstance(exc, OUTAGES):
+        return True
+    if not isinstance(exc, (AttributeError, RuntimeError)) or exc.__traceback__ is None:
+        return False
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return any(m in tb.tb_frame.f_code.co_filename for m in CLIENT_MODULES)
 
 
 class NodeBatches:
@@ -67,7 +99,7 @@ class NodeBatches:
         for (_node, idx), result in zip(groups.values(), results, strict=True):
             if isinstance(result, BaseException):
                 if not isinstance(result, (RedisConnectionError, RedisTimeoutError, OSError)):
-                    raise result
+                    raise result  # a bug of ours, or a cancellation
                 self.redirected += len(idx)
                 continue  # the node is gone: the cluster client finds the new owner
             for i, reply in zip(idx, result, strict=True):
@@ -90,6 +122,11 @@ class NodeBatches:
                     replies.append(await conn.read_response(timeout=math.inf))
                 except ResponseError as exc:
                     replies.append(exc)
+        except Exception as exc:  # the node's connection failed mid-batch: hand the calls back
+            await conn.disconnect()
+            if is_outage(exc):
+                raise RedisConnectionError(f"{node.name}: {exc!r}") from exc
+            raise
         except BaseException:
             await conn.disconnect()
             raise

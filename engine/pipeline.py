@@ -30,7 +30,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from engine import errors
-from engine.cluster import NodeBatches, is_cluster
+from engine.cluster import NodeBatches, is_cluster, is_outage
 from engine.replicas import ReplicaWait
 from engine.scripts import Scripts
 
@@ -126,9 +126,12 @@ class AutoPipeline:
             replies = await self._execute(batch, deadline)
             if self.wait is not None and not await self._replicated(batch, deadline):
                 replies = [errors.StoreUnavailable(f"{c.name}: not on replicas") for c in batch]
-        except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
+        except Exception as exc:
+            if not is_outage(exc):
+                _answer(batch, [exc] * len(batch))  # a bug: no caller may wait forever
+                raise
             _answer(batch, [errors.StoreUnavailable(f"{c.name}: {exc!r}") for c in batch])
-        except BaseException as exc:  # a bug or cancellation: no caller may wait forever
+        except BaseException as exc:  # cancellation: no caller may wait forever
             _answer(batch, [exc] * len(batch))
             raise
         else:

@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from engine import errors, keys
 from engine.audit import AuditReport, Snapshot, audit
+from engine.cluster import is_outage
 from engine.event_index import EventIndex
 from engine.holds import Alert, Availability, Charge, Hold
 from engine.states import LatePolicy, ReversalPolicy
@@ -23,8 +22,10 @@ async def timed(coro: Any, timeout_s: float) -> Any:
     try:
         async with asyncio.timeout(timeout_s):
             return await coro
-    except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
-        raise errors.StoreUnavailable(repr(exc)) from exc
+    except Exception as exc:
+        if is_outage(exc):  # engine/cluster.py: on one server or a cluster
+            raise errors.StoreUnavailable(repr(exc)) from exc
+        raise
 
 
 LEDGER_GROUP = "ledger"  # the ledger writer's consumer group on every outbox
@@ -64,6 +65,15 @@ def _ledger_floor(groups: Any, pending: Any) -> tuple[int, int] | None:
     if pending["pending"]:
         floor = min(floor, stream_id(str(pending["min"])))
     return floor
+
+
+def _undelivered(group: dict[str, Any], delivered: tuple[int, int], last: Any) -> int:
+    """Entries after the group's last delivered one. The group's own `lag` is used only when
+    the stream has such entries: a promoted replica or a restarted server may report a lag for
+    a group that has delivered the stream's last entry (its entries-read count is not kept)."""
+    if not last or stream_id(str(last[0][0])) <= delivered:
+        return 0
+    return max(1, int(group.get("lag") or 0))
 
 
 class Reads:
@@ -197,8 +207,9 @@ class Reads:
             pipe.xinfo_groups(stream)
             pipe.xpending(stream, LEDGER_GROUP)
             pipe.xrange(stream, count=1)
+            pipe.xrevrange(stream, count=1)
             replies = await self._read(pipe.execute(raise_on_error=False))
-        groups, pending, first = replies
+        groups, pending, first, last = replies
         floor = _ledger_floor(groups, pending)
         if floor is None:
             oldest = stream_id(first[0][0])[0] if first else 0
@@ -207,7 +218,7 @@ class Reads:
         group = _ledger_group(groups)
         assert group is not None
         delivered = stream_id(str(group["last-delivered-id"]))
-        behind = int(group.get("lag") or 0) + int(pending["pending"])
+        behind = _undelivered(group, delivered, last) + int(pending["pending"])
         oldest_ms = 0
         if pending["pending"]:
             oldest_ms = floor[0]

@@ -9,11 +9,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from engine import errors, keys
+from engine.cluster import is_outage
 from engine.holds import (
     ChargeStarted,
     Claimed,
@@ -123,12 +121,14 @@ class Store:
                 return reply
             async with asyncio.timeout(self.timeout_s):  # pool wait, command, retry: one bound
                 return await self.scripts.call(name, self.keys(event_id), list(args))
-        except ResponseError as exc:
+        except errors.EngineError:
+            raise
+        except Exception as exc:
             if str(exc).startswith("INVARIANT"):
                 raise errors.InvariantViolation(f"{name}: {exc}") from exc
+            if is_outage(exc):  # engine/cluster.py: a failover's errors included
+                raise errors.StoreUnavailable(f"{name}: {exc!r}") from exc
             raise
-        except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
-            raise errors.StoreUnavailable(f"{name}: {exc!r}") from exc
 
     async def _read(self, coro: Any) -> Any:
         return await timed(coro, self.timeout_s)

@@ -3,13 +3,14 @@
 the step in hand and exits 0 (docs/deploy.md, "Stopping"); a second signal stops it at once."""
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -78,6 +79,30 @@ async def migrate_ledger(settings: "LedgerSettings") -> int:
         await pool.close()
 
 
+async def pool_when_reachable(
+    settings: "LedgerSettings", stop: asyncio.Event, create_pool: Callable[..., Awaitable[Any]]
+) -> Any:
+    """The ledger's pool, once PostgreSQL answers: a writer started while it is down or still
+    recovering waits for it, as a running one rides out an outage (the decisions wait in the
+    outbox). None when stopped first."""
+    import asyncpg
+
+    delay_s = 0.2
+    while not stop.is_set():
+        try:
+            return await create_pool(
+                settings.pg_dsn,
+                size_max=settings.pg_pool_max,
+                timeout_s=settings.pg_timeout_ms / 1000,
+            )
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.warning("ledger: PostgreSQL not reachable at start (%r); retrying", exc)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay_s)
+        delay_s = min(delay_s * 2, 2.0)
+    return None
+
+
 async def run_ledger(
     settings: "LedgerSettings", hooks: "SenderSettings", stop: asyncio.Event
 ) -> int:
@@ -91,9 +116,9 @@ async def run_ledger(
     from persistence.writer import LedgerWriter
 
     exporter = ExporterSettings.from_env(os.environ)
-    pool = await create_pool(
-        settings.pg_dsn, size_max=settings.pg_pool_max, timeout_s=settings.pg_timeout_ms / 1000
-    )
+    pool = await pool_when_reachable(settings, stop, create_pool)
+    if pool is None:
+        return 0  # stopped before PostgreSQL answered: nothing was in hand
     client = settings.engine.redis_client()
     try:
         writer = LedgerWriter(

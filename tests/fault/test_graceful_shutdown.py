@@ -177,3 +177,20 @@ async def test_the_ledger_commits_the_batch_in_hand_on_sigterm_and_exits_0(
             assert count + progress.behind == HOLDS
         await conn.close()
         assert code == 0, log
+
+
+async def test_a_ledger_writer_started_while_postgresql_is_down_waits_for_it(
+    store: Store, tmp_path: Path
+) -> None:
+    """Started with nothing listening where PostgreSQL should be (down, or still recovering),
+    the writer waits for it, saying so, instead of exiting 1; SIGTERM still stops it with 0."""
+    port = spare_port()
+    down = f"postgresql://postgres@127.0.0.1:{port}/nowhere"
+    proc = start("ledger", store, tmp_path / "ledger.log", ONSALE_PG_DSN=down)
+    try:
+        await asyncio.sleep(3.0)
+        assert proc.poll() is None, (tmp_path / "ledger.log").read_text()[-2000:]
+        assert "not reachable at start" in (tmp_path / "ledger.log").read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 15) == 0

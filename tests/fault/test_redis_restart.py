@@ -86,13 +86,16 @@ async def test_pooled_connections_to_a_restarted_redis_are_replaced_not_failed(
     await asyncio.gather(*(store.read.availability("ev") for _ in range(20)))
     private_redis.kill()
     private_redis.start()  # empty, while nobody was calling
+    # The first call after it is a script call on a dead pooled connection: sent once more.
+    with pytest.raises(errors.EventNotFound):
+        await store.claim("ev", "early", "e0")
+    assert store.pipeline is not None and store.pipeline.stats.resent == 1
     await store.create_event("ev", seats(40), hold_ttl_ms=60_000, quarantine_ms=60_000)
     await store.open_sale("ev")
     reads = await asyncio.gather(*(store.read.availability("ev") for _ in range(20)))
     assert {a.free for a in reads} == {40}
     claims = await asyncio.gather(*(store.claim("ev", f"v{i}", f"k{i}") for i in range(20)))
     assert len({c.seat_id for c in claims}) == 20
-    assert store.pipeline is not None and store.pipeline.stats.resent >= 1
     await client.aclose()
 
 

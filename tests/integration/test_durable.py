@@ -170,3 +170,27 @@ async def test_a_sale_the_ledger_refused_is_never_told(
     assert writer.stats.alerts >= 1
     assert await buyer.state() == "CONFIRMING"
     assert (await buyer.capture_callback()).status_code == 503
+
+
+async def test_the_ledger_lag_counts_only_entries_after_the_last_delivered_one(
+    real_store: Store,
+) -> None:
+    """A promoted replica (or a restarted server) can report a consumer group's lag for a
+    stream whose last entry the group has delivered (its entries-read count is lost): the
+    ledger's position reads no entry behind then, and counts the real ones once more come."""
+    sale = await open_sale(real_store, 5)
+    for i in range(3):  # three decisions in the outbox
+        await real_store.claim(sale.event_id, f"u{i}", f"h{i}")
+        await real_store.release(sale.event_id, f"h{i}", f"u{i}")
+    stream = keys.event_key(sale.event_id, "outbox", real_store.prefix)
+    await real_store.client.xgroup_create(stream, GROUP, id="$")  # everything delivered
+    # What a promoted replica says: delivered up to the last entry, but entries-read lost.
+    await real_store.client.execute_command("XGROUP", "SETID", stream, GROUP, "$", "ENTRIESREAD", 1)
+    [group] = await real_store.client.xinfo_groups(stream)
+    assert int(group["lag"]) > 0  # Redis's own figure is wrong here
+    progress = await real_store.read.ledger_progress(sale.event_id)
+    assert (progress.behind, progress.oldest_ms) == (0, 0)
+    await real_store.claim(sale.event_id, "u9", "h9")  # a new decision: really behind now
+    await real_store.release(sale.event_id, "h9", "u9")
+    progress = await real_store.read.ledger_progress(sale.event_id)
+    assert progress.behind >= 1 and progress.oldest_ms > 0

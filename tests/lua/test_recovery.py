@@ -5,10 +5,10 @@ Redis."""
 import pytest
 
 from engine import errors, keys
-from engine.scripts import FenceCode
+from engine.scripts import FenceCode, RestoreCode
 from engine.states import HoldState
 from engine.store import Store
-from tests.conftest import open_sale
+from tests.conftest import Sale, open_sale, seats
 from tests.helpers import callback
 
 
@@ -67,3 +67,32 @@ async def test_every_decision_is_numbered_in_order(store: Store) -> None:
     numbers = [int(r["seq"]) for r in await store.read.outbox(sale.event_id)]
     assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) >= 4
     assert await store.read.event_fields(sale.event_id, "seq") == [str(len(numbers))]
+
+
+async def test_a_restored_charge_the_provider_moves_afterwards_keeps_the_audit_clean(
+    store: Store,
+) -> None:
+    """A charge restored from the ledger has its terminal record there, not in the outbox; the
+    provider capturing it after the rebuild (a capture after its decline, refunded) changes its
+    reason, and the audit must still not ask the outbox for that record."""
+    t0 = 1_900_000_000_000
+    sale = await open_sale(store, 2, now_ms=t0)
+    await store.claim(sale.event_id, "alice", "h1")
+    await store.start_charge(sale.event_id, "h1", "alice", "c1", 100)
+    await callback(sale, "c1", "DECLINED")
+    declined = await store.read.charge(sale.event_id, "c1")
+    assert declined.final
+    # Redis lost the event; the rebuild puts back what the ledger has: the declined charge.
+    await store.restore.drop_event(sale.event_id)
+    await store.create_event(sale.event_id, seats(2), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    again = Sale(store, sale.event_id)
+    await again.at(t0 + 1_000)
+    assert await store.restore.charge(sale.event_id, declined) == RestoreCode.RESTORED
+    await store.restore.mark(sale.event_id, t0 + 1_000)
+    await store.open_sale(sale.event_id)
+    await again.audit_ok()
+    res = await callback(again, "c1", "CAPTURED")  # the provider captured it after all
+    assert res.decision == "REFUND"
+    assert await store.refund_result(sale.event_id, "c1", refunded=True) == "REFUNDED"
+    assert (await store.read.charge(sale.event_id, "c1")).reason != "restored"
+    await again.audit_ok()

@@ -200,3 +200,30 @@ def test_a_cluster_is_chosen_by_the_url_and_nothing_else() -> None:
     assert Settings.from_env(off).replica_wait(one) is None
     with pytest.raises(MissingSetting, match="at least 0"):
         Settings.from_env({**off, "ONSALE_REDIS_WAIT_REPLICAS": "-1"})
+
+
+def test_what_counts_as_an_outage_of_the_store() -> None:
+    """A failover's errors are outages (503, retried), a bug of ours is not (500)."""
+    from redis.exceptions import ClusterDownError, RedisClusterException, ResponseError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from engine.cluster import is_outage
+
+    def raised_in(filename: str, exc: BaseException) -> BaseException:
+        code = compile("raise exc", filename, "exec")
+        try:
+            exec(code, {"exc": exc})
+        except BaseException as got:
+            return got
+        raise AssertionError("not raised")
+
+    assert is_outage(RedisConnectionError("reset")) and is_outage(TimeoutError())
+    assert is_outage(ClusterDownError("CLUSTERDOWN The cluster is down"))
+    assert is_outage(RedisClusterException("Redis Cluster cannot be connected"))
+    assert not is_outage(ResponseError("ERR wrong number of arguments"))
+    torn = AttributeError("'NoneType' object has no attribute 'writelines'")
+    assert is_outage(raised_in("/venv/lib/redis/asyncio/connection.py", torn))
+    closed = RuntimeError("unable to perform operation on <TCPTransport closed=True>")
+    assert is_outage(raised_in("/venv/lib/uvloop/transports.py", closed))
+    assert not is_outage(raised_in("/work/engine/holds.py", AttributeError("ours")))
+    assert not is_outage(AttributeError("no traceback"))
