@@ -32,6 +32,7 @@ from api.routes import (
     seatmap,
     stock,
     ui,
+    waiting,
     webhooks,
 )
 from api.settings import ApiSettings
@@ -81,6 +82,7 @@ ROUTES = [
     Route("/v1/admin/events/{event_id}/stock/corrections", stock.correct_stock, methods=["POST"]),
     Route("/v1/admin/logins/{login}/revoke", logins.revoke_login, methods=["POST"]),
     *webhooks.ROUTES,  # merchant webhooks (ADR 0024)
+    *waiting.ROUTES,  # the waiting room (ADR 0029)
     *ui.ROUTES,  # the buyer's page and the ops dashboard (ADR 0028)
 ]
 

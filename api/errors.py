@@ -8,6 +8,7 @@ from starlette.responses import Response
 
 from api.logs import request_id_from
 from engine import errors as e
+from engine import waiting_errors as w
 from engine.logs import REQUEST_ID
 from engine.seatmap import BoardFull, SeatMapTooLarge
 from engine.sections import SectionsInterleaved
@@ -53,6 +54,14 @@ STATUS: dict[str, int] = {
     BoardFull.code: 503,
     "not_acceptable": 406,  # a seat map stream asked for without Accept: text/event-stream
     e.SeatTaken.code: 409,
+    # The waiting room (api/routes/waiting.py, ADR 0029).
+    w.NoWaitingRoom.code: 404,
+    w.NotInQueue.code: 404,
+    w.QueueFull.code: 409,
+    w.AdmissionRequired.code: 403,
+    w.AdmissionInvalid.code: 403,
+    w.AdmissionUsed.code: 409,
+    w.AdmissionExpired.code: 409,
     e.HoldExpired.code: 409,
     e.AlreadyConfirmed.code: 409,
     e.HoldRevoked.code: 409,

@@ -35,6 +35,7 @@ from api.openapi_parts import (
 from api.openapi_requests import REQUEST_SCHEMAS
 from api.openapi_schemas import BUYER_SCHEMAS
 from api.openapi_ui import UI_PATHS, UI_SCHEMAS
+from api.openapi_waiting import WAITING_PATHS, WAITING_SCHEMAS, document_admission
 from api.openapi_webhooks import WEBHOOK_PATHS, WEBHOOK_SCHEMAS
 from api.settings import ApiSettings
 
@@ -259,7 +260,7 @@ BUYER_PATHS: dict[str, Any] = {
 
 SCHEMAS: dict[str, Any] = {"Error": ERROR_SCHEMA}
 PARTS = (STATE_SCHEMAS, REQUEST_SCHEMAS, BUYER_SCHEMAS, ADMIN_SCHEMAS, WEBHOOK_SCHEMAS,
-         UI_SCHEMAS)  # fmt: skip
+         WAITING_SCHEMAS, UI_SCHEMAS)  # fmt: skip
 for part in PARTS:
     assert not SCHEMAS.keys() & part.keys(), SCHEMAS.keys() & part.keys()
     SCHEMAS |= part
@@ -290,9 +291,11 @@ OPENAPI: dict[str, Any] = {
         **ADMIN_PATHS,
         **LISTING_PATHS,  # listings, exports, close and cancel (api/openapi_listings.py)
         **WEBHOOK_PATHS,  # merchant webhooks (api/openapi_webhooks.py, ADR 0024)
+        **WAITING_PATHS,  # the waiting room (api/openapi_waiting.py, ADR 0029)
         **UI_PATHS,  # the seat map and the browser pages (api/openapi_ui.py, ADR 0028)
     },
 }
+document_admission(OPENAPI["paths"])  # the claim's admission header and refusals (ADR 0029)
 for route, item in OPENAPI["paths"].items():  # by audience: a generated client's modules
     tag = next(name for name, prefix, _ in TAGS if route.startswith(prefix))
     for op in item.values():

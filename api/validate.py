@@ -75,6 +75,11 @@ LIMITS: Mapping[str, Bound] = MappingProxyType(
         "event_types": Bound(1, len(EVENT_TYPES), of="items"),
         "keep_previous_s": Bound(0, 7 * 86_400),
         "since_ms": Bound(0, EXACT_MAX),
+        # The waiting room (ADR 0029): admissions a second, admissions not yet used as a share
+        # of the free units (100: as many as are free), and how long an admission lives.
+        "admit_per_s": Bound(1, 100_000),
+        "admit_factor_pct": Bound(100, 1_000),
+        "admission_ttl_ms": Bound(10_000, 3_600_000),
         # A seat's place on the drawn map (ADR 0028): a position in the map's own units (the
         # page scales the map to fit), a row label, a price level's name (display only).
         "x": Bound(-100_000, 100_000, integer=False),

@@ -138,3 +138,15 @@ def revoked_logins(prefix: str = PREFIX) -> str:
     """Hash login -> ms: the login's tokens issued up to then are refused (api/identity.py).
     Read whole by every API process each poll; written by the admin revoke route."""
     return f"{prefix}:revoked_logins"
+
+
+# The waiting room of an event (engine/waiting_room.py, ADR 0029). Only lua/queue_*.lua touch
+# these keys; they get them after the event hash, which their clock and config read.
+QUEUE_KEYS: tuple[str, ...] = ("queue", "queue:entries", "queue:order", "queue:lapses")
+
+
+def queue_keys(event_id: str, prefix: str = PREFIX) -> list[str]:
+    """KEYS of the queue scripts: the event hash, then QUEUE_KEYS, under the event's hash tag."""
+    event = event_key(event_id, "event", prefix)
+    base = event.rsplit(":", 1)[0]
+    return [event, *(f"{base}:{name}" for name in QUEUE_KEYS)]

@@ -1,6 +1,7 @@
 """Loads lua/, registers every script (EVALSHA, reload on NOSCRIPT) and names reply codes.
 
-Each script is sent as one chunk: clock + lua/_lib.lua + lua/_stock.lua + lua/<name>.lua.
+Each script is sent as one chunk: clock + lua/_lib.lua + lua/_stock.lua + lua/<name>.lua (the
+waiting room's lua/queue_*.lua also get lua/_queue.lua before their own text).
 Production uses the server clock; `Scripts(test_clock=True)` swaps in lua/_clock_test.lua,
 which only tests build."""
 
@@ -199,6 +200,47 @@ class PolicyCode(StrEnum):
     NOT_FOUND = "NOT_FOUND"
 
 
+class QueueSetupCode(StrEnum):
+    """lua/queue_setup.lua: an event's waiting room set up, before T0 (ADR 0029)."""
+
+    CONFIGURED = "CONFIGURED"
+    STARTED = "STARTED"
+    CLOSED = "CLOSED"
+    FENCED = "FENCED"
+    NOT_FOUND = "NOT_FOUND"
+
+
+class QueuePollCode(StrEnum):
+    """lua/queue_poll.lua: a login's state in the waiting room, or why it has none."""
+
+    WAITING = "WAITING"
+    ADMITTED = "ADMITTED"
+    USED = "USED"
+    LAPSED = "LAPSED"
+    SOLD_OUT = "SOLD_OUT"
+    NOT_IN_QUEUE = "NOT_IN_QUEUE"
+    FULL = "FULL"
+    NO_QUEUE = "NO_QUEUE"
+    NOT_OPEN = "NOT_OPEN"
+    CLOSED = "CLOSED"
+    NOT_FOUND = "NOT_FOUND"
+
+
+class QueueUseCode(StrEnum):
+    """lua/queue_use.lua: an admission spent on a claim, or why not."""
+
+    OK = "OK"
+    REPLAY = "REPLAY"
+    USED = "USED"
+    EXPIRED = "EXPIRED"
+    NOT_ADMITTED = "NOT_ADMITTED"
+    NO_FREE = "NO_FREE"
+    SOLD_OUT = "SOLD_OUT"
+    NOT_OPEN = "NOT_OPEN"
+    NO_QUEUE = "NO_QUEUE"
+    NOT_FOUND = "NOT_FOUND"
+
+
 # One refusal table per script: the error each refusing reply code raises, used by the store
 # and by the PostgreSQL baseline (which answers the same claims).
 CLAIM_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType(
@@ -300,6 +342,9 @@ REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
         "charge_reversal": ReversalCode,
         "charge_refund": RefundCode,
         "hold_revoke": RevokeCode,
+        "queue_setup": QueueSetupCode,  # the waiting room (ADR 0029)
+        "queue_poll": QueuePollCode,
+        "queue_use": QueueUseCode,
     }
 )
 
@@ -307,7 +352,10 @@ REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
 def chunk(name: str, *, test_clock: bool = False) -> str:
     """The exact text sent to Redis for script `name`."""
     clock = lua.source("_clock_test" if test_clock else "_clock_server")
-    return "\n".join((clock, lua.source("_lib"), lua.source("_stock"), lua.source(name)))
+    parts = [clock, lua.source("_lib"), lua.source("_stock")]
+    if name.startswith("queue_"):  # the waiting room's scripts get its prelude (ADR 0029)
+        parts.append(lua.source("_queue"))
+    return "\n".join((*parts, lua.source(name)))
 
 
 class Scripts:

@@ -15,6 +15,7 @@ from api.context import ctx, endpoint, path_id
 from api.durable import CONFIRMING, sale_durable
 from api.errors import ApiError
 from api.responses import json_response, read_json
+from api.routes import waiting
 from api.routes.stock import LINES_MAX, cart_of, lines_view
 from api.validate import LIMITS, idempotency_key, ident, integer, obj, query_integer
 from engine import errors, keys
@@ -138,6 +139,8 @@ async def claim(request: Request) -> Response:
     event_id, wanted, hold_id = await claim_input(
         request, c.settings.body_max_bytes, login_name, PARTY_MAX, LINES_MAX
     )
+    if waiting.may_need_admission(request, event_id):  # no Redis call once known (ADR 0029)
+        await waiting.spend_admission(request, event_id, login_name, hold_id)
     try:
         claimed = await c.store.claim(
             event_id,

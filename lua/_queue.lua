@@ -1,0 +1,65 @@
+--[[ _queue: the waiting room's shared part (ADR 0029), prepended by engine/scripts.py to the
+lua/queue_*.lua scripts only, after _lib.lua (whose context(), clock and SALE_ENDED it uses).
+The queue scripts get keys of their own, all under the event's hash tag (engine/keys.py
+queue_keys), not the event key set:
+KEYS[1] event hash (as for every script: config() and the test clock read it; only the free,
+  held and blocked counters are read besides)
+KEYS[2] queue hash: settings (per_s, factor_pct, ttl_ms, auto, secret) and state (seq, pre,
+  first_ms, drawn, cursor, admitted, used, lapsed, tokens, stamp_ms, rate, rate_ms)
+KEYS[3] entries hash (login -> 'score|admitted_ms|hold_id|joined_ms')
+KEYS[4] order zset (login -> place score: draw * 2^20 + seq before T0, 2^52 + seq from T0 on)
+KEYS[5] lapses zset (login admitted and not yet used -> ms its admission lapses)
+Of _lib.lua's K_* names only K_EVENT names its key here: the queue scripts use no other.
+Places are exact integers below 2^53 (Lua numbers are doubles) and are stored as the strings
+'%.0f' makes of them, never through cjson (which keeps 14 digits). ]]
+
+local K_QUEUE, K_ENTRIES, K_ORDER, K_LAPSES = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local SEQ_SPAN = 1048576  -- 2^20: under each draw, room for this many arrivals before T0
+local AFTER_T0 = 4503599627370496  -- 2^52: every place taken from T0 on is after every draw
+local RATE_TAU_MS = 5000  -- the admission rate told to clients averages about this long
+
+local function queue_settings()
+  local v = redis.call('HMGET', K_QUEUE, 'per_s', 'factor_pct', 'ttl_ms', 'drawn', 'cursor',
+    'admitted', 'tokens', 'stamp_ms', 'rate', 'rate_ms', 'pre', 'first_ms')
+  if not v[1] then return nil end
+  return { per_s = tonumber(v[1]), factor_pct = tonumber(v[2]), ttl_ms = tonumber(v[3]),
+    drawn = v[4] == '1', cursor = v[5] or '-1', admitted = tonumber(v[6]) or 0,
+    tokens = tonumber(v[7]), stamp_ms = tonumber(v[8]) or 0, rate = tonumber(v[9]) or 0,
+    rate_ms = tonumber(v[10]) or 0, pre = tonumber(v[11]) or 0,
+    first_ms = tonumber(v[12]) or 0 }
+end
+
+local function entry_get(login)
+  local raw = redis.call('HGET', K_ENTRIES, login)
+  if not raw then return nil end
+  local score, admitted, hold, joined = string.match(raw, '^([^|]+)|([^|]+)|([^|]*)|([^|]+)$')
+  return { login = login, score = score, admitted_ms = tonumber(admitted), hold = hold,
+    joined_ms = tonumber(joined) }
+end
+
+local function entry_put(e)
+  redis.call('HSET', K_ENTRIES, e.login,
+    string.format('%s|%.0f|%s|%.0f', e.score, e.admitted_ms, e.hold, e.joined_ms))
+end
+
+-- The event's free, held and blocked units. Sold out for good is all three at 0: nothing is
+-- free, and no live hold or late payment holds a unit that could come back (only an operator's
+-- revoke or a provider's refund of a sold seat could, and then admissions resume).
+local function units_now()
+  local v = redis.call('HMGET', K_EVENT, 'free', 'held', 'blocked')
+  return tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0
+end
+
+local function entry_state(q, e, now)
+  if e.hold ~= '' then return 'USED' end
+  if e.admitted_ms == 0 then return 'WAITING' end
+  if now >= e.admitted_ms + q.ttl_ms then return 'LAPSED' end
+  return 'ADMITTED'
+end
+
+-- Admissions per second, averaged exponentially over about RATE_TAU_MS: each admission adds
+-- 1000 / RATE_TAU_MS when made, and the sum decays with time (read without writing).
+local function rate_now(q, now)
+  if q.rate_ms == 0 then return 0 end
+  return q.rate * math.exp(-math.max(0, now - q.rate_ms) / RATE_TAU_MS)
+end
