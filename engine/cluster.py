@@ -12,6 +12,7 @@ sent through the cluster client itself, which follows the redirections and refre
 Every script is idempotent by the ids it is given, so a call sent again decides nothing twice."""
 
 import asyncio
+import contextlib
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -31,6 +32,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 SLOTS_MAX = 100_000  # cached key -> slot entries; cleared when full
+REFRESH_S = 0.5  # the slot map is read again at most this often after a node was unreachable
 # Replies that mean "not here, not now": the call is sent again through the cluster client.
 REDIRECTED = (AskError, TryAgainError, ClusterDownError)  # MovedError is an AskError
 
@@ -74,6 +76,8 @@ class NodeBatches:
         self.client = client
         self._slots: dict[str, int] = {}
         self.redirected = 0  # calls handed back to the cluster client
+        self.refreshed = 0  # slot maps read again after a node could not be reached
+        self._refreshed_at = -math.inf
 
     def _slot(self, key: str) -> int:
         slot = self._slots.get(key)
@@ -96,18 +100,33 @@ class NodeBatches:
             *(self._node(node, [packed[i] for i in idx]) for node, idx in groups.values()),
             return_exceptions=True,
         )
+        unreachable = False
         for (_node, idx), result in zip(groups.values(), results, strict=True):
             if isinstance(result, BaseException):
                 if not isinstance(result, (RedisConnectionError, RedisTimeoutError, OSError)):
                     raise result  # a bug of ours, or a cancellation
                 self.redirected += len(idx)
+                unreachable = True
                 continue  # the node is gone: the cluster client finds the new owner
             for i, reply in zip(idx, result, strict=True):
                 if isinstance(reply, REDIRECTED):
                     self.redirected += 1
                 else:
                     replies[i] = reply
+        if unreachable:
+            await self._refresh()
         return replies
+
+    async def _refresh(self) -> None:
+        """A node could not be reached: read the slot map again (at most every REFRESH_S), so
+        that the next batches go to whoever took its slots over rather than to it."""
+        now = asyncio.get_running_loop().time()
+        if now - self._refreshed_at < REFRESH_S:
+            return
+        self._refreshed_at = now
+        self.refreshed += 1
+        with contextlib.suppress(Exception):  # no node answers yet: the next failure retries
+            await self.client.nodes_manager.initialize()
 
     async def _node(self, node: Any, packed: list[bytes]) -> list[Any]:
         try:
