@@ -5,17 +5,14 @@ an error code the answer lists) and no 5xx, and every answer of a purchase flow,
 day and of the merchant webhooks is one the document declares, field for field (a property the
 schema does not name fails: `conforms` checks closed schemas)."""
 
-import asyncio
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import orjson
 import pytest
-import redis
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import (
@@ -29,13 +26,12 @@ from api.app import ROUTES
 from api.openapi import OPENAPI
 from api.openapi_parts import EVENT_ID
 from engine.signing import HEADER, sign
-from loadtest.stack import LocalStack
-from persistence import database
-from tests.conftest import REDIS_URL
-from tests.integration.conftest import ADMIN, WEBHOOK_SECRET, Stack
-from tests.pg import PG_DSN
+from tests.integration.conftest import WEBHOOK_SECRET, Stack
+from tests.integration.test_webhooks_http import hooks
 from tests.receiver import Receiver
 from tests.unit.test_openapi_examples import operations, problems
+
+__all__ = ["hooks"]  # a fixture: the stack with a ledger of its own (test_webhooks_http)
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -263,37 +259,6 @@ def test_every_answer_of_a_purchase_flow_matches_the_document(stack: Stack) -> N
     api.call("POST", "/v1/admin/events/{event_id}/close", 200, admin, **e)
     api.call("POST", "/v1/admin/events/{event_id}/cancel", 200, admin, json={"batch": 50}, **e)
     assert api.seen == FLOW  # every one answered with a success (revokeHold's needs an EXCEPTION)
-
-
-@pytest.fixture(scope="module")
-def hooks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """The stack with a ledger database of its own: the merchant webhook routes answer."""
-    name = f"onsale_test_{uuid.uuid4().hex[:10]}"
-    dsn = asyncio.run(database.create_database(PG_DSN, name))
-    prefix = f"onsale:test:{uuid.uuid4().hex[:12]}"
-    local = LocalStack(
-        redis_url=REDIS_URL,
-        key_prefix=prefix,
-        log_dir=tmp_path_factory.mktemp("openapi-hooks"),
-        admin_token=ADMIN,
-        webhook_secret=WEBHOOK_SECRET,
-        ledger_dsn=dsn,
-        extra_env={
-            "ONSALE_MERCHANT_WEBHOOK_HTTP": "1",
-            "ONSALE_MERCHANT_WEBHOOK_INTERVAL_MS": "50",
-        },
-    )
-    local.start()
-    try:
-        yield Stack(local.api_url, local.sim_url, prefix, local)
-        assert local.alive(), f"a stack process died; logs in {local.log_dir}"
-    finally:
-        local.stop()
-        client = redis.Redis.from_url(REDIS_URL)
-        for key in client.scan_iter(match=f"{prefix}:*"):
-            client.delete(key)
-        client.close()
-        asyncio.run(database.drop_database(PG_DSN, name))
 
 
 @pytest.mark.postgres
