@@ -116,8 +116,7 @@ class Store:
     async def _run(self, name: str, event_id: str, args: Sequence[Any]) -> list[Any]:
         try:
             if self.pipeline is not None:  # one timeout_s from queueing to reply, pipeline.py
-                call = self.pipeline.call(name, self.keys(event_id), args)  # backstop below:
-                reply = await asyncio.wait_for(call, 2 * self.timeout_s)  # a batch held too long
+                reply = await self.pipeline.call(name, self.keys(event_id), args)
                 assert isinstance(reply, list) and reply, f"{name}: unexpected reply {reply!r}"
                 return reply
             async with asyncio.timeout(self.timeout_s):  # pool wait, command, retry: one bound
