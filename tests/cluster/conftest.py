@@ -21,7 +21,7 @@ async def cluster_store(url: str, *, wait_replicas: int = 0, test_clock: bool = 
     client = cluster_client(url)
     prefix = new_prefix()
     wait = (
-        ReplicaWait(client, prefix=prefix, replicas=wait_replicas, timeout_ms=200)
+        ReplicaWait(client, prefix=prefix, replicas=wait_replicas, timeout_ms=2000)
         if wait_replicas
         else None
     )
