@@ -79,6 +79,7 @@ ROUTES = [
         "/v1/admin/events/{event_id}/holds/{hold_id}/revoke", admin.revoke_hold, methods=["POST"]
     ),
     Route("/v1/admin/events/{event_id}/exceptions", admin.exceptions, methods=["GET"]),
+    Route("/v1/admin/events/{event_id}/refunds/retry", admin.retry_refund, methods=["POST"]),
     Route("/v1/admin/events/{event_id}/stock/corrections", stock.correct_stock, methods=["POST"]),
     Route("/v1/admin/logins/{login}/revoke", logins.revoke_login, methods=["POST"]),
     *webhooks.ROUTES,  # merchant webhooks (ADR 0024)

@@ -69,6 +69,7 @@ STATUS: dict[str, int] = {
     e.ChargeNotInFlight.code: 409,
     e.ChargeInFlight.code: 409,
     e.NotAnException.code: 409,
+    e.NotRefunding.code: 409,
     e.SaleNotOpen.code: 409,
     e.SaleClosed.code: 409,
     e.AlreadyOpen.code: 409,

@@ -32,6 +32,7 @@ from api.openapi_parts import (
     path,
     query,
 )
+from api.openapi_refunds import REFUND_PATHS, REFUND_SCHEMAS
 from api.openapi_requests import REQUEST_SCHEMAS
 from api.openapi_schemas import BUYER_SCHEMAS
 from api.openapi_ui import UI_PATHS, UI_SCHEMAS
@@ -260,7 +261,7 @@ BUYER_PATHS: dict[str, Any] = {
 
 SCHEMAS: dict[str, Any] = {"Error": ERROR_SCHEMA}
 PARTS = (STATE_SCHEMAS, REQUEST_SCHEMAS, BUYER_SCHEMAS, ADMIN_SCHEMAS, WEBHOOK_SCHEMAS,
-         WAITING_SCHEMAS, UI_SCHEMAS)  # fmt: skip
+         WAITING_SCHEMAS, UI_SCHEMAS, REFUND_SCHEMAS)  # fmt: skip
 for part in PARTS:
     assert not SCHEMAS.keys() & part.keys(), SCHEMAS.keys() & part.keys()
     SCHEMAS |= part
@@ -289,6 +290,7 @@ OPENAPI: dict[str, Any] = {
         **META_PATHS,
         **BUYER_PATHS,
         **ADMIN_PATHS,
+        **REFUND_PATHS,  # retry a refund (api/openapi_refunds.py)
         **LISTING_PATHS,  # listings, exports, close and cancel (api/openapi_listings.py)
         **WEBHOOK_PATHS,  # merchant webhooks (api/openapi_webhooks.py, ADR 0024)
         **WAITING_PATHS,  # the waiting room (api/openapi_waiting.py, ADR 0029)

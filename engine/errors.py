@@ -122,6 +122,13 @@ class HoldRevoked(EngineError):
     public = ("state",)
 
 
+class NotRefunding(EngineError):
+    """A refund retry asked for a charge that is not waiting for its refund."""
+
+    code = "not_refunding"
+    summary = "the charge is not waiting for a refund"
+
+
 class NotAnException(EngineError):
     """An operator action meant for a hold in EXCEPTION, on a hold in another state."""
 

@@ -92,6 +92,7 @@ class Charge:
     parked: bool = False  # its refund was stopped: the provider's records disown it
     orphan: bool = False  # money we could not tie to a charge; refunded after the provider agrees
     final: bool = False  # its one terminal record exists (later provider moves add others)
+    refunding_ms: int = 0  # when it last went REFUNDING (kept once REFUNDED), 0 if never
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> "Charge":
@@ -115,6 +116,7 @@ class Charge:
             parked=bool(d.get("parked")),
             orphan=d["id"].startswith("orphan/"),
             final=bool(d["final"]) if "final" in d else d["state"] in _TERMINAL_CHARGE,
+            refunding_ms=int(d.get("refunding_ms") or 0),
         )
 
     @property

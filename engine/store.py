@@ -360,29 +360,30 @@ class Store:
     async def refund_result(
         self, event_id: str, charge_id: str, *, refunded: bool, retry_delay_ms: int = 0
     ) -> RefundCode:
-        reply = await self._run(
-            "charge_refund",
-            event_id,
-            [charge_id, "REFUNDED" if refunded else "FAILED", retry_delay_ms, ""],
-        )
-        code = RefundCode(reply[0])
-        if code == RefundCode.NOT_FOUND:
-            raise errors.ChargeNotFound(f"charge {charge_id}")
-        return code
+        result = "REFUNDED" if refunded else "FAILED"
+        return (await self._refund(event_id, charge_id, result, retry_delay_ms))[0]
 
     async def park_refund(self, event_id: str, charge_id: str, why: str) -> RefundCode:
-        """Stop a refund the provider's own records disown (it would return money that is not
-        this charge's); the charge stays REFUNDING with an alert, for a person."""
-        reply = await self._run("charge_refund", event_id, [charge_id, "PARKED", 0, why])
+        """Stop a refund the provider disowns; the charge stays REFUNDING, alerted, for a person."""
+        return (await self._refund(event_id, charge_id, "PARKED", 0, why))[0]
+
+    async def retry_refund(self, event_id: str, charge_id: str) -> tuple[int, bool]:
+        """A person's "retry this refund": due now, unparked; (attempts, was parked)."""
+        code, reply = await self._refund(event_id, charge_id, "RETRY", 0)
+        if code == RefundCode.NOT_REFUNDING:
+            raise errors.NotRefunding(f"charge {charge_id} is {reply[1]}, not REFUNDING")
+        return int(reply[1]), int(reply[2]) == 1
+
+    async def _refund(self, event: str, charge: str, *args: Any) -> tuple[RefundCode, list[Any]]:
+        reply = await self._run("charge_refund", event, [charge, *args, ""][:4])
         code = RefundCode(reply[0])
         if code == RefundCode.NOT_FOUND:
-            raise errors.ChargeNotFound(f"charge {charge_id}")
-        return code
+            raise errors.ChargeNotFound(f"charge {charge}")
+        return code, reply
 
     async def boot(self) -> bool:
-        """Load every script at a process's start: one that does not compile fails the boot.
-        False when Redis is down: an outage like any other (callers answer 503 and their loops
-        retry; the scripts load on first use), never a reason to exit."""
+        """Load every script (one that does not compile fails the boot); False when Redis is down,
+        an outage (503s, loops retry, scripts load on first use), never a reason to exit."""
         try:
             await self.ready()
         except errors.StoreUnavailable:

@@ -86,6 +86,12 @@ end
 -- this zset, never by scanning every charge of the event.
 local function put_charge(c)
   CHARGES[c.id] = c
+  -- When the charge last went REFUNDING, kept once REFUNDED: its capture-to-refund time.
+  if c.state == REFUNDING then
+    if not c.refunding_ms then c.refunding_ms = now_ms() end
+  elseif c.state ~= REFUNDED then
+    c.refunding_ms = nil
+  end
   redis.call('HSET', K_CHARGES, c.id, cjson.encode(c))
   if c.state == CHARGING then
     redis.call('ZADD', K_WATCH, c.created_ms, c.id)

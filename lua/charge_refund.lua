@@ -1,15 +1,18 @@
---[[ charge_refund: record the provider's answer to our refund request (REFUNDING -> REFUNDED), or park a refund the provider's records disown.
+--[[ charge_refund: record the provider's answer to our refund request (REFUNDING -> REFUNDED), park a refund the provider's records disown, or make a refund due now at a person's request.
 KEYS[1..21] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
-ARGV[1] charge_id   ARGV[2] REFUNDED|FAILED|PARKED   ARGV[3] retry_delay_ms (used when FAILED)
+ARGV[1] charge_id   ARGV[2] REFUNDED|FAILED|PARKED|RETRY   ARGV[3] retry_delay_ms (used when FAILED)
 ARGV[4] why (used when PARKED)
 Returns {code, ...}: REFUNDED | ALREADY_REFUNDED | RETRY_SCHEDULED attempts | PARKED |
-  NOT_REFUNDING state | NOT_FOUND
+  DUE_NOW attempts was_parked(0|1) | NOT_REFUNDING state | NOT_FOUND
 Invariants: REFUNDED is a sink, recorded as the charge's terminal record only if it has none yet
 (a contradicted decline has one); a failed refund stays queued with a later due time, never
 dropped; a parked refund leaves the queue but stays REFUNDING, visible to ops with an alert,
-because the provider says the money is not this charge's to return. ]]
+because the provider says the money is not this charge's to return. RETRY (an operator's "retry
+this refund") only moves a REFUNDING charge's refund to now and lifts its park: the refund worker
+still asks the provider whose money it is before it refunds, so a retry can never return money
+that is not this charge's; it is idempotent and never touches a charge in any other state. ]]
 local charge_id, result, delay = ARGV[1], ARGV[2], tonumber(ARGV[3])
-if result ~= REFUNDED and result ~= FAILED and result ~= 'PARKED' then
+if result ~= REFUNDED and result ~= FAILED and result ~= 'PARKED' and result ~= 'RETRY' then
   return redis.error_reply('BAD_ARGS result')
 end
 if not delay or delay < 0 then return redis.error_reply('BAD_ARGS retry_delay_ms') end
@@ -24,6 +27,16 @@ if c.state == REFUNDED and result == REFUNDED then
 end
 if c.state ~= REFUNDING and not (c.state == REFUNDED and queued) then
   return { 'NOT_REFUNDING', c.state }
+end
+if result == 'RETRY' then
+  if c.state ~= REFUNDING then return { 'NOT_REFUNDING', c.state } end
+  local was_parked = c.parked or 0
+  if was_parked ~= 0 then
+    c.parked = 0
+    put_charge(c)
+  end
+  redis.call('ZADD', K_REFUNDS, ctx.now, charge_id)
+  return { 'DUE_NOW', c.refund_attempts, was_parked }
 end
 if result == 'PARKED' then
   redis.call('ZREM', K_REFUNDS, charge_id)

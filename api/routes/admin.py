@@ -1,5 +1,6 @@
-"""Admin (create a seat or stock event, open sale, revoke a seat whose money left) and ops (the
-exceptions view). Admin token required. Stock corrections are in api/routes/stock.py."""
+"""Admin (create a seat or stock event, open sale, revoke a seat whose money left, retry a refund)
+and ops (the exceptions view, with the capture-to-refund bound). Admin token required. Stock
+corrections are in api/routes/stock.py."""
 
 import re
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from api.validate import (
     query_integer,
     whole,
 )
+from engine import keys
 from engine.holds import Alert, Charge, Hold, SeatSpec
 from engine.seatmap import SeatPlace, save_layout
 from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
@@ -43,6 +45,8 @@ KINDS = ("seats", "stock")
 STOCK_ONLY = ("locations", "skus")
 SEAT_FIELDS = frozenset(("seat_id", "rank", "section", *PLACE_FIELDS))  # places: ADR 0028
 OPEN_FIELDS = frozenset(("opens_at_ms", "reschedule"))
+RETRY_FIELDS = frozenset(("charge_id",))
+ORPHAN = "orphan/"  # money we could not tie to a charge: its id is the provider's attempt's
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +195,65 @@ async def revoke_hold(request: Request) -> Response:
     return json_response({"hold_id": hold_id, "state": h.state, "seat_id": h.seat_id})
 
 
+@endpoint("admin_retry_refund")
+async def retry_refund(request: Request) -> Response:
+    """A person's "retry this refund now": a refund waiting for its next attempt (after the
+    provider timed out or refused) is made due at once, and a parked one is unparked. The refund
+    worker still asks the provider whose money it is before refunding, so a retry cannot return
+    money that is not this charge's; a disowned refund is parked again. Idempotent. Only for a
+    charge in REFUNDING (409 not_refunding, with its state, otherwise)."""
+    c = ctx(request)
+    c.require_admin(request)
+    event_id = path_id(request, "event_id")
+    body = obj(await read_json(request, c.settings.body_max_bytes))
+    only(body, RETRY_FIELDS, "refund retry")
+    charge_id = body.get("charge_id")
+    if not isinstance(charge_id, str) or not keys.valid_charge_id(charge_id.removeprefix(ORPHAN)):
+        raise ApiError(400, "invalid_request", "charge_id must be a charge id (orphan/ allowed)")
+    attempts, was_parked = await c.store.retry_refund(event_id, charge_id)
+    return json_response(
+        {
+            "charge_id": charge_id,
+            "state": ChargeState.REFUNDING,
+            "due_now": True,
+            "refund_attempts": attempts,
+            "was_parked": was_parked,
+        }
+    )
+
+
+def percentile(ordered: list[int], pct: int) -> int | None:
+    """Nearest-rank percentile of an ascending list (None when empty)."""
+    if not ordered:
+        return None
+    return ordered[max(0, -(-len(ordered) * pct // 100) - 1)]
+
+
+def refund_times(charges: list[Charge], now: int) -> dict[str, object]:
+    """The capture-to-refund bound as this event's charges show it: from the moment a charge
+    went REFUNDING (a late or contradicting capture, a cancelled sale) to its refund recorded,
+    and how long the refunds still open have waited so far; `bound_ms` is the larger."""
+    done = sorted(
+        ch.decided_ms - ch.refunding_ms
+        for ch in charges
+        if ch.refunding_ms and ch.state == ChargeState.REFUNDED
+    )
+    waiting = [
+        now - ch.refunding_ms
+        for ch in charges
+        if ch.refunding_ms and ch.state == ChargeState.REFUNDING
+    ]
+    return {
+        "refunded": len(done),
+        "p50_ms": percentile(done, 50),
+        "p99_ms": percentile(done, 99),
+        "max_ms": percentile(done, 100),
+        "waiting": len(waiting),
+        "oldest_waiting_ms": max(waiting, default=None),
+        "bound_ms": max([*done[-1:], *waiting], default=None),
+    }
+
+
 def charge_view(ch: Charge) -> dict[str, object]:
     return {
         "charge_id": ch.charge_id,
@@ -296,6 +359,7 @@ async def exceptions(request: Request) -> Response:
             "event_id": event_id,
             "server_time_ms": now,
             **money_views(charges, refunds_due),
+            "refund_times": refund_times(charges, now),
             **after_sale_views(holds, charges),
             "alerts": [
                 alert_view(a) for a in await c.store.read.alerts(event_id, ALERTS_SHOWN_MAX)

@@ -1,6 +1,6 @@
 // The ops dashboard: per event, the counters, sales over time, money in limbo (each class with
-// its runbook), the ledger's lag, the late-capture bound, and the admin actions of the API with
-// a confirmation. Reads only the public admin API with the token the operator pastes, kept in
+// its runbook), the ledger's lag, the measured late-capture-to-refund bound, and the admin actions
+// of the API (open, close, correct stock, revoke a seat, retry a refund) with a confirmation. Reads only the public admin API with the token the operator pastes, kept in
 // sessionStorage (this tab only) and sent as a bearer header, never in an address.
 
 import { $, api, clockTime, duration, el, errorCode, money, randomKey, say } from "./common.js";
@@ -127,8 +127,22 @@ function renderLag({ config, metrics, limbo }) {
     ["Late-capture window (quarantine hard timeout)", duration(config.quarantine_ms)],
     ["Late payment policy", config.policy],
     ["Captures waiting for their refund", limbo.refunds_pending.length + limbo.refunds_retrying.length],
+    ...refundTimeRows(limbo.refund_times),
   ];
   $("lag").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { class: "big", text: String(v) })]));
+}
+
+// The measured late-capture-to-refund bound: how long charges that went REFUNDING took to be
+// refunded, and how long the open ones have waited so far (the exceptions view's refund_times).
+function refundTimeRows(t) {
+  if (!t) return [];
+  const ms = (v) => (v === null || v === undefined ? "–" : duration(v));
+  return [
+    ["Capture to refund, p50 / p99 / max", t.refunded
+      ? `${ms(t.p50_ms)} / ${ms(t.p99_ms)} / ${ms(t.max_ms)} (${t.refunded} refunded)` : "none yet"],
+    ["Refunds open, oldest waiting", t.waiting ? `${t.waiting}, ${ms(t.oldest_waiting_ms)}` : "none"],
+    ["Late-capture-to-refund bound so far", ms(t.bound_ms)],
+  ];
 }
 
 function chargeCells(c, currency) {
@@ -137,6 +151,8 @@ function chargeCells(c, currency) {
 
 const HEADS = {
   charge: ["charge", "state", "amount", "refund tries", "reason"],
+  refunds_retrying: ["charge", "state", "amount", "refund tries", "reason", ""],
+  refunds_parked: ["charge", "state", "amount", "refund tries", "reason", ""],
   seats_without_money: ["hold", "seat", "login", "reason", ""],
   blocked_seats: ["hold", "seat", "state", "until", "charge"],
   alerts: ["alert", "reason", "at", "charge", "hold"],
@@ -153,6 +169,10 @@ function rowsOf(key, items, currency) {
       `${clockTime(x.until_ms)} (in ${duration(x.until_ms - now)})`, x.charge_id || ""]);
   }
   if (key === "alerts") return items.map((x) => [x.alert_id, x.reason, clockTime(x.at_ms), x.charge_id || "", x.hold_id || ""]);
+  if (key === "refunds_retrying" || key === "refunds_parked") {
+    return items.map((c) => [...chargeCells(c, currency),
+      el("button", { onclick: () => retryRefund(c, key), text: `Retry refund of ${c.charge_id}` })]);
+  }
   return items.map((c) => chargeCells(c, currency));
 }
 
@@ -202,6 +222,15 @@ function revoke(x) {
   const e = encodeURIComponent(board.eventId);
   act(`Take seat ${x.seat_id} back from hold ${x.hold_id} and put it on sale again?`,
     `/v1/admin/events/${e}/holds/${encodeURIComponent(x.hold_id)}/revoke`, {});
+}
+
+function retryRefund(c, key) {
+  const e = encodeURIComponent(board.eventId);
+  const why = key === "refunds_parked"
+    ? "It was parked because the provider's records disown it: the provider is asked again first."
+    : `It has failed ${c.refund_attempts} time(s) and waits for its next try.`;
+  act(`Retry the refund of ${c.charge_id} now? ${why}`, `/v1/admin/events/${e}/refunds/retry`,
+    { charge_id: c.charge_id });
 }
 
 function wireActions() {

@@ -69,3 +69,54 @@ def test_the_dashboard_shows_a_planted_exception_and_resolves_it_with_confirmati
     expect(page.locator("#action-message")).to_contain_text('"state":"REVOKED"')
     expect(limbo).to_have_attribute("data-count", "0")
     expect(page.locator("#counters")).to_contain_text("free 2")  # s0 is on sale again
+
+
+def test_the_dashboard_retries_a_parked_refund_and_shows_the_refund_bound(
+    browser: Browser, stack: Stack, contexts: list[BrowserContext]
+) -> None:
+    """A signed capture naming a key we never minted, for another event, makes an orphan refund
+    that the refund worker parks (the provider says the money is the winner's). The operator
+    retries it from the dashboard, through a confirmation: it is due at once, the worker asks
+    the provider again and parks it again, and the winner's money never goes back."""
+    stack.sim_config(decline_rate=0.0, fail_rate=0.0, late_rate=0.0, loss_rate=0.0)
+    event_id, other = stack.new_event(2), stack.new_event(2)
+    _hold_id, attempt = sold(stack, event_id, "hal", "s0")
+    forged = httpx.post(
+        f"{stack.sim}/v1/test/attempts/{attempt}/callback",
+        json={
+            "type": "charge.captured",
+            "data": {"idempotency_key": "forged-key"},
+            "metadata": {"event_id": other, "charge_id": "forged-key"},
+        },
+        timeout=5,
+    )
+    assert forged.status_code < 300, forged.text
+    eventually(lambda: parked_alert_at(stack, other) > 0)
+    page = new_profile(browser, stack, contexts).new_page()
+    page.goto(f"/ui/dashboard.html?event={other}")
+    page.fill("#token", ADMIN)
+    page.click("#token-form button")
+    parked = page.locator("#limbo section.refunds_parked")
+    expect(parked).to_have_attribute("data-count", "1")
+    expect(page.locator("#lag")).to_contain_text("Late-capture-to-refund bound so far")
+    expect(page.locator("#lag")).to_contain_text("Refunds open, oldest waiting")
+
+    parked_at = parked_alert_at(stack, other)
+    page.click(f"text=Retry refund of orphan/{attempt}")
+    expect(page.locator("#confirm-text")).to_contain_text("provider is asked again first")
+    page.click("#confirm-yes")
+    expect(page.locator("#action-message")).to_contain_text('"was_parked":true')
+    eventually(lambda: parked_alert_at(stack, other) > parked_at)  # the worker parked it again
+    expect(parked).to_have_attribute("data-count", "1")
+    moves = [e["kind"] for e in stack.ledger()["entries"] if e["attempt_id"] == attempt]
+    assert moves == ["capture"]  # the winner's money never went back
+
+
+def parked_alert_at(stack: Stack, event_id: str) -> int:
+    """When the refund worker last parked the event's one parked refund (0: not yet)."""
+    seen = httpx.get(
+        f"{stack.api}/v1/admin/events/{event_id}/exceptions",
+        headers=stack.admin_headers(),
+        timeout=5,
+    ).json()
+    return max((a["at_ms"] for a in seen["alerts"] if "refund_parked" in a["reason"]), default=0)

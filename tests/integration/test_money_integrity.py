@@ -155,6 +155,10 @@ def test_a_capture_after_the_providers_decline_is_refunded(
     seen = exceptions(stack, event_id)
     assert [c["charge_id"] for c in seen["captured_without_seat"]] == [first]
     assert any(a["reason"] == "capture_after_declined" for a in seen["alerts"])
+    # The capture-to-refund bound the dashboard shows: one refund, timed, none still waiting.
+    times = seen["refund_times"]
+    assert (times["refunded"], times["waiting"], times["oldest_waiting_ms"]) == (1, 0, None)
+    assert 0 <= times["p50_ms"] == times["max_ms"] == times["bound_ms"] < 30_000
 
 
 @pytest.mark.parametrize("policy", ["manual", "revoke"])
@@ -426,6 +430,31 @@ def test_a_capture_under_a_forged_key_never_refunds_the_money_it_names(
     assert any(a["reason"].startswith("refund_parked") for a in exceptions(stack, other)["alerts"])
     assert hold_state(stack, buyer, h["hold_id"])["state"] == "CONFIRMED"
     assert money_of(stack, attempt) == ["capture"]  # the winner's money never went back
+    # An operator retries the parked refund: it is unparked and due now, and the refund worker,
+    # asking the provider again, parks it again: a retry never returns money not this charge's.
+    with stack.client() as c:
+        retry = f"/v1/admin/events/{other}/refunds/retry"
+        r = c.post(retry, json={"charge_id": f"orphan/{attempt}"}, headers=stack.admin_headers())
+        assert r.status_code == 200, r.text
+        assert (r.json()["was_parked"], r.json()["due_now"]) == (True, True)
+        eventually(lambda: exceptions(stack, other)["refunds_parked"])
+        r = c.post(retry, json={"charge_id": charge_id}, headers=stack.admin_headers())
+        assert (r.status_code, r.json()["error"]["code"]) == (
+            404,
+            "charge_not_found",
+        )  # not in `other`
+        r = c.post(
+            f"/v1/admin/events/{event_id}/refunds/retry",
+            json={"charge_id": charge_id},
+            headers=stack.admin_headers(),
+        )
+        assert (r.status_code, r.json()["error"]["code"]) == (409, "not_refunding")  # the winner's
+        for bad in ({}, {"charge_id": "a/b"}, {"charge_id": charge_id, "x": 1}):
+            r = c.post(retry, json=bad, headers=stack.admin_headers())
+            assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request"), bad
+        assert c.post(retry, json={"charge_id": charge_id}).status_code == 401
+    assert money_of(stack, attempt) == ["capture"]
+    assert hold_state(stack, buyer, h["hold_id"])["state"] == "CONFIRMED"
 
 
 def test_rebuild_keeps_a_seat_whose_money_left_as_an_exception(

@@ -232,3 +232,77 @@ async def test_a_repeated_abandon_answers_abandoned_after_the_charge_moved_on(
     await callback(sale, "c1", "CAPTURED")  # contradicts the failure: REFUNDING, a new reason
     assert await store.abandon_charge(sale.event_id, "h1", "alice", "c1") is True
     await sale.audit_ok()
+
+
+async def test_a_refund_retry_makes_a_backed_off_refund_due_now(store: Store) -> None:
+    """An operator's retry moves a refund the worker scheduled for later to now, keeps its
+    attempts, and is idempotent; the refund itself is still recorded only by the worker."""
+    sale = await charging(store)
+    await callback(sale, "c1", "DECLINED")
+    await callback(sale, "c1", "CAPTURED")  # captured after its decline: refunded
+    assert await store.refund_result(sale.event_id, "c1", refunded=False, retry_delay_ms=60_000)
+    assert await store.read.due_refunds(sale.event_id, T0) == []  # due in a minute
+    assert await store.retry_refund(sale.event_id, "c1") == (1, False)
+    assert await store.read.due_refunds(sale.event_id, T0) == ["c1"]
+    assert await store.retry_refund(sale.event_id, "c1") == (1, False)  # again: same answer
+    c = await store.read.charge(sale.event_id, "c1")
+    assert (c.state, c.refund_attempts, c.parked) == (ChargeState.REFUNDING, 1, False)
+    await sale.audit_ok()
+
+
+async def test_a_refund_retry_unparks_an_orphan_and_nothing_else_moves(store: Store) -> None:
+    sale = await charging(store)
+    await callback(sale, "foreign-key", "CAPTURED", attempt="att-x", amount=700)
+    await store.park_refund(sale.event_id, "orphan/att-x", "provider says other")
+    outbox_before = len(await store.read.outbox(sale.event_id))
+    assert await store.retry_refund(sale.event_id, "orphan/att-x") == (0, True)
+    assert await store.read.due_refunds(sale.event_id, T0) == ["orphan/att-x"]
+    o = await store.read.charge(sale.event_id, "orphan/att-x")
+    assert (o.state, o.parked, o.captured) == (ChargeState.REFUNDING, False, 700)
+    assert len(await store.read.outbox(sale.event_id)) == outbox_before  # no decision made
+    # Parked again by the worker (the provider still disowns it): one alert, not two.
+    assert await store.park_refund(sale.event_id, "orphan/att-x", "still other") == "PARKED"
+    assert await store.read.due_refunds(sale.event_id, T0) == []
+    await sale.audit_ok()
+
+
+@pytest.mark.parametrize("outcome", [None, "CAPTURED", "DECLINED"])
+async def test_a_refund_retry_of_a_charge_not_refunding_is_refused(
+    store: Store, outcome: str | None
+) -> None:
+    sale = await charging(store)
+    if outcome:
+        await callback(sale, "c1", outcome)
+    before = await store.read.charge(sale.event_id, "c1")
+    with pytest.raises(errors.NotRefunding):
+        await store.retry_refund(sale.event_id, "c1")
+    assert await store.read.charge(sale.event_id, "c1") == before
+    assert await store.read.due_refunds(sale.event_id, 2**62) == []
+    with pytest.raises(errors.ChargeNotFound):
+        await store.retry_refund(sale.event_id, "c-none")
+
+
+async def test_a_refund_keeps_when_its_charge_went_refunding(store: Store) -> None:
+    """refunding_ms: set when the charge goes REFUNDING, kept once REFUNDED (decided_ms is then
+    the refund's time: the pair is the capture-to-refund time), cleared if it leaves REFUNDING
+    for anything else (a dispute), and set anew if it comes back."""
+    sale = await charging(store)
+    await callback(sale, "c1", "DECLINED")
+    await sale.at(T0 + 1_000)
+    await callback(sale, "c1", "CAPTURED")
+    assert (await store.read.charge(sale.event_id, "c1")).refunding_ms == T0 + 1_000
+    await sale.at(T0 + 1_250)
+    assert await store.refund_result(sale.event_id, "c1", refunded=True) == "REFUNDED"
+    c = await store.read.charge(sale.event_id, "c1")
+    assert (c.state, c.refunding_ms, c.decided_ms) == (ChargeState.REFUNDED, T0 + 1_000, T0 + 1_250)
+    # A charge that went REFUNDING, then DISPUTED, then back: timed from its return.
+    await store.claim(sale.event_id, "bob", "h2")
+    await store.start_charge(sale.event_id, "h2", "bob", "c2", 100)
+    await callback(sale, "c2", "DECLINED")
+    await callback(sale, "c2", "CAPTURED")
+    await reversal(sale, "c2", "DISPUTE_OPENED")
+    assert (await store.read.charge(sale.event_id, "c2")).refunding_ms == 0
+    await sale.at(T0 + 5_000)
+    await reversal(sale, "c2", "DISPUTE_WON")
+    c2 = await store.read.charge(sale.event_id, "c2")
+    assert (c2.state, c2.refunding_ms) == (ChargeState.REFUNDING, T0 + 5_000)
