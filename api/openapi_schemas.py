@@ -196,6 +196,10 @@ EVENT_AVAILABILITY = record(
         "sold": INT,
         "price_minor": AMOUNT,
         "hold_ttl_ms": INT,
+        "waiting_room": {
+            "type": "boolean",
+            "description": "the event has a waiting room: claims need an admission (ADR 0029)",
+        },
     },
     {
         "event_id": EVENT_ID,
@@ -208,6 +212,7 @@ EVENT_AVAILABILITY = record(
         "sold": 0,
         "price_minor": 4500,
         "hold_ttl_ms": 480000,
+        "waiting_room": False,
     },
     description="The event's counters (units, for a stock event).",
 )

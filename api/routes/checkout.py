@@ -30,6 +30,7 @@ async def availability(request: Request) -> Response:
     c = ctx(request)
     event_id = path_id(request, "event_id")
     a = await c.store.read.availability(event_id)
+    room = await waiting.rooms(request).room(event_id)
     return json_response(
         {
             "event_id": event_id,
@@ -42,6 +43,7 @@ async def availability(request: Request) -> Response:
             "sold": a.sold,
             "price_minor": a.price_minor,
             "hold_ttl_ms": a.hold_ttl_ms,
+            "waiting_room": room is not None,  # ADR 0029: claims then need an admission
         }
     )
 

@@ -3,6 +3,8 @@
 // countdown, paying through the provider, and the hold's truthful end. Everything goes through
 // the public API with the buyer's own token. Two tabs of one browser share the token and the
 // current hold (localStorage): a claim in one tab replaces the other's hold, and both say so.
+// An event with a waiting room (ADR 0029) shows its queue instead of the map until the buyer's
+// place is admitted; the claims then carry the admission.
 
 import {
   $, api, clockTime, duration, el, errorCode, money, randomKey, say, ServerClock,
@@ -14,7 +16,8 @@ const eventId = new URLSearchParams(location.search).get("event");
 const base = `/v1/events/${encodeURIComponent(eventId || "")}`;
 const clock = new ServerClock();
 const page = { me: null, event: null, map: null, live: null, hold: null, picked: new Set(),
-  pollTimer: null, payKey: null, payNote: "" };
+  pollTimer: null, payKey: null, payNote: "", queue: null, mapOpening: false,
+  title: document.title };
 
 const tokenKey = () => `onsale.buyer.${eventId}`;
 const holdKey = () => `onsale.hold.${eventId}.${page.me.login}`;
@@ -29,6 +32,10 @@ const CLAIM_ERRORS = {
   rate_limited: "Too many tries at once: wait a moment and try again.",
   party_too_large: "That is more seats than one hold may have here.",
   unknown_seat: "That seat does not exist.",
+  admission_used: "Your turn in the waiting room was already used by another claim (another tab?).",
+  admission_expired: "Your turn in the waiting room ended before this claim.",
+  admission_invalid: "Your turn in the waiting room could not be checked: looking again…",
+  admission_required: "This sale has a waiting room: you need your turn in it to claim.",
 };
 
 function show(id, visible = true) { $(id).hidden = !visible; }
@@ -83,6 +90,12 @@ function onSale() {
   return Boolean(ev) && ev.status === "open" && !ev.recovering && clock.now() >= ev.opens_at_ms;
 }
 
+// A claim may be sent: the sale is on, and the event has no waiting room or the buyer's turn
+// has come (a waiting, sold-out, used or lapsed place sends none).
+function canClaim() {
+  return onSale() && (!page.queue || Boolean(turn()));
+}
+
 function renderEvent() {
   const ev = page.event;
   if (!ev) return;
@@ -100,10 +113,11 @@ function tick() {
   const [label, text] = saleText(page.event, clock.now());
   $("countdown-label").textContent = label;
   $("countdown").textContent = text;
-  const can = onSale();
+  const can = canClaim();
   $("hold-best").disabled = !can;
   $("hold-picked").disabled = !can || page.picked.size === 0;
   renderHoldClock();
+  renderQueueClock();
 }
 
 function toggle(seatId, state) {
@@ -130,24 +144,34 @@ function renderPicked() {
   const ids = [...page.picked];
   $("picked").textContent = ids.length ? `Picked: ${ids.join(", ")}` : "No seat picked";
   $("hold-picked").textContent = ids.length > 1 ? `Hold these ${ids.length} seats` : "Hold picked seat";
-  $("hold-picked").disabled = !onSale() || ids.length === 0;
+  $("hold-picked").disabled = !canClaim() || ids.length === 0;
 }
 
 async function claim(body) {
   if (body.seat_ids && !body.seat_ids.length) return; // nothing picked (any more)
+  if (!canClaim()) return; // a waiting room's turn not (or no longer) there: nothing is sent
+  const admission = page.queue ? turn() : null;
   say($("claim-message"), "Asking for your seats…");
   const answer = await api(`${base}/holds`, { method: "POST", body, token: page.me.token,
-    key: randomKey() });
+    key: admission ? queueMemo().claimKey : randomKey(),
+    headers: admission ? { [admission.header]: admission.token } : undefined });
   if (answer.status === 201 || answer.status === 200) {
     say($("claim-message"), "");
     page.picked.clear();
+    if (page.queue) queueSpent();
     adopt(answer.body.hold_id, "");
-    page.live.refresh();
+    page.live?.refresh();
     return;
   }
   const code = errorCode(answer);
-  if (code === "seat_taken") page.live.refresh();
+  if (code === "seat_taken") page.live?.refresh();
   if (code === "unauthorized" || code === "token_revoked") return signOut();
+  if (code.startsWith("admission_")) {
+    say($("claim-message"), CLAIM_ERRORS[code], "bad");
+    if (!page.queue) enterQueue(); // the event got a room since this page asked
+    else queueAsk("look"); // the queue tells what became of the turn
+    return;
+  }
   let text = CLAIM_ERRORS[code] || `Refused: ${code}.`;
   if (code === "not_enough_seats") text = `Only ${answer.body.error.available} seats are free together or apart.`;
   say($("claim-message"), text, "bad");
@@ -266,7 +290,7 @@ function renderHold() {
   const live = h.state === "RESERVED";
   $("pay").hidden = !live;
   $("pay").disabled = Boolean(h.charge_in_flight);
-  $("pay").textContent = `Pay ${total}`;
+  $("pay").textContent = total ? `Pay ${total}` : "Pay";
   $("release").hidden = !(live || h.state === "QUARANTINED") || h.given_up;
   const holding = ["RESERVED", "QUARANTINED", "CONFIRMED", "CONFIRMING"].includes(h.state);
   page.map?.setMine(holding ? h.seat_ids : []);
@@ -314,15 +338,264 @@ async function release() {
   if (answer.status >= 400) say($("hold-message"), `Release refused: ${errorCode(answer)}.`, "bad");
   clearTimeout(page.pollTimer);
   pollHold();
-  page.live.refresh();
+  page.live?.refresh();
 }
 
-// --- start ----------------------------------------------------------------------------
+// --- the waiting room (ADR 0029) ---------------------------------------------------------
+// Whether the event has a room: its public view's `waiting_room` (and the queue's own 404
+// no_waiting_room, should a room be added later); without one the page goes straight to the map. With one, the buyer joins (a second tab or a reload keeps the place),
+// and the page looks at its place when the API says (poll_after_ms, within sane bounds), or when
+// a Retry-After says, never in a loop. While the buyer waits the page opens no seat stream; once
+// admitted it opens the map, and its claims carry the admission in the header the API names,
+// all under one Idempotency-Key per admission, shared by the tabs: a refused claim tried again
+// is the same claim to the queue, which spends an admission once.
 
-async function start() {
-  $("who").textContent = `Signed in as ${page.me.login}`;
-  show("sign-out");
+const QUEUE_MIN_MS = 250; // never look again sooner, whatever a hint says
+const QUEUE_MAX_MS = 300000; // look at least this often (a laptop waking from sleep catches up)
+const QUEUE_NOT_OPEN_MS = 15000; // a room whose sale is not open yet: ask again this often
+const QUEUE_FULL_MS = 30000;
+const QUEUE_BACKOFF_MS = [1000, 2000, 4000, 8000, 16000, 30000]; // no answer, or a refusal
+
+const queueKey = () => `onsale.queue.${eventId}.${page.me.login}`;
+
+// What this browser remembers of the login's place: that it joined (a reload looks rather than
+// joins: a join after a used turn would take a new place), and its admission's claim key.
+function queueMemo() {
+  try {
+    return JSON.parse(localStorage.getItem(queueKey()) || "{}");
+  } catch {
+    return {};
+  }
+}
+
+function remember(changes) {
+  localStorage.setItem(queueKey(), JSON.stringify({ ...queueMemo(), ...changes }));
+}
+
+// The admission a claim is sent with now, or null. Admitted: the one the queue gave. Used: the
+// same one while it lives if its claim made no hold (refused after it spent the turn, a seat
+// taken meanwhile), to be sent again under the same key, as the API allows (ADR 0029).
+function turn() {
+  const v = page.queue?.view;
+  if (!v) return null;
+  if (v.state === "admitted") return v.admission;
+  const memo = queueMemo();
+  if (v.state !== "used" || !memo.token || memo.held || !(memo.expires_ms > clock.now())) return null;
+  return { header: memo.header, token: memo.token, expires_ms: memo.expires_ms };
+}
+
+function enterQueue() {
+  if (page.queue) clearTimeout(page.queue.timer);
+  page.queue = { view: null, timer: null, failures: 0, note: "" };
+  return queueAsk(queueMemo().joined ? "look" : "join");
+}
+
+function queueLater(mode, ms) {
+  const q = page.queue;
+  clearTimeout(q.timer);
+  const wait = Math.min(QUEUE_MAX_MS, Math.max(QUEUE_MIN_MS, ms));
+  q.timer = setTimeout(() => queueAsk(mode), wait);
+}
+
+async function queueAsk(mode) {
+  const q = page.queue;
+  if (!q) return;
+  clearTimeout(q.timer);
+  const answer = mode === "join"
+    ? await api(`${base}/queue`, { method: "POST", body: {}, token: page.me.token })
+    : await api(`${base}/queue/me`, { token: page.me.token });
+  if (page.queue !== q) return; // the page left this queue meanwhile
+  if (answer.status === 200 || answer.status === 201) return onPlace(answer.body);
+  const code = errorCode(answer);
+  if (code === "no_waiting_room" || code === "sale_closed" || code === "event_not_found") {
+    return noRoom(); // the map says what the sale is
+  }
+  if (code === "not_in_queue") return queueAsk("join");
+  if (code === "unauthorized" || code === "token_revoked") return signOut();
+  const again = q.view ? "look" : "join";
+  if (code === "sale_not_open") {
+    queueNote("The sale is not open yet: the waiting room opens with it.", "");
+    return queueLater(again, QUEUE_NOT_OPEN_MS);
+  }
+  if (code === "queue_full") {
+    queueNote("The waiting room is full for now: trying again in a while.", "warn");
+    return queueLater("join", QUEUE_FULL_MS);
+  }
+  // Rate limited, unavailable, no network: again when told (Retry-After), else later and later.
+  q.failures += 1;
+  const backoff = QUEUE_BACKOFF_MS[Math.min(q.failures, QUEUE_BACKOFF_MS.length) - 1];
+  const wait = answer.retryAfterS !== null && answer.retryAfterS !== undefined
+    ? answer.retryAfterS * 1000 : backoff;
+  queueNote(`The waiting room did not answer (${code}): trying again shortly. Your place is kept.`,
+    "warn");
+  queueLater(again, wait * (1 + Math.random() / 4));
+}
+
+function noRoom() {
+  if (page.queue) clearTimeout(page.queue.timer);
+  page.queue = null;
+  show("queue-panel", false);
+  document.title = page.title;
+  openMap();
+}
+
+function onPlace(view) {
+  const q = page.queue;
+  q.view = view;
+  q.failures = 0;
+  q.note = "";
+  clock.update(view.server_time_ms);
+  const memo = queueMemo();
+  const a = view.admission;
+  if (a && memo.token !== a.token) { // a new turn: its own claim key, shared by the tabs
+    remember({ joined: true, token: a.token, header: a.header, expires_ms: a.expires_ms,
+      claimKey: randomKey(), held: false });
+  } else if (!memo.joined) {
+    remember({ joined: true });
+  }
+  renderQueue();
+  const hint = view.poll_after_ms;
+  switch (view.state) {
+    case "waiting":
+      closeMap();
+      queueLater("look", hint ?? 5000);
+      break;
+    case "admitted":
+      openMap();
+      // With no seat free now the API says when to look again; else once the turn ends (to say
+      // so: the page does not decide it).
+      queueLater("look", hint ?? view.admission.expires_ms - clock.now() + 1000);
+      break;
+    case "used": // the turn made its claim: the map shows its seats; a new claim needs a new turn
+      if (!page.map || turn()) openMap();
+      if (turn()) queueLater("look", turn().expires_ms - clock.now() + 1000);
+      break;
+    default: // lapsed, sold_out: no claim, no more looks
+      closeMap();
+      break;
+  }
+}
+
+// This page's claim spent the admission: the queue need not be asked.
+function queueSpent() {
+  const q = page.queue;
+  remember({ held: true });
+  clearTimeout(q.timer);
+  q.view = { ...q.view, state: "used", admission: null, poll_after_ms: null };
+  renderQueue();
+}
+
+function queueNote(text, tone) {
+  const q = page.queue;
+  q.note = text;
+  if (!q.view) {
+    show("queue-panel");
+    queueStatus(text, tone);
+  } else {
+    renderQueue();
+  }
+}
+
+// The live region speaks only when its text changes (a new position, a new state).
+function queueStatus(text, tone) {
+  const node = $("queue-status");
+  if (node.textContent !== text) node.textContent = text;
+  node.className = `message ${tone}`;
+}
+
+function roughly(seconds) {
+  if (seconds < 60) return `about ${Math.max(1, Math.round(seconds))} s`;
+  if (seconds < 3600) return `about ${Math.round(seconds / 60)} min`;
+  return `about ${(seconds / 3600).toFixed(1)} h`;
+}
+
+function renderQueue() {
+  const v = page.queue.view;
+  show("queue-panel");
+  const waiting = v.state === "waiting";
+  const drawn = waiting && v.drawn && v.position !== null;
+  let text = "";
+  let tone = "";
+  if (waiting && !drawn) text = "You are in the queue. Your place is drawn when the sale opens.";
+  else if (waiting) text = `You are number ${v.position} in line.`;
+  else if (v.state === "admitted") {
+    tone = "ok";
+    text = v.free > 0 ? "It's your turn: pick your seats now."
+      : "It's your turn, but no seat is free right now: one may come back before your turn ends.";
+  } else if (v.state === "used" && turn()) {
+    tone = "warn";
+    text = "Your claim was refused after it used your turn: you may try again until it ends.";
+  } else if (v.state === "used") text = "Your turn was used for your claim.";
+  else if (v.state === "lapsed") {
+    tone = "warn";
+    text = "Your turn ended without a claim.";
+  } else if (v.state === "sold_out") {
+    tone = "bad";
+    text = "Sold out: every seat is sold, and none can come back.";
+  }
+  queueStatus(text, tone);
+  show("queue-place", drawn);
+  $("queue-position").textContent = drawn ? String(v.position) : "";
+  show("queue-wait", drawn);
+  if (drawn) {
+    $("queue-estimate").textContent = v.estimate_s !== null ? roughly(v.estimate_s)
+      : v.free === 0 ? "None: no seat is free now" : "Not known yet";
+  }
+  const figures = [];
+  if (waiting && !drawn) figures.push(`${v.entries} in the queue so far.`);
+  if (drawn) {
+    figures.push(`${v.admitted} admitted so far, ${v.admission_rate_per_s.toFixed(1)} a second lately.`);
+    if (v.free === 0) figures.push("Seats held by others may come back if they are not paid for.");
+  }
+  if (v.state !== "sold_out") {
+    figures.push(`Seats: ${v.free} free, ${v.held} held, ${v.blocked} awaiting a payment.`);
+  }
+  if (page.queue.note) figures.unshift(page.queue.note);
+  $("queue-detail").textContent = figures.join(" ");
+  const again = (v.state === "used" && !turn()) || v.state === "lapsed";
+  show("queue-again", again);
+  show("queue-rules", waiting);
+  document.title = v.state === "admitted" ? `Your turn · ${page.title}` : page.title;
+  renderQueueClock();
+}
+
+function renderQueueClock() {
+  const v = page.queue && page.queue.view;
+  if (!v) return;
+  const now = clock.now();
+  let label = "";
+  let text = "";
+  if (v.state === "waiting" && !v.drawn) {
+    label = "Sale opens in";
+    text = now < v.opens_at_ms ? duration(v.opens_at_ms - now) : "Opening: drawing the places…";
+  } else if (turn()) {
+    label = "Your turn ends in";
+    const left = turn().expires_ms - now;
+    text = left > 0 ? duration(left) : "Ended: checking with the server…";
+  }
+  show("queue-timer", Boolean(label));
+  $("queue-clock-label").textContent = label;
+  $("queue-clock").textContent = text;
+}
+
+// --- the map ------------------------------------------------------------------------------
+
+function closeMap() {
+  show("map-panel", false);
+  show("sale-panel", false);
+  page.live?.stop();
+}
+
+async function openMap() {
+  if (page.live) {
+    show("map-panel");
+    if (page.live.stopped) page.live.start();
+    return;
+  }
+  if (page.mapOpening) return;
+  page.mapOpening = true;
   const layout = await api(`${base}/seatmap`);
+  page.mapOpening = false;
   if (layout.status !== 200) {
     const code = errorCode(layout);
     const words = { event_not_found: "There is no such event.",
@@ -342,10 +615,22 @@ async function start() {
     onMode: (mode) => { $("feed-mode").textContent = mode === "live" ? "Live" : "Updated every 2 s"; },
   });
   page.live.start();
+  if (page.hold && page.hold.expires_ms) renderHold(); // its seats, drawn as the buyer's own
+}
+
+// --- start ----------------------------------------------------------------------------
+
+function start() {
+  $("who").textContent = `Signed in as ${page.me.login}`;
+  show("sign-out");
   $("hold-picked").addEventListener("click", () => claim({ seat_ids: [...page.picked] }));
   $("hold-best").addEventListener("click", () => claim({ quantity: Number($("best-n").value) }));
   $("pay").addEventListener("click", pay);
   $("release").addEventListener("click", release);
+  $("queue-rejoin").addEventListener("click", () => {
+    page.queue.view = null; // a new place: the old one's figures no longer hold
+    queueAsk("join");
+  });
   window.addEventListener("storage", (ev) => {
     if (ev.key === holdKey() && ev.newValue && ev.newValue !== page.hold?.hold_id) {
       follow(ev.newValue, "from another tab");
@@ -354,6 +639,15 @@ async function start() {
   const current = localStorage.getItem(holdKey());
   if (current) follow(current, "");
   setInterval(tick, 250);
+  startQueueOrMap();
+}
+
+// The event's public view says whether it has a waiting room: without one the map opens at
+// once (no queue request, so no 404 in the console); with one the queue's answers decide when.
+async function startQueueOrMap() {
+  const event = await api(base);
+  if (event.status === 200 && event.body.waiting_room === false) return noRoom();
+  return enterQueue(); // a room, or no answer: the queue itself says (404 no_waiting_room)
 }
 
 function main() {

@@ -15,9 +15,11 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-// One call to the API: {status, body, etag}. A network failure is status 0, never a throw.
-export async function api(path, { method = "GET", body, token, key, etag } = {}) {
-  const headers = { Accept: "application/json" };
+// One call to the API: {status, body, etag, retryAfterS}. A network failure is status 0, never a
+// throw. `headers`: more request headers (a waiting room's admission, say); `retryAfterS` is the
+// answer's Retry-After in seconds (429, 503), or null.
+export async function api(path, { method = "GET", body, token, key, etag, headers: more } = {}) {
+  const headers = { Accept: "application/json", ...more };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (token) headers.Authorization = `Bearer ${token}`;
   if (key) headers["Idempotency-Key"] = key;
@@ -29,7 +31,9 @@ export async function api(path, { method = "GET", body, token, key, etag } = {})
     });
     const type = r.headers.get("content-type") || "";
     const parsed = type.includes("json") ? await r.json() : await r.text();
-    return { status: r.status, body: parsed, etag: r.headers.get("etag") };
+    const retry = Number.parseInt(r.headers.get("retry-after") || "", 10);
+    return { status: r.status, body: parsed, etag: r.headers.get("etag"),
+      retryAfterS: Number.isFinite(retry) && retry >= 0 ? retry : null };
   } catch (err) {
     return { status: 0, body: { error: { code: "network", message: String(err) } } };
   }

@@ -1,7 +1,8 @@
 """`make screenshots`: the buyer's page and the ops dashboard as a person sees them, from the
 whole stack in headless Chromium, written to docs/screenshots/ (buyer.png, buyer-phone.png,
-dashboard.png). A sale in motion: seats sold, held and blocked by a payment in flight, one sold
-seat whose money the provider gave back on its own (the dashboard's planted exception).
+dashboard.png, buyer-waiting.png). A sale in motion: seats sold, held and blocked by a payment in
+flight, one sold seat whose money the provider gave back on its own (the dashboard's planted
+exception); and a second sale behind a waiting room, just opened, with a line ahead of the buyer.
 
     python -m tests.browser.screenshots docs/screenshots"""
 
@@ -9,12 +10,15 @@ import math
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
 from playwright.sync_api import Page, expect, sync_playwright
 
+from loadtest.buyer import bearer
 from tests.browser.conftest import CHROMIUM, PHONE, install_chromium, seat
 from tests.integration.conftest import (
     ADMIN,
@@ -27,6 +31,7 @@ from tests.integration.conftest import (
 )
 
 EVENT = "spring-gala"
+QUEUED = "summer-gala"  # the sale behind a waiting room
 
 
 def venue() -> list[dict[str, Any]]:
@@ -85,6 +90,44 @@ def buyer_page(page: Page, stack: Stack, name: str, held: tuple[str, str], picke
     time.sleep(1.2)  # the countdown has ticked
 
 
+def polite(send: Callable[[], httpx.Response]) -> httpx.Response:
+    """A request sent again after its Retry-After while the API's per-address limit refuses it
+    (every request here comes from one address)."""
+    while (answer := send()).status_code == 429:
+        time.sleep(int(answer.headers.get("Retry-After", "1")))
+    return answer
+
+
+def a_waiting_room(stack: Stack, ahead: int = 9) -> None:
+    """The second sale: a waiting room admitting one buyer a second, `ahead` buyers in line
+    since before its T0, which has just passed (none of them looks again: only the page's looks
+    admit anyone)."""
+    stack.local.create_event(QUEUED, venue(), opens_at_ms=None, price_minor=4500)
+    admin = stack.admin_headers()
+    with stack.client() as c:
+        room = f"/v1/admin/events/{QUEUED}/waiting-room"
+        assert polite(lambda: c.put(room, json={"admit_per_s": 1}, headers=admin)).is_success
+        t0_ms = int(time.time() * 1000) + 3000
+        opening = f"/v1/admin/events/{QUEUED}/open"
+        assert polite(
+            lambda: c.post(opening, json={"opens_at_ms": t0_ms}, headers=admin)
+        ).is_success
+        for n in range(ahead):
+            login = polite(partial(c.post, "/v1/login", json={"login": f"early{n}"}))
+            auth = bearer(login.json()["token"])
+            assert polite(partial(c.post, f"/v1/events/{QUEUED}/queue", headers=auth)).is_success
+    time.sleep(max(0.0, t0_ms / 1000 - time.time()) + 0.3)
+
+
+def waiting_page(page: Page, stack: Stack) -> None:
+    """A buyer who arrives after T0: at the end of the line, with its position and estimate."""
+    page.goto(f"{stack.api}/ui/buyer.html?event={QUEUED}")
+    page.fill("#login-name", "carol")
+    page.click("#login-form button")
+    expect(page.locator("#queue-position")).to_be_visible()
+    expect(page.locator("#queue-estimate")).not_to_have_text("Not known yet")
+
+
 def dashboard(page: Page, stack: Stack) -> None:
     page.goto(f"{stack.api}/ui/dashboard.html?event={EVENT}")
     page.fill("#token", ADMIN)
@@ -111,6 +154,9 @@ def main(argv: list[str]) -> int:
             small.screenshot(path=str(out / "buyer-phone.png"), full_page=True)
             dashboard(ops := desk.new_page(), stack)
             ops.screenshot(path=str(out / "dashboard.png"), full_page=True)
+            a_waiting_room(stack)
+            waiting_page(queue := desk.new_page(), stack)
+            queue.screenshot(path=str(out / "buyer-waiting.png"), full_page=True)
             browser.close()
     print(f"screenshots written to {out}/")
     return 0

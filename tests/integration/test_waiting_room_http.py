@@ -185,8 +185,11 @@ def test_refusals_of_the_queue_and_an_event_without_a_room(stack: Stack) -> None
         started = c.put(
             f"/v1/admin/events/{plain}/waiting-room", json={}, headers=stack.admin_headers()
         )
+        # The public view says which has a room (the buyer's page opens the map or the queue).
+        views = [c.get(f"/v1/events/{e}").json()["waiting_room"] for e in (plain, event_id)]
     assert (bad.status_code, unknown.status_code) == (400, 400)
     assert started.json()["error"]["code"] == "sale_started"
+    assert views == [False, True]
 
 
 def test_the_waiting_burst_tool_runs_both_bursts(tmp_path: Any) -> None:
