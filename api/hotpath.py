@@ -20,14 +20,21 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 Handler = Callable[[Request], Awaitable[Response]]
+Next = Callable[[Scope, Receive, Send], Awaitable[None]]
+Lane = Callable[[Scope, Receive, Send, Next], Awaitable[None]]
 
 
 class HotRoute:
-    def __init__(self, app: ASGIApp, method: str, path: str, handler: Handler) -> None:
-        """`path` uses Starlette's `{name}` syntax; each parameter matches one path segment."""
+    def __init__(
+        self, app: ASGIApp, method: str, path: str, handler: Handler, lane: Lane | None = None
+    ) -> None:
+        """`path` uses Starlette's `{name}` syntax; each parameter matches one path segment.
+        `lane`: given the raw ASGI call and the way to the handler, it answers itself or sends
+        the request on (api/refusal_lane.py)."""
         self.app = app
         self.method = method
         self.handler = handler
+        self.lane = lane
         parts = re.split(r"\{(\w+)\}", path)  # literal, name, literal, name, ...
         self.pattern = re.compile(
             "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>[^/]+)" for i, p in enumerate(parts))
@@ -42,7 +49,13 @@ class HotRoute:
             if m is not None:
                 scope["app"] = self.app  # what Starlette sets: request.app.state works
                 scope["path_params"] = m.groupdict()
-                response = await self.handler(Request(scope, receive))
-                await response(scope, receive, send)
+                if self.lane is not None:
+                    await self.lane(scope, receive, send, self.handle)
+                else:
+                    await self.handle(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.handler(Request(scope, receive))
+        await response(scope, receive, send)

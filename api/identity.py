@@ -89,6 +89,14 @@ class DemoTokens:
             data["e"] = event_id
         return str(self.signer.dumps(data))
 
+    def peek_login(self, token: str) -> str | None:
+        """The login the token names, its signature NOT checked (api/refusal_lane.py only)."""
+        try:
+            data: Any = self.signer.load_payload(token.rsplit(".", 2)[0].encode())
+            return str(data["l"])
+        except Exception:  # anything unreadable: the normal path answers it
+            return None
+
     def verify(self, token: str) -> Caller:
         try:
             data: Any
@@ -175,6 +183,14 @@ class JwtTokens:
     def __init__(self, settings: JwtSettings, jwks: Jwks) -> None:
         self.settings = settings
         self.jwks = jwks
+
+    def peek_login(self, token: str) -> str | None:
+        """The token's subject, its signature NOT checked (api/refusal_lane.py only)."""
+        try:
+            claims = jwt.decode(token, options={"verify_signature": False})
+            return str(claims["sub"])
+        except Exception:  # anything unreadable: the normal path answers it
+            return None
 
     def verify(self, token: str) -> Caller:
         try:
@@ -276,6 +292,13 @@ class Identity:
             self._known.clear()
         self._known[token] = caller
         return caller
+
+    def peek_login(self, token: str) -> str | None:
+        """The login a buyer token names, unverified: only to recognise a retried claim that
+        may be answered without proof of identity (a sold-out refusal, api/refusal_lane.py)."""
+        verifier = self.demo or self.jwt
+        assert verifier is not None
+        return verifier.peek_login(token)
 
     def caller(self, request: Request, event_id: str | None = None) -> Caller:
         caller = self._verify(bearer_token(request))

@@ -181,7 +181,9 @@ BUYER_PATHS: dict[str, Any] = {
             "previous hold, released by this claim (another tab's). 429 rate_limited (with "
             "Retry-After) past the login's claim rate; 409 limit_exceeded past the units a "
             "login may hold and buy. What the event sells is the claim's to match: seats of a "
-            "stock event, or lines of a seat event, are 400 wrong_event_kind.",
+            "stock event, or lines of a seat event, are 400 wrong_event_kind. Once an event is "
+            "known sold out, a claim that is not the retry of a hold is answered 409 sold_out "
+            "before its token or body is checked (ADR 0012).",
             parameters=[path("event_id"), IDEMPOTENCY_KEY],
             body=json_body("ClaimRequest", required=False),
         )

@@ -141,6 +141,7 @@ class ApiSettings:
     confirm_after: str = "ledger"
     durable_wait_ms: int = 2_000  # a callback waits this long for its sale to be durable
     access_log: bool = True  # one line per request (api/logs.py)
+    gc_gen0: int = 50_000  # young-garbage collection every n allocations (0: Python's 700)
 
     @property
     def webhook_secrets(self) -> tuple[str, ...]:
@@ -190,4 +191,5 @@ class ApiSettings:
             confirm_after=_choice(env, "ONSALE_CONFIRM_AFTER", ("ledger", "redis")),
             durable_wait_ms=int_setting(env, "ONSALE_DURABLE_WAIT_MS", cls.durable_wait_ms),
             access_log=_bool(env, "ONSALE_ACCESS_LOG", cls.access_log),
+            gc_gen0=int_setting(env, "ONSALE_GC_GEN0", cls.gc_gen0, minimum=0),
         )

@@ -95,6 +95,7 @@ class Settings:
     redis_autopipeline: bool = True  # script calls of one event-loop tick share a round trip
     sold_out_memory: bool = True  # API: answer sold_out from memory once Redis said so
     sold_out_memory_ms: int = 250  # ... for at most this long without a fresh SOLD_OUT
+    claim_window: int = 1024  # API: claims of one event in flight per process (0: no gate)
     sweep_interval_ms: int = 200  # pause between sweeps when nothing was due
     sweep_batch_max: int = 200  # holds examined per script call
     sweep_rounds_max: int = 50  # script calls per event per sweep (bounds one pass)
@@ -137,6 +138,7 @@ class Settings:
             sold_out_memory_ms=int_setting(
                 env, "ONSALE_SOLD_OUT_MEMORY_MS", cls.sold_out_memory_ms
             ),
+            claim_window=int_setting(env, "ONSALE_CLAIM_WINDOW", cls.claim_window, minimum=0),
             sweep_interval_ms=int_setting(env, "ONSALE_SWEEP_INTERVAL_MS", cls.sweep_interval_ms),
             sweep_batch_max=int_setting(env, "ONSALE_SWEEP_BATCH_MAX", cls.sweep_batch_max),
             sweep_rounds_max=int_setting(env, "ONSALE_SWEEP_ROUNDS_MAX", cls.sweep_rounds_max),

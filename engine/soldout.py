@@ -32,7 +32,21 @@ script call costs as much as a sale. ADR 0012 records the rules; in short:
   never repeats a count of its earlier life and cannot renew a memory of it.
 
 What the shortcut answers differently from the script: a claim for a specific seat is told
-sold_out rather than seat_taken or unknown_seat."""
+sold_out rather than seat_taken or unknown_seat.
+
+The gate in front of it: at T0 every claim of the burst reaches this process before the first
+reply comes back, so without more the memory would answer none of them. `admit` lets a limited
+number of claims of one event be in flight to Redis from this process: START at first, one
+more per claim that won, up to `window` (the pipeline's own capacity, `max_batch` x
+`max_inflight`), so a sale that sells opens up within a few round trips while a sold-out one is
+found out with few claims; the others wait their turn, in order. While a SOLD_OUT reply is
+being turned into a memory (the subscription confirmed, the snapshot read), no waiting claim of
+that event is let through; then each is answered from the memory, or, if none was entered (a
+seat came back meanwhile, the read failed), goes on to Redis. A wait is bounded by the caller's
+`wait_s` (StoreUnavailable after it). Nothing is answered that the memory alone would not
+answer: the gate only changes when a claim asks. The API waits at the gate before it checks
+the claim's token (api/refusal_lane.py), so a claim answered from memory costs little more
+than a trivial request."""
 
 import asyncio
 import contextlib
@@ -45,7 +59,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from engine import keys
+from engine import errors, keys
+from engine.claim_gate import GROW, START, Gate, wake
 from engine.cluster import is_cluster
 from engine.loops import repeat
 
@@ -72,6 +87,7 @@ class SoldOutStats:
     dropped: int = 0  # restock messages that dropped a memory
     subscriptions: int = 0  # channel subscriptions confirmed (a repeat forgets that event)
     unsubscribed: int = 0  # channels lost (slot moved, connection) or dropped when unused
+    held: int = 0  # claims that waited at the gate
 
 
 class SoldOutMemory:
@@ -82,11 +98,14 @@ class SoldOutMemory:
         *,
         ttl_s: float = 0.25,
         snapshot_max: int = 50_000,  # a safety bound; the trimmer keeps holds under it
+        window: int = 1024,  # claims of one event in flight from this process (the gate)
     ) -> None:
         self.client = client
         self.prefix = prefix
         self.ttl_s = ttl_s
         self.snapshot_max = snapshot_max
+        self.window = window
+        self._gates: dict[str, Gate] = {}
         self.listening = False  # True while the listener's connection is up
         self.stats = SoldOutStats()
         self._events: dict[str, _Memory] = {}
@@ -115,6 +134,66 @@ class SoldOutMemory:
         self.stats.answered += 1
         return True
 
+    def remembers(self, event_id: str) -> bool:
+        """The event is remembered sold out now (a claim may still be a retry: `refuses`)."""
+        m = self._events.get(event_id)
+        return self.listening and m is not None and time.monotonic() < m.until
+
+    async def admit(self, event_id: str, hold_id: str, wait_s: float, held: bool = False) -> bool:
+        """True: answer this claim sold_out from memory. False: the claim goes to Redis and
+        holds one of the event's places in flight until `release(event_id)`. `held`: it
+        already holds one (taken in api/refusal_lane.py, where it was asked this already)."""
+        if held:
+            return False
+        loop = asyncio.get_running_loop()
+        deadline, woken = loop.time() + wait_s, False
+        while True:
+            gate = self._gates.get(event_id)  # again after a wait: pruned meanwhile?
+            if gate is None:
+                gate = self._gates[event_id] = Gate(min(START, self.window))
+            if self.refuses(event_id, hold_id):
+                if woken:
+                    wake(gate, 1)  # answered without a place: the next one asks too
+                return True
+            free = gate.inflight < gate.limit and event_id not in self._entering
+            if free and (woken or not gate.waiting):  # a newcomer queues behind those waiting
+                gate.inflight += 1
+                return False
+            self.stats.held += 1
+            turn: asyncio.Future[None] = loop.create_future()
+            gate.waiting.append(turn)
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await turn
+            except BaseException as exc:
+                if turn.done() and not turn.cancelled():
+                    wake(gate, 1)  # woken, but leaving: the turn passes to the next
+                if isinstance(exc, TimeoutError):
+                    raise errors.StoreUnavailable(f"claim on {event_id}: waited too long") from None
+                raise
+            woken = True
+
+    def release(self, event_id: str, reply: list[Any] | None = None) -> None:
+        """A claim let through by `admit` was answered (`reply`: the script's) or failed: the
+        next may go; a claim that won lets one more in flight (two once the window grew)."""
+        gate = self._gates[event_id]
+        gate.inflight -= 1
+        won = reply is not None and reply[:1] in (["OK"], ["REPLAY"])
+        grow = min(GROW, self.window - gate.limit) if won else 0
+        gate.limit += grow
+        if event_id not in self._entering:
+            wake(gate, 1 + grow)
+
+    def _entered(self, event_id: str) -> None:
+        """The memory of the event was entered, or not: every waiting claim asks again."""
+        self._entering.pop(event_id, None)
+        self._wake_all(event_id)
+
+    def _wake_all(self, event_id: str) -> None:
+        gate = self._gates.get(event_id)
+        if gate is not None:
+            wake(gate, len(gate.waiting))
+
     def sold_out(self, event_id: str, restocks: int, sent_at: float) -> None:
         """Redis said SOLD_OUT (with its restocks count) to a call sent at `sent_at`
         (time.monotonic()): remember it, at most one read at a time per event. Called on the
@@ -132,10 +211,11 @@ class SoldOutMemory:
             # never repeats across a rebuild of the event): renew it.
             self._events[event_id] = _Memory(restocks, now + self.ttl_s, m.holds, m.since)
             self.stats.entered += 1
+            self._wake_all(event_id)  # those still waiting are answered from it
             return
         task = asyncio.get_running_loop().create_task(self._enter(event_id, restocks))
         self._entering[event_id] = task
-        task.add_done_callback(lambda _t: self._entering.pop(event_id, None))
+        task.add_done_callback(lambda _t: self._entered(event_id))
 
     def _heard(self, event_id: str) -> int:
         latest = self._latest.get(event_id)
@@ -152,6 +232,8 @@ class SoldOutMemory:
             del self._events[event_id]
         for event_id in [e for e, (_n, at) in self._latest.items() if at < old]:
             del self._latest[event_id]
+        for event_id in [e for e, g in self._gates.items() if not g.inflight and not g.waiting]:
+            del self._gates[event_id]  # idle: a claim in flight keeps its gate
 
     async def _enter(self, event_id: str, restocks: int) -> None:
         """Once the event's channel is confirmed: read its holds and its restocks count in

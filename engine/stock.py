@@ -40,6 +40,14 @@ class StockLine:
         return f"{self.sku}*{self.quantity}{at}"
 
 
+def claim_want(seat_id: str | None, seats: Sequence[str], quantity: int,
+               lines: Sequence[StockLine]) -> str:  # fmt: skip
+    """What hold_claim is asked for (its ARGV[3]): stock lines, seats, a party, or the best."""
+    if lines:
+        return "+" + ",".join(line.asked for line in lines)
+    return ",".join(seats) or seat_id or (f"#{quantity}" if quantity > 1 else "")
+
+
 @dataclass(frozen=True, slots=True)
 class SkuSpec:
     sku: str

@@ -54,7 +54,7 @@ from engine.states import (
     LatePolicy,
     ReversalPolicy,
 )
-from engine.stock import Stock, StockLine
+from engine.stock import Stock, StockLine, claim_want
 
 KEYS_CACHE_MAX = 10_000  # events whose key names are kept built
 SEATS_CHUNK_MAX = 500  # seats per event_seats_add call (<= 1000): a few ms, buyers go between
@@ -200,22 +200,23 @@ class Store:
         seats: Sequence[str] = (),
         quantity: int = 1,
         lines: Sequence[StockLine] = (),
+        admitted: bool = False,  # already holds a place at the gate (api/refusal_lane.py)
     ) -> Claimed:
         """Claim `seat_id` (or all of `seats`), or else the `quantity` best free seats (adjacent
         when a block is free), or the stock `lines` of a stock event (all or nothing, ADR 0022).
-        `hold_id` is the idempotency key (with an idempotency window, the hold id is made from
-        it)."""
+        `hold_id` is the idempotency key (a window's hold id is made from it)."""
         if not keys.valid_id(hold_id) or not login:
             raise ValueError("hold_id and login are required")
-        memory = self.sold_out
-        if memory is not None and memory.refuses(event_id, hold_id):
+        memory = self.sold_out  # and its gate: at most a window of claims in flight per event
+        if memory is not None and await memory.admit(event_id, hold_id, self.timeout_s, admitted):
             raise errors.SoldOut(f"claim {hold_id}: SOLD_OUT (remembered)", reply=[])
-        sent_at = time.monotonic()
-        if lines:
-            want = "+" + ",".join(line.asked for line in lines)
-        else:
-            want = ",".join(seats) or seat_id or (f"#{quantity}" if quantity > 1 else "")
-        reply = await self._run("hold_claim", event_id, [hold_id, login, want, *self._claim_limits])
+        sent_at, want = time.monotonic(), claim_want(seat_id, seats, quantity, lines)
+        args, reply = [hold_id, login, want, *self._claim_limits], []
+        try:
+            reply = await self._run("hold_claim", event_id, args)
+        finally:
+            if memory is not None:
+                memory.release(event_id, reply)  # an OK widens the event's window
         code = ClaimCode(reply[0])
         if code == ClaimCode.SOLD_OUT and memory is not None:
             memory.sold_out(event_id, int(reply[1]), sent_at)

@@ -2,7 +2,8 @@
 released together at T0 against one event, every answer and latency recorded.
 
     python -m loadtest.burst [--target engine|pg] [--clients 10000] [--seats 80] [--workers 2]
-                             [--parties SHARE] [--json out.json]
+                             [--redis-aof always|everysec|no|shared] [--parties SHARE]
+                             [--json out.json]
 
 --target engine (the default) starts the stack (API with --workers uvicorn workers, simulator,
 worker) on spare ports and creates the event through the admin API. --target pg creates a
@@ -11,8 +12,12 @@ the PostgreSQL baseline (loadtest/pg_baseline.py) and serves it with --workers u
 configured as `onsale serve`. Then the same burst on either: one connection per client (a GET
 /healthz each, kept alive), wait for every connection, release all clients at once, each sends
 one best-available claim (with --parties, that share of clients asks for a party of 2 to 6
-seats instead). After the run, loadtest/invariants.py checks the target's own state
-(the engine's audit, or the baseline's) and the answers."""
+seats instead). Before the claims, the same clients send one GET /healthz each, all at once:
+the trivial burst, on the same server in the same run, that the claim burst is compared with.
+The engine runs on a private Redis with AOF `appendfsync always` by default (the production
+setting; the baseline's PostgreSQL syncs every commit): --redis-aof picks another policy or the
+shared server. After the run, loadtest/invariants.py checks the target's own state (the
+engine's audit, or the baseline's) and the answers."""
 
 import argparse
 import asyncio
@@ -20,7 +25,6 @@ import contextlib
 import os
 import random
 import resource
-import statistics
 import tempfile
 import time
 import uuid
@@ -28,28 +32,35 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
+import httpx
 import orjson
 import redis.asyncio as redis_asyncio
 import uvloop
 from rich.console import Console
 from rich.progress import Progress
-from rich.table import Table
 
 from api.identity import DemoTokens
 from engine.store import Store
 from loadtest import pg_baseline
 from loadtest.burst_client import BurstClient, claim_request
+from loadtest.burst_report import ENGINE_COUNTERS, burst_result, print_report
 from loadtest.invariants import Verdict, check_burst, check_burst_pg
+from loadtest.persistence_cost import private_server
 from loadtest.stack import LocalStack
 from persistence import database
 
 EVENT_ID = "burst"
 HOLD_TTL_MS = 600_000  # by default no hold ends during a run
 PG_SERVER_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+SHARED_REDIS = "redis://127.0.0.1:6379/0"
+AOF_FLAGS = {
+    "no": ["--appendonly", "no"],
+    "everysec": ["--appendonly", "yes", "--appendfsync", "everysec"],
+    "always": ["--appendonly", "yes", "--appendfsync", "always"],
+}
 
 
 @dataclass(frozen=True)
@@ -60,11 +71,24 @@ class Target:
     token_secret: str
     check: Callable[[Counter[str]], Awaitable[Verdict]]
     ledger: Callable[[int], Awaitable[dict[str, float]]] | None = None
+    admin_token: str = ""  # the engine's: its /metrics tell what reached Redis
 
 
 @contextlib.asynccontextmanager
 async def engine_target(args: argparse.Namespace) -> AsyncIterator[Target]:
-    redis_url = os.environ.get("ONSALE_REDIS_URL", "redis://127.0.0.1:6379/0")
+    if args.redis_aof == "shared":
+        async with engine_on(args, os.environ.get("ONSALE_REDIS_URL", SHARED_REDIS)) as target:
+            yield target
+        return
+    # A private Redis with the persistence asked for: "always" is the production setting
+    # (docs/deploy.md), the one that compares fairly with PostgreSQL's synchronous commit.
+    with private_server(AOF_FLAGS[args.redis_aof]) as port:
+        async with engine_on(args, f"redis://127.0.0.1:{port}/0") as target:
+            yield target
+
+
+@contextlib.asynccontextmanager
+async def engine_on(args: argparse.Namespace, redis_url: str) -> AsyncIterator[Target]:
     prefix = f"onsale:bench:{uuid.uuid4().hex[:8]}"
     server_dsn = os.environ.get("ONSALE_PG_DSN", PG_SERVER_DSN)
     ledger_db = f"onsale_bench_ledger_{uuid.uuid4().hex[:8]}" if args.ledger else ""
@@ -91,7 +115,13 @@ async def engine_target(args: argparse.Namespace) -> AsyncIterator[Target]:
         async def ledger(expected: int) -> dict[str, float]:
             return await ledger_stats(stack.ledger_dsn, expected)
 
-        yield Target(stack.api_url, stack.token_secret, check, ledger if ledger_db else None)
+        yield Target(
+            stack.api_url,
+            stack.token_secret,
+            check,
+            ledger if ledger_db else None,
+            stack.admin_token,
+        )
     finally:
         await asyncio.to_thread(stack.stop)
         if ledger_db:
@@ -181,11 +211,13 @@ async def release_burst(
     console: Console,
     timeout_s: float = 60.0,
     sizes: list[int] | None = None,
+    trivial: list[float] | None = None,
 ) -> tuple[list[BurstClient], float]:
     """Open one connection per client (each answers one GET /healthz, so the server has
     accepted it), then write every client's claim in one pass and wait for all answers.
-    `sizes`: each client's party size (None: one seat each). Returns the clients (answers and
-    timings) and the release instant (time.monotonic())."""
+    `sizes`: each client's party size (None: one seat each). `trivial`: when given, first the
+    same burst of GET /healthz on the same connections, its every-answered time appended (ms).
+    Returns the clients (answers and timings) and the release instant (time.monotonic())."""
     tokens = DemoTokens(target.token_secret, ttl_s=3_600)
     url = urlsplit(target.api_url)
     host, port = url.hostname or "127.0.0.1", url.port or 80
@@ -213,6 +245,9 @@ async def release_burst(
             for n in range(clients_n)
         ]
         await asyncio.sleep(0.2)  # let the servers settle after the connection storm
+        if trivial is not None:  # the same burst of a trivial request first, on the same server
+            trivial.append(await trivial_burst(clients, health, timeout_s))
+            await asyncio.sleep(0.2)
         t0 = time.monotonic()
         # Every claim is written in this one synchronous pass; the answers are awaited after.
         sent = [c.send(raw) for c, raw in zip(clients, requests, strict=True)]
@@ -225,12 +260,39 @@ async def release_burst(
             c.close()
 
 
+async def engine_counters(target: Target) -> dict[str, float]:
+    """What the engine's processes counted during the run (their /metrics, summed)."""
+    headers = {"Authorization": f"Bearer {target.admin_token}"}
+    async with httpx.AsyncClient(base_url=target.api_url, timeout=10) as client:
+        text = (await client.get("/metrics", headers=headers)).text
+    found = dict.fromkeys(ENGINE_COUNTERS, 0.0)
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in found:
+            found[name] += float(value)
+    return found
+
+
+async def trivial_burst(clients: list[BurstClient], raw: bytes, timeout_s: float) -> float:
+    """Every client sends the trivial request at once: ms until the last answer."""
+    t0 = time.monotonic()
+    sent = [c.send(raw) for c in clients]
+    await asyncio.gather(*(c.answer_of(f, timeout_s) for c, f in zip(clients, sent, strict=True)))
+    bad = Counter(c.answer for c in clients if c.answer != "200")
+    assert not bad, f"the trivial burst was not all 200: {dict(bad)}"
+    return (max(c.done for c in clients) - t0) * 1000
+
+
 async def run(args: argparse.Namespace, console: Console) -> int:
     async with TARGETS[args.target](args) as target:
         sizes = party_sizes(args.clients, args.parties)
-        clients, t0 = await release_burst(target, args.clients, console, sizes=sizes)
+        trivial: list[float] = []
+        clients, t0 = await release_burst(
+            target, args.clients, console, sizes=sizes, trivial=trivial
+        )
         answers = Counter(c.answer for c in clients)
         verdict = await target.check(answers)
+        counted = await engine_counters(target) if target.admin_token else None
         ledger = None
         if target.ledger is not None:
             with console.status("waiting for every hold to expire and reach the ledger"):
@@ -243,76 +305,15 @@ async def run(args: argparse.Namespace, console: Console) -> int:
                 )
             )
     result = burst_result(args, clients, t0, verdict, ledger)
+    result["engine"] = counted
+    result["trivial_all_answered_ms"] = trivial[0]
+    result["vs_trivial"] = result["all_answered_ms"] / max(trivial[0], 1e-9)
     print_report(console, args, result, verdict)
     if args.json:
         await asyncio.to_thread(
             Path(args.json).write_bytes, orjson.dumps(result, option=orjson.OPT_INDENT_2)
         )
     return 0 if verdict.ok else 1
-
-
-def burst_result(
-    args: argparse.Namespace,
-    clients: list[BurstClient],
-    t0: float,
-    verdict: Verdict,
-    ledger: dict[str, float] | None,
-) -> dict[str, Any]:
-    """The run as --json writes it: answers, timings from the release instant `t0`, checks."""
-    latencies = sorted((c.done - c.sent) * 1000 for c in clients)
-    won = [c.done for c in clients if c.answer == "201"]
-    return {
-        "target": args.target,
-        "clients": args.clients,
-        "seats": args.seats,
-        "api_workers": args.workers,
-        "parties": args.parties,
-        "answers": dict(Counter(c.answer for c in clients)),
-        "last_seat_ms": (max(won) - t0) * 1000 if won else None,
-        "all_answered_ms": (max(c.done for c in clients) - t0) * 1000,
-        "last_sent_ms": (max(c.sent for c in clients) - t0) * 1000,
-        "latency_ms": {
-            "p50": statistics.median(latencies),
-            "p99": latencies[int(len(latencies) * 0.99) - 1],
-            "max": latencies[-1],
-        },
-        "invariants_ok": verdict.ok,
-        "ledger": ledger,
-        "checks": [{"check": n, "ok": ok, "detail": d} for n, ok, d in verdict.checks],
-    }
-
-
-def print_report(
-    console: Console, args: argparse.Namespace, result: dict[str, Any], verdict: Verdict
-) -> None:
-    t = Table(
-        title=f"T0 burst on {args.target}: {args.clients:,} clients, one connection each, "
-        f"{args.seats} seats, {args.workers} API worker(s)"
-        + (f", {args.parties:.0%} of clients parties of 2-6" if args.parties else "")
-    )
-    t.add_column("measure")
-    t.add_column("value", justify="right")
-    for k, n in sorted(result["answers"].items()):
-        t.add_row(f"answer {k}", f"{n:,}")
-    t.add_row("last seat held (ms after release)", f"{result['last_seat_ms'] or 0:.0f}")
-    t.add_row("last request sent (ms after release)", f"{result['last_sent_ms']:.0f}")
-    t.add_row("every client answered (ms after release)", f"{result['all_answered_ms']:.0f}")
-    lat = result["latency_ms"]
-    t.add_row(
-        "latency p50 / p99 / max (ms)", f"{lat['p50']:.0f} / {lat['p99']:.0f} / {lat['max']:.0f}"
-    )
-    ledger = result["ledger"]
-    if ledger:
-        t.add_row(
-            "ledger: EXPIRED rows written / rows per s",
-            f"{ledger['expired_rows']:,.0f} / {ledger['rows_per_s']:,.0f}",
-        )
-        t.add_row(
-            "ledger: write-behind lag p50 / p99 / max (ms)",
-            f"{ledger['lag_p50_ms']:.0f} / {ledger['lag_p99_ms']:.0f} / {ledger['lag_max_ms']:.0f}",
-        )
-    console.print(t)
-    console.print(verdict.table("After the run"))
 
 
 def positive(raw: str) -> int:
@@ -353,6 +354,14 @@ def main(argv: list[str] | None = None) -> int:
         "(set --hold-ttl-ms short) and the ledger's rows/s and lag are measured",
     )
     ap.add_argument("--hold-ttl-ms", type=positive, default=HOLD_TTL_MS)
+    ap.add_argument(
+        "--redis-aof",
+        choices=("always", "everysec", "no", "shared"),
+        default="always",
+        help="engine: a private Redis with this AOF fsync policy (always: the production "
+        "setting, what compares fairly with PostgreSQL's synchronous commit), or the shared "
+        "server of ONSALE_REDIS_URL as it is",
+    )
     ap.add_argument(
         "--parties",
         type=float,

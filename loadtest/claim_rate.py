@@ -24,34 +24,55 @@ from rich.console import Console
 from rich.table import Table
 
 from api.identity import DemoTokens
+from loadtest.burst import AOF_FLAGS, SHARED_REDIS
+from loadtest.burst_report import durability
+from loadtest.persistence_cost import private_server
 from loadtest.stack import LocalStack
 
 PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
 
+# Each wrk thread reads the tokens file and takes every THREADS-th line from its own offset,
+# so no two requests of a run share a login when the file has a line per claim.
 WRK_CLAIM = """
-local tokens = {%s}
-local n = 0
-init = function(args) end
+local threads, made = %d, 0
+setup = function(thread)
+  thread:set("tid", made)
+  made = made + 1
+end
+local tokens, n = {}, 0
+init = function(args)
+  local i = 0
+  for line in io.lines("%s") do
+    if i %% threads == tid then tokens[#tokens + 1] = line end
+    i = i + 1
+  end
+end
 request = function()
   n = n + 1
-  local token = tokens[(n %% #tokens) + 1]
+  local token = tokens[((n - 1) %% #tokens) + 1]
   return wrk.format("POST", "/v1/events/%s/holds",
     {["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json"}, "{}")
 end
 """
+WRK_THREADS = 2
+LOGINS_PER_CLAIM = 250_000  # more than any run here makes: every claim is a new login's
 
 
-def claim_script(token_secret: str, connections: int) -> str:
-    """A wrk script claiming on event "bench" with one login (token) per connection."""
+def claim_script(token_secret: str, logins: int) -> str:
+    """A wrk script claiming on event "bench", cycling through `logins` logins (tokens): one per
+    claim (the realistic shape: each buyer holds one hold) when there are more logins than
+    claims, or a few that each claim again and again (each claim then also releases the
+    login's previous hold)."""
     tokens = DemoTokens(token_secret, ttl_s=3_600)
-    quoted = ",".join(f'"{tokens.issue(f"u{i}")}"' for i in range(connections))
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as t:
+        t.write("\n".join(tokens.issue(f"u{i}") for i in range(logins)))
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(WRK_CLAIM % (quoted, "bench"))
+        f.write(WRK_CLAIM % (WRK_THREADS, t.name, "bench"))
     return f.name
 
 
 def wrk(url: str, seconds: int, connections: int, script: str | None = None) -> dict[str, float]:
-    cmd = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    cmd = ["wrk", f"-t{WRK_THREADS}", f"-c{connections}", f"-d{seconds}s", "--latency"]
     if script:
         cmd += ["-s", script]
     out = subprocess.run([*cmd, url], capture_output=True, text=True, check=True).stdout
@@ -199,12 +220,16 @@ def run_pg(args: argparse.Namespace) -> dict[str, float]:
         )
         server.start()
         try:
-            script = claim_script(server.token_secret, args.connections)
+            script = claim_script(server.token_secret, logins(args))
             return wrk(server.url, args.seconds, args.connections, script)
         finally:
             server.stop()
     finally:
         asyncio.run(db.drop_database(server_dsn, database))
+
+
+def logins(args: argparse.Namespace) -> int:
+    return LOGINS_PER_CLAIM if args.logins == "per-claim" else args.connections
 
 
 def main() -> int:
@@ -215,6 +240,21 @@ def main() -> int:
     ap.add_argument("--seats", type=int, default=200_000)
     ap.add_argument("--json", default="")
     ap.add_argument("--pg", action="store_true", help="also the PostgreSQL-locking baseline")
+    ap.add_argument(
+        "--logins",
+        choices=("per-claim", "per-connection"),
+        default="per-claim",
+        help="per-claim: every claim is a new login's (one hold per buyer, every claim writes "
+        "one hold); per-connection: one login per wrk connection, so each claim also releases "
+        "that login's previous hold",
+    )
+    ap.add_argument(
+        "--redis-aof",
+        choices=("always", "everysec", "no", "shared"),
+        default="always",
+        help="a private Redis with this AOF fsync policy (always: production's, what compares "
+        "fairly with PostgreSQL's synchronous commit), or the shared ONSALE_REDIS_URL",
+    )
     ap.add_argument("--profile", default="", help="py-spy raw stacks file (needs --workers 1)")
     ap.add_argument("--profile-top", type=int, default=30)
     args = ap.parse_args()
@@ -224,21 +264,25 @@ def main() -> int:
     if shutil.which("wrk") is None:
         print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
         return 2
-    rows = measure(args)
+    if args.redis_aof == "shared":
+        rows = measure(args, os.environ.get("ONSALE_REDIS_URL", SHARED_REDIS))
+    else:
+        with private_server(AOF_FLAGS[args.redis_aof]) as port:
+            rows = measure(args, f"redis://127.0.0.1:{port}/0")
     print_report(args, rows)
     if args.json:
-        Path(args.json).write_bytes(orjson.dumps({"workers": args.workers, "rows": rows}))
+        out = {"workers": args.workers, "rows": rows, "durability": durability(args)}
+        Path(args.json).write_bytes(orjson.dumps(out | {"logins": args.logins}))
     return 0
 
 
 Rows = dict[str, dict[str, float]]  # endpoint -> wrk's numbers (rps, p50, p99, non2xx)
 
 
-def measure(args: argparse.Namespace) -> Rows:
+def measure(args: argparse.Namespace, redis_url: str) -> Rows:
     """Every endpoint, one after the other on a fresh stack: /healthz, the claim, the claim with
     auto-pipelining off, the bare app's two endpoints and, with --pg, the PostgreSQL baseline.
     The stack's keys are deleted afterwards."""
-    redis_url = os.environ.get("ONSALE_REDIS_URL", "redis://127.0.0.1:6379/0")
     prefix = f"onsale:bench:{uuid.uuid4().hex[:8]}"
     stack = LocalStack(
         redis_url=redis_url,
@@ -252,7 +296,7 @@ def measure(args: argparse.Namespace) -> Rows:
     stack.start()
     try:
         stack.create_event("bench", args.seats, hold_ttl_ms=600_000)
-        script = claim_script(stack.token_secret, args.connections)
+        script = claim_script(stack.token_secret, logins(args))
         rows = {"healthz": wrk(f"{stack.api_url}/healthz", args.seconds, args.connections)}
         if args.profile:
             rows["claim"] = profiled(stack, args, script)
@@ -287,10 +331,15 @@ ROW_NAMES = {
 }
 
 
+def durability_pg() -> str:
+    return "PostgreSQL synchronous_commit=on"
+
+
 def print_report(args: argparse.Namespace, rows: Rows) -> None:
     t = Table(
         title=f"claim vs trivial endpoint, {args.workers} uvicorn worker(s), "
-        f"{args.connections} connections, {args.seconds}s each (wrk)"
+        f"{args.connections} connections, {args.seconds}s each (wrk); logins {args.logins}; "
+        f"engine: {durability(args)}, baseline: {durability_pg()}"
     )
     for col in ("endpoint", "req/s", "p50 ms", "p99 ms", "non-2xx"):
         t.add_column(col, justify="right")

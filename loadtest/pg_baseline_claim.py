@@ -131,7 +131,8 @@ class Baseline:
             max_inactive_connection_lifetime=0,
             # Plans are cached per connection while the holds table grows from empty: a generic
             # plan made when it was one page would scan it whole on every claim thereafter.
-            server_settings={"enable_seqscan": "off"},
+            # Every commit synced, whatever the server's default: the durability it is compared at.
+            server_settings={"enable_seqscan": "off", "synchronous_commit": "on"},
             init=warm,
             reset=_keep_connection_state,
         )

@@ -31,6 +31,7 @@ ENGINE: Group = (
         "(default 1)",
         "ONSALE_SOLD_OUT_MEMORY": "1: the API answers sold_out from memory (default 1)",
         "ONSALE_SOLD_OUT_MEMORY_MS": "... for at most this long without Redis (default 250)",
+        "ONSALE_CLAIM_WINDOW": "claims of one event in flight per process (1024; 0: no gate)",
         "ONSALE_SWEEP_INTERVAL_MS": "pause between sweeps with nothing due (default 200)",
         "ONSALE_SWEEP_BATCH_MAX": "holds examined per sweep call (default 200)",
         "ONSALE_SWEEP_ROUNDS_MAX": "sweep calls per event per pass (default 50)",
@@ -63,6 +64,7 @@ STRIPE: Group = (
 API: Group = (
     "the API",
     {
+        "ONSALE_GC_GEN0": "collect young garbage every n allocations (50000; 0: Python's)",
         "ONSALE_ADMIN_TOKEN": "bearer token of the admin endpoints (required; never logged)",
         "ONSALE_METRICS_TOKEN": "bearer token of /metrics for the scraper (default: admin only)",
         "ONSALE_WEBHOOK_SECRET": "verifies the simulator's callbacks (required with it)",

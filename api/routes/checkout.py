@@ -14,6 +14,7 @@ from starlette.responses import Response
 from api.context import ctx, endpoint, path_id
 from api.durable import CONFIRMING, sale_durable
 from api.errors import ApiError
+from api.refusal_lane import SLOT
 from api.responses import json_response, read_json
 from api.routes import waiting
 from api.routes.stock import LINES_MAX, cart_of, lines_view
@@ -151,6 +152,7 @@ async def claim(request: Request) -> Response:
             seats=wanted.seat_ids,
             quantity=wanted.quantity,
             lines=wanted.lines,
+            admitted=bool(request.scope.pop(SLOT, False)),  # its place, taken in the lane
         )
     except Exception as exc:
         c.metrics.claimed(getattr(exc, "code", "error"))

@@ -237,3 +237,73 @@ def test_rules_without_redis() -> None:
 
 def _memory(restocks: int) -> _Memory:
     return _Memory(restocks, time.monotonic() + 60, frozenset({"held"}), 0.0)
+
+
+async def test_the_gate_keeps_a_burst_off_redis_once_it_is_sold_out(
+    store: Store, memory: SoldOutMemory
+) -> None:
+    """200 claims at once on 2 seats, at most 8 in flight: after the first SOLD_OUT reply no
+    waiting claim goes to Redis until the memory is entered, then all are answered from it.
+    Exactly two win; everyone else is told sold_out."""
+    memory.window = 8
+    sale = await open_sale(store, 2, now_ms=T0)
+    results = await asyncio.gather(
+        *(store.claim(sale.event_id, f"u{i}", f"k{i}") for i in range(200)),
+        return_exceptions=True,
+    )
+    won = [r for r in results if not isinstance(r, BaseException)]
+    refused = [r for r in results if isinstance(r, BaseException)]
+    assert len(won) == 2 and all(isinstance(r, errors.SoldOut) for r in refused), refused[:3]
+    assert memory.stats.held > 0
+    assert memory.stats.answered >= 200 - 2 * memory.window  # Redis saw at most two windows
+    assert memory._gates[sale.event_id].inflight == 0
+    await sale.audit_ok()
+
+
+async def test_claims_waiting_at_the_gate_get_a_seat_that_came_back(
+    store: Store, memory: SoldOutMemory
+) -> None:
+    """The memory is not entered when a seat came back between the SOLD_OUT reply and its
+    snapshot: the claims that waited meanwhile go on to Redis, and one of them gets the seat."""
+    memory.window = 1
+    sale = await sell_out(store, 1)
+    real_snapshot = memory._snapshot
+
+    async def seat_back_first(event_id: str) -> tuple[int, frozenset[str]] | None:
+        await store.release(sale.event_id, "win0", "winner0")
+        return await real_snapshot(event_id)
+
+    memory._snapshot = seat_back_first  # type: ignore[method-assign]
+    results = await asyncio.gather(
+        *(store.claim(sale.event_id, f"u{i}", f"k{i}") for i in range(20)),
+        return_exceptions=True,
+    )
+    won = [r for r in results if not isinstance(r, BaseException)]
+    assert len(won) == 1 and memory.stats.held > 0
+    # The first snapshot saw the seat back and was not used; the seat's new sale made the next.
+    assert memory.stats.snapshots == memory.stats.entered + 1
+    assert all(isinstance(r, errors.SoldOut) for r in results if isinstance(r, BaseException))
+    await sale.audit_ok()
+
+
+def test_the_gate_without_redis() -> None:
+    """A full window makes the next claim wait, bounded by its wait; a claim that leaves
+    after it was woken passes its turn on (nobody waits forever behind it)."""
+
+    async def run() -> None:
+        m = SoldOutMemory(None, "p", window=1)  # type: ignore[arg-type]
+        assert await m.admit("e", "k1", 1.0) is False  # the one place in flight
+        with pytest.raises(errors.StoreUnavailable):
+            await m.admit("e", "k2", 0.05)  # nobody releases: bounded
+        second = asyncio.create_task(m.admit("e", "k2", 5.0))
+        third = asyncio.create_task(m.admit("e", "k3", 5.0))
+        await asyncio.sleep(0.01)
+        assert [t.done() for t in m._gates["e"].waiting] == [True, False, False]  # k2 left
+        m.release("e")  # wakes the second, which is cancelled before it runs
+        second.cancel()
+        assert await third is False  # its turn was passed on
+        assert m._gates["e"].inflight == 1 and all(t.done() for t in m._gates["e"].waiting)
+        m.release("e")
+        assert m._gates["e"].inflight == 0
+
+    asyncio.run(run())

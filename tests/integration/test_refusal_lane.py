@@ -1,0 +1,177 @@
+"""The sold-out lane (api/refusal_lane.py, ADR 0012): once a process remembers an event as sold
+out, a claim is refused before its token's signature is checked, with the same answer as the
+normal path; a retried claim still gets its hold, and a forged token naming the winner never
+does. The API in process on real Redis, its sold-out memory listening."""
+
+import asyncio
+import secrets
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from api.app import create_app
+from api.identity import DemoTokens
+from api.settings import ApiSettings
+from engine.store import Store
+from tests.conftest import REDIS_URL, open_sale
+from tests.helpers import wait_until
+
+pytestmark = [pytest.mark.redis]
+
+ADMIN = secrets.token_urlsafe(32)
+TOKENS = secrets.token_urlsafe(32)
+
+
+@pytest.fixture
+async def api(real_store: Store) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
+    env = {
+        "ONSALE_REDIS_URL": REDIS_URL,
+        "ONSALE_KEY_PREFIX": real_store.prefix,
+        "ONSALE_TOKEN_SECRET": TOKENS,
+        "ONSALE_ADMIN_TOKEN": ADMIN,
+        "ONSALE_WEBHOOK_SECRET": secrets.token_urlsafe(32),
+        "ONSALE_DEMO_LOGIN": "1",
+        "ONSALE_CLAIMS_PER_S": "0",
+        "ONSALE_LOGIN_CAP": "0",
+        "ONSALE_PROVIDER_URL": "http://127.0.0.1:9",
+        "ONSALE_CONFIRM_AFTER": "redis",
+        "ONSALE_SOLD_OUT_MEMORY_MS": "60000",  # no lapse while a test runs
+    }
+    app = create_app(ApiSettings.from_env(env))
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://api", timeout=30
+        ) as http,
+    ):
+        ctx = app.state.ctx
+        await wait_until(lambda: ctx.store.sold_out.listening)
+        yield http, ctx
+
+
+def bearer(login: str, secret: str = TOKENS) -> dict[str, str]:
+    return {"Authorization": f"Bearer {DemoTokens(secret, 3600).issue(login)}"}
+
+
+async def claim(http: httpx.AsyncClient, event_id: str, headers: dict[str, str]) -> httpx.Response:
+    return await http.post(f"/v1/events/{event_id}/holds", json={}, headers=headers)
+
+
+async def sold_out_and_remembered(http: httpx.AsyncClient, ctx: Any, store: Store) -> str:
+    """An event of one seat, won by `winner` with key k-win; a refusal from Redis makes the
+    memory, and the test waits until the process remembers it."""
+    sale = await open_sale(store, 1)
+    won = await claim(http, sale.event_id, {**bearer("winner"), "Idempotency-Key": "k-win"})
+    assert won.status_code == 201, won.text
+    first = await claim(http, sale.event_id, {**bearer("late"), "Idempotency-Key": "k0"})
+    assert first.json()["error"]["code"] == "sold_out"
+    await wait_until(lambda: ctx.store.sold_out.remembers(sale.event_id))
+    return sale.event_id
+
+
+async def test_a_remembered_refusal_is_the_normal_paths_answer(
+    api: tuple[httpx.AsyncClient, Any], real_store: Store
+) -> None:
+    http, ctx = api
+    sale = await open_sale(real_store, 1)
+    await claim(http, sale.event_id, {**bearer("winner"), "Idempotency-Key": "k-win"})
+    from_redis = await claim(http, sale.event_id, {**bearer("a"), "Idempotency-Key": "ka"})
+    await wait_until(lambda: ctx.store.sold_out.remembers(sale.event_id))
+    answered = ctx.store.sold_out.stats.answered
+    headers = {**bearer("b"), "Idempotency-Key": "kb", "X-Request-Id": "req-lane-1"}
+    from_lane = await claim(http, sale.event_id, headers)
+    assert ctx.store.sold_out.stats.answered == answered + 1  # from memory, not from Redis
+    assert from_lane.status_code == from_redis.status_code == 409
+    lane, redis = from_lane.json()["error"], from_redis.json()["error"]
+    assert lane.pop("request_id") == "req-lane-1" and redis.pop("request_id")
+    assert lane == redis == {"code": "sold_out", "message": "no seat is free"}
+    assert from_lane.headers["x-request-id"] == "req-lane-1"
+    assert from_lane.headers["content-type"] == from_redis.headers["content-type"]
+
+
+async def test_a_retry_of_the_winning_claim_still_gets_its_hold(
+    api: tuple[httpx.AsyncClient, Any], real_store: Store
+) -> None:
+    http, ctx = api
+    event_id = await sold_out_and_remembered(http, ctx, real_store)
+    again = await claim(http, event_id, {**bearer("winner"), "Idempotency-Key": "k-win"})
+    assert again.status_code == 200 and again.json()["state"] == "RESERVED"
+
+
+async def test_a_forged_token_naming_the_winner_gets_neither_the_hold_nor_a_pass(
+    api: tuple[httpx.AsyncClient, Any], real_store: Store
+) -> None:
+    """The lane reads the login from the token without its signature only to recognise a
+    retry: a token signed with another secret that names the winner, with the winner's key,
+    goes on to the normal path, which refuses it (401); it never sees the winner's hold."""
+    http, ctx = api
+    event_id = await sold_out_and_remembered(http, ctx, real_store)
+    forged = {**bearer("winner", secrets.token_urlsafe(32)), "Idempotency-Key": "k-win"}
+    r = await claim(http, event_id, forged)
+    assert (r.status_code, r.json()["error"]["code"]) == (401, "unauthorized")
+    assert "hold_id" not in r.text
+
+
+@pytest.mark.parametrize(
+    ("headers", "body"),
+    [
+        ({**bearer("mallory", "another-secret"), "Idempotency-Key": "kx"}, b"{}"),  # forged
+        ({}, b"{}"),  # no token, no key: not a retry of anything
+        ({**bearer("e"), "Idempotency-Key": "ky"}, b'{"quantity": 0}'),  # a body refused
+    ],
+)
+async def test_on_a_remembered_sold_out_event_any_other_claim_is_told_sold_out(
+    api: tuple[httpx.AsyncClient, Any], real_store: Store, headers: dict[str, str], body: bytes
+) -> None:
+    """The documented order of the lane: sold out is public, so a claim the lane cannot tie to
+    a hold is told so whatever its token or body (ADR 0012)."""
+    http, ctx = api
+    event_id = await sold_out_and_remembered(http, ctx, real_store)
+    headers = {**headers, "Content-Type": "application/json"}
+    r = await http.post(f"/v1/events/{event_id}/holds", content=body, headers=headers)
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "sold_out")
+
+
+async def test_what_the_lane_cannot_read_goes_the_normal_way(
+    api: tuple[httpx.AsyncClient, Any], real_store: Store
+) -> None:
+    """A body over the limit, an Idempotency-Key the normal path refuses, a token that cannot
+    be read: answered as before."""
+    http, ctx = api
+    event_id = await sold_out_and_remembered(http, ctx, real_store)
+    big = b'{"pad": "' + b"x" * (ctx.settings.body_max_bytes + 10) + b'"}'
+    r = await http.post(
+        f"/v1/events/{event_id}/holds",
+        content=big,
+        headers={**bearer("c"), "Idempotency-Key": "kc", "Content-Type": "application/json"},
+    )
+    assert r.status_code == 413
+    r = await claim(http, event_id, {**bearer("d"), "Idempotency-Key": "bad key!"})
+    assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request")
+    r = await claim(http, event_id, {"Authorization": "Bearer not-a-token", "Idempotency-Key": "k"})
+    assert (r.status_code, r.json()["error"]["code"]) == (401, "unauthorized")
+
+
+async def test_a_burst_on_few_seats_is_mostly_answered_in_the_lane(
+    api: tuple[httpx.AsyncClient, Any], real_store: Store
+) -> None:
+    """300 claims at once on 3 seats: exactly three win, everyone else is told sold_out, and
+    most never reach Redis (the gate lets a few in flight, then the memory answers)."""
+    http, ctx = api
+    sale = await open_sale(real_store, 3)
+    calls_before = ctx.store.pipeline.stats.calls
+    answers = await asyncio.gather(
+        *(
+            claim(http, sale.event_id, {**bearer(f"fan{i}"), "Idempotency-Key": f"k{i}"})
+            for i in range(300)
+        )
+    )
+    codes = Counter(
+        str(r.status_code) if r.status_code < 400 else r.json()["error"]["code"] for r in answers
+    )
+    assert codes == {"201": 3, "sold_out": 297}
+    assert ctx.store.pipeline.stats.calls - calls_before <= 200
+    await sale.audit_ok()
