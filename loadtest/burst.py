@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import asyncpg
 import httpx
 import orjson
 import redis.asyncio as redis_asyncio
@@ -46,6 +45,7 @@ from api.identity import DemoTokens
 from engine.store import Store
 from loadtest import pg_baseline
 from loadtest.burst_client import BurstClient, claim_request
+from loadtest.burst_ledger import ledger_drain, ledger_stats
 from loadtest.burst_report import ENGINE_COUNTERS, burst_result, print_report
 from loadtest.invariants import Verdict, check_burst, check_burst_pg
 from loadtest.persistence_cost import private_server
@@ -113,7 +113,10 @@ async def engine_on(args: argparse.Namespace, redis_url: str) -> AsyncIterator[T
             return await check_burst(store, EVENT_ID, answers, args.clients, args.seats)
 
         async def ledger(expected: int) -> dict[str, float]:
-            return await ledger_stats(stack.ledger_dsn, expected)
+            live = await ledger_stats(stack.ledger_dsn, expected)
+            if not args.ledger_drain:
+                return live
+            return {**live, **await ledger_drain(stack, redis, EVENT_ID, prefix, expected)}
 
         yield Target(
             stack.api_url,
@@ -156,43 +159,6 @@ async def pg_target(args: argparse.Namespace) -> AsyncIterator[Target]:
             await asyncio.to_thread(server.stop)
     finally:
         await database.drop_database(server_dsn, database_name)
-
-
-async def ledger_stats(dsn: str, expected: int, timeout_s: float = 120.0) -> dict[str, float]:
-    """Once every hold of the burst has expired and its EXPIRED decision reached the ledger:
-    rows/s over that storm, and the write-behind lag of each row (recorded_at - decided_at)."""
-    conn = await asyncpg.connect(dsn, timeout=10)
-    try:
-        deadline = time.monotonic() + timeout_s
-        count = 0
-        while time.monotonic() < deadline:
-            count = await conn.fetchval(
-                "select count(*) from decisions where to_state = 'EXPIRED' and terminal"
-            )
-            if count >= expected:
-                break
-            await asyncio.sleep(0.5)
-        row = await conn.fetchrow(
-            """select count(*) as n,
-                 extract(epoch from max(recorded_at)) * 1000 - min(decided_at_ms) as span_ms,
-                 percentile_cont(0.5) within group (order by lag) as p50,
-                 percentile_cont(0.99) within group (order by lag) as p99,
-                 max(lag) as max
-               from (select recorded_at, decided_at_ms,
-                       extract(epoch from recorded_at) * 1000 - decided_at_ms as lag
-                     from decisions where to_state = 'EXPIRED' and terminal) d"""
-        )
-    finally:
-        await conn.close()
-    n, span = int(row["n"]), float(row["span_ms"] or 0)
-    return {
-        "expired_rows": n,
-        "expected": expected,
-        "rows_per_s": n / (span / 1000) if span > 0 else 0.0,
-        "lag_p50_ms": float(row["p50"] or 0),
-        "lag_p99_ms": float(row["p99"] or 0),
-        "lag_max_ms": float(row["max"] or 0),
-    }
 
 
 TARGETS = {"engine": engine_target, "pg": pg_target}
@@ -354,6 +320,12 @@ def main(argv: list[str] | None = None) -> int:
         "(set --hold-ttl-ms short) and the ledger's rows/s and lag are measured",
     )
     ap.add_argument("--hold-ttl-ms", type=positive, default=HOLD_TTL_MS)
+    ap.add_argument(
+        "--ledger-drain",
+        action="store_true",
+        help="with --ledger: then also the writer's own pace on a backlog (writer stopped while "
+        "a second round of holds expires, then started)",
+    )
     ap.add_argument(
         "--redis-aof",
         choices=("always", "everysec", "no", "shared"),

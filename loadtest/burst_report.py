@@ -98,6 +98,11 @@ def print_report(
             "ledger: EXPIRED rows written / rows per s",
             f"{ledger['expired_rows']:,.0f} / {ledger['rows_per_s']:,.0f}",
         )
+        if "drain_rows_per_s" in ledger:
+            t.add_row(
+                "ledger: a backlog of EXPIRED rows drained / rows per s",
+                f"{ledger['drain_rows']:,.0f} / {ledger['drain_rows_per_s']:,.0f}",
+            )
         t.add_row(
             "ledger: write-behind lag p50 / p99 / max (ms)",
             f"{ledger['lag_p50_ms']:.0f} / {ledger['lag_p99_ms']:.0f} / {ledger['lag_max_ms']:.0f}",

@@ -150,14 +150,16 @@ def test_burst_with_ledger_smoke(tmp_path: Path) -> None:
     out_json = tmp_path / "burst.json"
     run_tool(
         *("loadtest.burst", "--clients", "60", "--seats", "60", "--workers", "1", "--ledger"),
-        *("--hold-ttl-ms", "1000", "--json", str(out_json)),
+        *("--hold-ttl-ms", "1000", "--ledger-drain", "--json", str(out_json)),
         env_extra={"ONSALE_PG_DSN": PG_DSN},
     )
     result = json.loads(out_json.read_text())
     assert result["invariants_ok"] is True, result["checks"]
     ledger = result["ledger"]
-    assert ledger["expired_rows"] == ledger["expected"] == 60
+    assert ledger["expired_rows"] == ledger["expected"] == ledger["drain_rows"] == 60
     assert ledger["rows_per_s"] > 0 and 0 <= ledger["lag_p50_ms"] <= ledger["lag_max_ms"]
+    assert ledger["drain_rows_per_s"] > 0
+    assert result["trivial_all_answered_ms"] > 0 and result["durability"].endswith("always")
 
 
 @pytest.mark.postgres
