@@ -10,17 +10,23 @@ on two cores they would measure each other).
    shapes: 10,000 clients on 80 seats and on 10,000 seats (burst).
 5. Write-behind: the 10k-on-10k burst with the ledger writer, then every hold expires at once.
 6. Cost against size: 80, 10k, 100k, 1M seats (size_cost).
-Each tool prints its own tables; their JSON lands in DIR; the summary table at the end gives
-the burst medians and the engine / baseline ratios. Needs wrk and redis-benchmark."""
+The engine runs at Redis `appendfsync always` against PostgreSQL's synchronous commit (the
+tools' defaults), with a no-persistence column for the bursts and the sustained claims. Each
+tool prints its own tables; their JSON lands in DIR, each with its durability; the summary at
+the end gives the burst medians, their ratio to the trivial burst of the same run and the
+engine / baseline ratios, with the date, the machine and the command. Needs wrk and
+redis-benchmark."""
 
 import argparse
 import os
+import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 from rich.console import Console
@@ -61,17 +67,13 @@ def main(argv: list[str] | None = None) -> int:
         *("loadtest.persistence_cost", "--requests", "2000" if q else "100000"),
         *("--seats", "5000" if q else "300000"),
     )
-    for workers in ("1", "2"):
+    for workers, aof in (("1", "always"), ("2", "always"), ("2", "no")):
         run(
             console,
-            f"2. claim endpoint vs references, {workers} worker(s)",
+            f"2. claim endpoint vs references, {workers} worker(s), Redis AOF {aof}",
             *("loadtest.claim_rate", "--workers", workers, "--seconds", seconds, "--pg"),
-            *(
-                "--seats",
-                "5000" if q else "200000",
-                "--json",
-                str(out / f"claim_rate_w{workers}.json"),
-            ),
+            *("--redis-aof", aof, "--seats", "5000" if q else "200000"),
+            *("--json", str(out / f"claim_rate_w{workers}_{aof}.json")),
         )
     bursts = run_bursts(console, out, clients, args.trials)
     ledger_path = out / "burst_ledger.json"
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         console,
         "5. write-behind: 10k holds expire at once",
         *("loadtest.burst", "--clients", str(clients), "--seats", str(clients), "--workers", "2"),
-        *("--ledger", "--hold-ttl-ms", "5000", "--json", str(ledger_path)),
+        *("--ledger", "--ledger-drain", "--hold-ttl-ms", "5000", "--json", str(ledger_path)),
     )
     run(
         console,
@@ -96,13 +98,17 @@ def run_bursts(console: Console, out: Path, clients: int, trials: int) -> Bursts
     bursts: Bursts = {}
     for _clients, seats in SHAPES:
         for trial in range(trials):
-            for target in ("engine", "pg"):
+            # engine at AOF always (the burst tool's default) and PostgreSQL alternated; the
+            # engine without persistence once per shape, for the other column
+            for target in ("engine", "pg", *(("engine-no-aof",) if trial == 0 else ())):
                 path = out / f"burst_{target}_{seats}_{trial}.json"
                 run(
                     console,
                     f"3-4. T0 burst on {target}: {clients:,} clients, {seats:,} seats, "
                     f"trial {trial + 1}/{trials}",
-                    *("loadtest.burst", "--target", target, "--clients", str(clients)),
+                    *("loadtest.burst", "--target", target.removesuffix("-no-aof")),
+                    *(("--redis-aof", "no") if target.endswith("-no-aof") else ()),
+                    *("--clients", str(clients)),
                     *("--seats", str(min(seats, clients)), "--workers", "2", "--json", str(path)),
                 )
                 bursts.setdefault((target, seats), []).append(orjson.loads(path.read_bytes()))
@@ -124,16 +130,17 @@ def summary(
         "p50 / p99 ms",
         "errors",
         "invariants",
+        "vs trivial burst",
         "baseline / engine (all answered)",
     ):
         t.add_column(col, justify="right")
     rows: dict[str, object] = {}
     for _clients, seats in SHAPES:
         medians = {}
-        for target in ("engine", "pg"):
+        for target in ("engine", "pg", "engine-no-aof"):
             runs = bursts[(target, seats)]
             lat = [r["latency_ms"] for r in runs]
-            m = {
+            m: dict[str, Any] = {
                 "all_answered_ms": statistics.median(float(r["all_answered_ms"]) for r in runs),  # type: ignore[arg-type]
                 "last_seat_ms": statistics.median(float(r["last_seat_ms"] or 0) for r in runs),  # type: ignore[arg-type]
                 "p50": statistics.median(float(x["p50"]) for x in lat),  # type: ignore[index]
@@ -145,30 +152,46 @@ def summary(
                     if k not in ("201", "200", "sold_out", "seat_taken")
                 ),
                 "invariants_ok": all(r["invariants_ok"] for r in runs),
+                "vs_trivial": statistics.median(float(r["vs_trivial"]) for r in runs),  # type: ignore[arg-type]
+                "durability": runs[0]["durability"],
                 "trials": len(runs),
             }
             medians[target] = m
             rows[f"{target}_{seats}"] = m
         ratio = medians["pg"]["all_answered_ms"] / max(medians["engine"]["all_answered_ms"], 1)
-        for target in ("engine", "pg"):
+        for target in ("engine", "pg", "engine-no-aof"):
             m = medians[target]
             t.add_row(
                 f"{seats:,} seats",
-                target,
+                f"{target} ({m['durability']})",
                 f"{m['all_answered_ms']:.0f}",
                 f"{m['last_seat_ms']:.0f}",
                 f"{m['p50']:.0f} / {m['p99']:.0f}",
                 str(m["errors"]),
                 "ok" if m["invariants_ok"] else "[red]VIOLATED",
+                f"{m['vs_trivial']:.2f}",
                 f"{ratio:.2f}" if target == "pg" else "",
             )
     console.print(t)
     ledger = ledger_run.get("ledger") or {}
     console.print(f"write-behind during the expiry storm: {ledger}")
+    meta = machine()
+    console.print(f"measured {meta['date']} on {meta['machine']}")
     (out / "summary.json").write_bytes(
-        orjson.dumps({"bursts": rows, "ledger": ledger}, option=orjson.OPT_INDENT_2)
+        orjson.dumps({**meta, "bursts": rows, "ledger": ledger}, option=orjson.OPT_INDENT_2)
     )
     console.print(f"results in {out}/")
+
+
+def machine() -> dict[str, str]:
+    """When and where: every figure is this machine's, on this day."""
+    redis = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "machine": f"{os.cpu_count()} cores, {platform.platform()}, Python "
+        f"{platform.python_version()}, {redis.split(' sha=')[0].strip()}",
+        "command": "python -m loadtest.bench " + " ".join(sys.argv[1:]),
+    }
 
 
 if __name__ == "__main__":
