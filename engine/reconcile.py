@@ -9,6 +9,7 @@ the provider has never seen is closed as FAILED (no money moved);
 if the provider later reports a capture for that key, it arrives as a new attempt and the
 late-payment rules apply."""
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -54,9 +55,16 @@ class ProviderReconciler:
     PAGE = 500  # charges read from the watch index per round trip
 
     def __init__(
-        self, store: Store, provider: Provider, *, stale_ms: int, watch_ms: int = 0
+        self,
+        store: Store,
+        provider: Provider,
+        *,
+        stale_ms: int,
+        watch_ms: int = 0,
+        stop: asyncio.Event | None = None,
     ) -> None:
         assert stale_ms > 0 and watch_ms >= 0
+        self.stop = stop  # set on SIGTERM: the pass ends after the charge in hand
         self.store, self.provider, self.stale_ms = store, provider, stale_ms
         # A declined or failed charge this recent is asked about again: a capture that
         # contradicts the decline, whose webhook was lost, is then given back within one pass
@@ -67,7 +75,12 @@ class ProviderReconciler:
     async def run_once(self) -> None:
         now = await self.store.read.server_time_ms()
         for event_id in await self.store.read.event_ids():
+            if self._stopping():
+                return
             await self._run_event(event_id, now)
+
+    def _stopping(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
 
     async def _run_event(self, event_id: str, now: int) -> None:
         """The event's watch index, oldest first, in pages: charges CHARGING for at least
@@ -82,6 +95,8 @@ class ProviderReconciler:
             )
             aged_out, settled = [], 0
             for charge in page:
+                if self._stopping():
+                    return
                 if charge.state == ChargeState.CHARGING:
                     currency = currency or (await self.store.read.availability(event_id)).currency
                     settled += await self._settle_stale(event_id, charge, currency)

@@ -7,6 +7,7 @@ on success, or a retry with capped, jittered exponential backoff. The provider's
 `refund.succeeded` callback records the same fact; whichever comes first wins, the other is a
 no-op."""
 
+import asyncio
 import logging
 import random
 from dataclasses import dataclass
@@ -43,8 +44,12 @@ class RefundWorker:
         *,
         batch_max: int = 100,
         seed: int | None = None,
+        stop: asyncio.Event | None = None,
     ) -> None:
         self.store, self.provider, self.batch_max = store, provider, batch_max
+        # Set on SIGTERM: the pass ends after the refund in hand (each waits on the provider,
+        # so a pass of 100 could outlast a shutdown's grace); the rest stay due, untouched.
+        self.stop = stop
         self.rng = random.Random(seed)
         self.stats = RefundStats()
 
@@ -54,6 +59,8 @@ class RefundWorker:
         now = await self.store.read.server_time_ms()
         for event_id in await self.store.read.event_ids():
             for charge_id in await self.store.read.due_refunds(event_id, now, self.batch_max):
+                if self.stop is not None and self.stop.is_set():
+                    return handled
                 await self._refund(event_id, charge_id)
                 handled += 1
         return handled

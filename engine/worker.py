@@ -3,9 +3,10 @@ reconciliation in one process, each a loop with its own interval and capped, jit
 Redis or provider outages.
 
 Stopping (`stop` set, on SIGTERM): each loop ends the pass in hand and returns; none starts
-another. Every change a pass makes is one script call, so nothing is ever half written; a pass
-completed means, besides, that a refund asked of the provider is also recorded, and that every
-event the sweep had started on was swept through.
+another. The refund and reconciliation passes, which wait on the provider for each charge, end
+sooner: after the charge in hand (the others stay due for the next process). Every change a pass
+makes is one script call, so nothing is ever half written; a refund asked of the provider is
+also recorded before the pass ends, and every event the sweep had started on is swept through.
 
 Each loop's passes and failures, what the loops did, and what waits for them in Redis (read on
 its own clock) are exported for Prometheus (engine/metrics.py)."""
@@ -65,12 +66,13 @@ async def run_worker(
         interval_ms=settings.trim_interval_ms,
         without_ledger=settings.trim_without_ledger,
     )
-    refunds = RefundWorker(store, provider)
+    refunds = RefundWorker(store, provider, stop=stop)
     reconciler = ProviderReconciler(
         store,
         provider,
         stale_ms=settings.reconcile_stale_ms,
         watch_ms=settings.reconcile_watch_ms,
+        stop=stop,
     )
     plan: list[tuple[str, Step, float]] = [
         ("sweep", sweeper.run_once, sweeper.interval_s),

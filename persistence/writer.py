@@ -19,7 +19,9 @@
   jittered) and catches up when it returns, its own pending batch first; Redis keeps the entries
   meanwhile, and the lag is read from Redis on its own clock, so it stays true during the
   outage.
-- Stopped (SIGTERM): the batch in hand is committed and acknowledged, then `run` returns."""
+- Stopped (SIGTERM): the batch in hand is committed and acknowledged, then `run` returns.
+- Each process reads as its own consumer; a writer's first pass over an event removes from the
+  group the consumers idle for an hour with nothing pending (stopped writers)."""
 
 import asyncio
 import logging
@@ -51,6 +53,7 @@ GROUP = LEDGER_GROUP
 # The longest pause between two attempts during an outage: PostgreSQL's return is noticed within
 # it (one connection attempt per second costs nothing; the entries wait in Redis meanwhile).
 OUTAGE_PROBE_S = 1.0
+CONSUMER_IDLE_MS = 3_600_000  # a writer gone this long, with nothing pending, leaves the group
 
 
 @dataclass
@@ -104,6 +107,20 @@ class LedgerWriter:
                     raise
         if await self.mirror_event(event_id):
             self._groups.add(event_id)
+            await self.forget_idle_consumers(self._stream(event_id))
+
+    async def forget_idle_consumers(self, stream: str) -> list[str]:
+        """Writers that stopped (each process is its own consumer) stay in the group; those
+        with nothing pending and idle for CONSUMER_IDLE_MS go. One with entries pending is
+        kept whatever its age: deleting it would drop them from the group's pending list, and
+        the ledger would never get them (XAUTOCLAIM takes them over instead)."""
+        gone = []
+        for c in await self.redis.xinfo_consumers(stream, GROUP):
+            name = str(c["name"])
+            if name != self.consumer and not c["pending"] and c["idle"] > CONSUMER_IDLE_MS:
+                await self.redis.xgroup_delconsumer(stream, GROUP, name)
+                gone.append(name)
+        return gone
 
     async def mirror_event(self, event_id: str) -> bool:
         """Copy the event's config and seat map (a stock event: its SKUs and prices) into the

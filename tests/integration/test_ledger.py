@@ -385,3 +385,28 @@ async def test_a_cancelled_sale_reaches_the_ledger_whole(
     async with pool.acquire() as conn:
         assert await conn.fetchval("select count(*) from ledger_alerts") == 0
     assert (await real_store.read.audit(event_id)).ok
+
+
+async def test_stopped_writers_leave_the_group_unless_entries_wait_for_them(
+    real_store: Store, pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each writer process is its own consumer, so restarts leave consumers behind. A writer's
+    first pass over an event removes those idle (an hour; 1 ms here) with nothing pending; one
+    that still has entries pending is kept (deleting it would drop them from the group, and the
+    ledger would never get them): the writer takes its entries over and writes them."""
+    event_id = await busy_sale(real_store)
+    stream = keys.event_key(event_id, "outbox", real_store.prefix)
+    await real_store.client.xgroup_create(stream, w.GROUP, id="0", mkstream=True)
+    await real_store.client.xgroup_createconsumer(stream, w.GROUP, "gone-idle")
+    await real_store.client.xreadgroup(w.GROUP, "gone-busy", {stream: ">"}, count=2)
+    await asyncio.sleep(0.01)
+    monkeypatch.setattr(w, "CONSUMER_IDLE_MS", 1)
+    writer = LedgerWriter(
+        real_store.client, pool, prefix=real_store.prefix, consumer="t1", claim_idle_ms=1
+    )
+    await drain(writer, event_id)
+    names = {str(c["name"]) for c in await real_store.client.xinfo_consumers(stream, w.GROUP)}
+    assert names == {"gone-busy", "t1"}  # gone-idle removed; gone-busy had entries pending
+    outbox = await real_store.read.outbox(event_id)
+    assert len((await ledger_rows(pool))["decisions"]) == len(outbox)  # its two taken over
+    assert await writer.forget_idle_consumers(stream) == ["gone-busy"]  # nothing pending now

@@ -105,6 +105,35 @@ async def test_the_refund_queue_refunds_a_capture_that_cannot_win(
     await sale.audit_ok()
 
 
+async def test_a_stop_ends_the_refund_pass_after_the_refund_in_hand(
+    fake_store: Store, provider: SimulatorProvider
+) -> None:
+    """SIGTERM during a pass of several due refunds: the one being asked of the provider is
+    made and recorded, the others stay due, untouched, for the next process."""
+    sales = [await paying(fake_store, provider, login) for login in ("ann", "bo", "cy")]
+    for (sale, _key), login in zip(sales, ("ann", "bo", "cy"), strict=True):
+        await fake_store.release(sale.event_id, f"h-{login}", login)
+    await ProviderReconciler(fake_store, provider, stale_ms=1).run_once()
+    stop = asyncio.Event()
+    worker = RefundWorker(fake_store, provider, seed=1, stop=stop)
+    real_refund = provider.refund
+
+    async def refund_then_sigterm(key: str, attempt_id: str) -> Any:
+        stop.set()  # the signal arrives while the provider is asked
+        return await real_refund(key, attempt_id)
+
+    provider.refund = refund_then_sigterm  # type: ignore[method-assign]
+    assert await worker.run_once() == 1
+    states = [(await fake_store.read.charge(s.event_id, k)).state for s, k in sales]
+    assert sorted(states) == [ChargeState.REFUNDED, ChargeState.REFUNDING, ChargeState.REFUNDING]
+    stop.clear()
+    provider.refund = real_refund  # type: ignore[method-assign]
+    assert await worker.run_once() == 2  # the next pass (another process) makes the others
+    for sale, key in sales:
+        assert (await fake_store.read.charge(sale.event_id, key)).state == ChargeState.REFUNDED
+        await sale.audit_ok()
+
+
 async def test_a_refund_the_providers_record_disowns_is_parked_not_paid(
     fake_store: Store, provider: SimulatorProvider
 ) -> None:
