@@ -115,6 +115,28 @@ def run_bursts(console: Console, out: Path, clients: int, trials: int) -> Bursts
     return bursts
 
 
+def medians_of(runs: list[dict[str, object]]) -> dict[str, Any]:
+    """One target's trials of one shape: their medians, errors and checks."""
+    lat = [r["latency_ms"] for r in runs]
+    m: dict[str, Any] = {
+        "all_answered_ms": statistics.median(float(r["all_answered_ms"]) for r in runs),  # type: ignore[arg-type]
+        "last_seat_ms": statistics.median(float(r["last_seat_ms"] or 0) for r in runs),  # type: ignore[arg-type]
+        "p50": statistics.median(float(x["p50"]) for x in lat),  # type: ignore[index]
+        "p99": statistics.median(float(x["p99"]) for x in lat),  # type: ignore[index]
+        "errors": sum(
+            n
+            for r in runs
+            for k, n in r["answers"].items()  # type: ignore[attr-defined]
+            if k not in ("201", "200", "sold_out", "seat_taken")
+        ),
+        "invariants_ok": all(r["invariants_ok"] for r in runs),
+        "vs_trivial": statistics.median(float(r["vs_trivial"]) for r in runs),  # type: ignore[arg-type]
+        "durability": runs[0]["durability"],
+        "trials": len(runs),
+    }
+    return m
+
+
 def summary(
     console: Console,
     bursts: Bursts,
@@ -139,23 +161,7 @@ def summary(
         medians = {}
         for target in ("engine", "pg", "engine-no-aof"):
             runs = bursts[(target, seats)]
-            lat = [r["latency_ms"] for r in runs]
-            m: dict[str, Any] = {
-                "all_answered_ms": statistics.median(float(r["all_answered_ms"]) for r in runs),  # type: ignore[arg-type]
-                "last_seat_ms": statistics.median(float(r["last_seat_ms"] or 0) for r in runs),  # type: ignore[arg-type]
-                "p50": statistics.median(float(x["p50"]) for x in lat),  # type: ignore[index]
-                "p99": statistics.median(float(x["p99"]) for x in lat),  # type: ignore[index]
-                "errors": sum(
-                    n
-                    for r in runs
-                    for k, n in r["answers"].items()  # type: ignore[attr-defined]
-                    if k not in ("201", "200", "sold_out", "seat_taken")
-                ),
-                "invariants_ok": all(r["invariants_ok"] for r in runs),
-                "vs_trivial": statistics.median(float(r["vs_trivial"]) for r in runs),  # type: ignore[arg-type]
-                "durability": runs[0]["durability"],
-                "trials": len(runs),
-            }
+            m = medians_of(runs)
             medians[target] = m
             rows[f"{target}_{seats}"] = m
         ratio = medians["pg"]["all_answered_ms"] / max(medians["engine"]["all_answered_ms"], 1)
