@@ -171,7 +171,7 @@ def create_app(settings: ApiSettings, hooks: WebhookDbSettings | None = None) ->
                 client,
                 settings.engine.key_prefix,
                 ttl_s=settings.engine.sold_out_memory_ms / 1000,
-                window=settings.engine.claim_window or 2**62,
+                window=settings.engine.claim_window,  # 0: no gate
             )
             await store.sold_out.start()
         provider = build_provider(

@@ -1,59 +1,97 @@
 """The sold-out lane: a claim on an event this process remembers as sold out is answered before
-the token's signature is checked and before the body is read (ADR 0012).
+its token's signature is checked (ADR 0012).
 
 A refusal from memory changes nothing and tells nothing that is not public (`GET
 /v1/events/{e}` says the same), so it needs no proof of who asks: what costs most in a refused
-claim under the T0 burst is the work done before the answer (the token's signature, the body,
-Starlette's request and response objects), about as much again as a trivial request. The lane
-still finds out, without trusting it, which login the token names: with the request's
-Idempotency-Key that gives the hold id, and a claim whose hold exists (a retry) goes on to the
-normal path, which verifies the token and answers REPLAY. Anything the lane cannot read (no
-bearer token, a token it cannot decode, an Idempotency-Key the normal path would refuse, a body
-without a Content-Length, or larger than the limit) goes the normal way too, which answers it
-as before. The answer is the one the normal path gives (same status, body and headers, a
-request id, the access line and the metrics); only the order of checks differs: a claim with a
-bad token or body on a remembered sold-out event is told `sold_out`, not 401 or 400."""
+claim under the T0 burst is the work done before the answer (the token's signature, Starlette's
+request and response objects), about as much again as a trivial request. The lane reads the
+body first (bounded by its Content-Length), so a slow upload never holds a place at the gate.
+It finds out, without trusting it, which login the token names: with the request's
+Idempotency-Key that gives the hold id. A claim whose hold exists (a retry) has its token
+checked here, and goes on to the normal path, which answers REPLAY, only if the token is good;
+a forged one is told `sold_out` like everyone else, so the answer never says whether a login
+used a key. A claim without an Idempotency-Key is never a retry: it is answered whatever its
+token. What the lane cannot read (an unusable event id, a token it cannot decode, an
+Idempotency-Key the normal path would refuse, several of them, a body without a Content-Length
+or over the limit) goes the normal way, which answers it as before. The answers are the normal
+path's (status, body, headers, request id, access line, metrics); only the order of checks
+differs: on a remembered sold-out event a claim with a bad token or body is told `sold_out`."""
 
 import time
 from typing import Any
 
 import orjson
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
-from api.context import Context
+from api.context import STARTED, Context
 from api.hotpath import Next
 from api.logs import request_id_from
 from engine import keys
-from engine.errors import SoldOut
+from engine.errors import EngineError, SoldOut, StoreUnavailable
 
 SLOT = "onsale.gate_slot"  # scope key: this claim holds a place at its event's gate
 ROUTE = "claim"  # the metrics' and access log's name of the claim route (api/routes/checkout)
-MESSAGE = SoldOut.summary
 HEADERS = (b"authorization", b"idempotency-key", b"content-length", b"transfer-encoding")
+TOKEN_MAX = 4096  # a longer bearer token is not read here (the normal path answers it)
 
 
-def _headers(scope: Scope) -> dict[bytes, bytes]:
+def _headers(scope: Scope) -> dict[bytes, bytes] | None:
+    """The headers the lane reads, the first of each (as Starlette's `get`); None when one it
+    reads comes twice (the normal path decides what that means)."""
     found: dict[bytes, bytes] = {}
     for name, value in scope["headers"]:
         if name in HEADERS:
+            if name in found:
+                return None
             found[name] = value
     return found
 
 
-def _hold_id(c: Context, event_id: str, found: dict[bytes, bytes]) -> str | None:
-    """The hold id the normal path would give this claim ('' when it has no Idempotency-Key:
-    a fresh id, never a retry); None when the lane cannot tell."""
+def _claim_of(c: Context, event_id: str, found: dict[bytes, bytes]) -> tuple[str, str, str] | None:
+    """(hold id, bearer token, the login it names unverified) as the normal path would see
+    them (hold id '' without an Idempotency-Key: a fresh one, never a retry); None when the
+    lane cannot tell."""
+    scheme, _, raw = found.get(b"authorization", b"").partition(b" ")
+    token = raw.strip().decode("ascii", "replace") if scheme.lower() == b"bearer" else ""
     raw_key = found.get(b"idempotency-key")
     if raw_key is None:
-        return ""
-    scheme, _, token = found.get(b"authorization", b"").partition(b" ")
-    if scheme.lower() != b"bearer" or not token.strip() or not raw_key.isascii():
+        return "", token, ""
+    if not token or len(token) > TOKEN_MAX or not raw_key.isascii():
         return None
     key = raw_key.decode()
-    login = c.identity.peek_login(token.strip().decode("ascii", "replace"))
+    login = c.identity.peek_login(token)
     if login is None or not keys.valid_id(key):
         return None
-    return keys.hold_key(event_id, login, key)
+    return keys.hold_key(event_id, login, key), token, login
+
+
+def _readable(c: Context, event_id: str, scope: Scope) -> tuple[str, str, str] | None:
+    found = _headers(scope)
+    if found is None or not keys.valid_id(event_id) or b"transfer-encoding" in found:
+        return None
+    length = found.get(b"content-length")
+    if length is None or not length.isdigit() or int(length) > c.settings.body_max_bytes:
+        return None
+    return _claim_of(c, event_id, found)
+
+
+async def _body(receive: Receive) -> list[Message] | None:
+    """Every message of the request's body (bounded by the Content-Length checked above);
+    None if the client went away."""
+    messages = [await receive()]
+    while messages[-1]["type"] == "http.request" and messages[-1].get("more_body"):
+        messages.append(await receive())
+    return None if messages[-1]["type"] == "http.disconnect" else messages
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """A `receive` that gives the body already read, then what the client sends next."""
+    pending = list(messages)
+
+    async def replayed() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replayed
 
 
 async def refusal_lane(scope: Scope, receive: Receive, send: Send, proceed: Next) -> None:
@@ -63,57 +101,56 @@ async def refusal_lane(scope: Scope, receive: Receive, send: Send, proceed: Next
     the store gives back once Redis answered (or here, if the claim stops before Redis)."""
     c: Context | None = getattr(scope["app"].state, "ctx", None)
     memory = c.store.sold_out if c is not None else None
-    if c is None or memory is None:
-        await proceed(scope, receive, send)
-        return
     event_id = scope["path_params"]["event_id"]
-    started = time.perf_counter()
-    hold_id = _readable(c, event_id, _headers(scope))
-    if hold_id is None:  # the normal path reads it, and waits at the gate there
-        await proceed(scope, receive, send)
+    claim = _readable(c, event_id, scope) if c is not None and memory is not None else None
+    if c is None or memory is None or claim is None:
+        await proceed(scope, receive, send)  # the normal path waits at the gate itself
         return
-    if await memory.admit(event_id, hold_id or "-", c.store.timeout_s):
-        await _sold_out(scope, receive, send, c, started)
+    scope[STARTED] = started = time.perf_counter()  # the access line counts the wait too
+    messages = await _body(receive)
+    if messages is None:
+        return
+    hold_id, token, login = claim
+    try:
+        refused = await memory.admit(event_id, hold_id or "-", c.store.timeout_s)
+    except StoreUnavailable as exc:
+        await _answer(scope, send, c, started, exc)
+        return
+    # Let through only because its hold exists: a retry, if its token is good. A forged one is
+    # told what everyone else is (its answer must not say whether the hold exists).
+    retry = not refused and hold_id and memory.remembers(event_id)
+    if retry and c.identity.names(token, login) is False:
+        memory.release(event_id)
+        refused = True
+    if refused:
+        await _answer(scope, send, c, started, SoldOut())
         return
     scope[SLOT] = True  # a place in flight: the store's claim takes it over (api checkout)
     try:
-        await proceed(scope, receive, send)
+        await proceed(scope, _replay(messages, receive), send)
     finally:
         if scope.pop(SLOT, False):  # stopped before Redis (401, 400, no admission, ...)
             memory.release(event_id)
 
 
-def _readable(c: Context, event_id: str, found: dict[bytes, bytes]) -> str | None:
-    """The claim's hold id if the lane can read it (see the module's doc), else None."""
-    length = found.get(b"content-length")
-    if b"transfer-encoding" in found or length is None or not length.isdigit():
-        return None
-    if int(length) > c.settings.body_max_bytes:
-        return None
-    return _hold_id(c, event_id, found)
-
-
-async def _sold_out(scope: Scope, receive: Receive, send: Send, c: Context, started: float) -> None:
-    """The answer the normal path gives a claim refused from memory, with its access line."""
-    message: Any = await receive()  # the body (bounded), read so the connection stays usable
-    while message.get("more_body"):
-        message = await receive()
+async def _answer(scope: Scope, send: Send, c: Context, started: float, exc: EngineError) -> None:
+    """The normal path's answer to this refusal (api/errors.py from_engine), with its access
+    line and metrics."""
     rid = request_id_from(scope["headers"])
-    body = orjson.dumps({"error": {"code": SoldOut.code, "message": MESSAGE, "request_id": rid}})
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 409,
-            "headers": [
-                (b"content-length", str(len(body)).encode()),
-                (b"content-type", b"application/json"),
-                (b"x-request-id", rid.encode()),
-            ],
-        }
-    )
+    status = 503 if isinstance(exc, StoreUnavailable) else 409
+    error: dict[str, Any] = {"code": exc.code, "message": exc.summary, "request_id": rid}
+    body = orjson.dumps({"error": error})
+    headers = [
+        (b"content-length", str(len(body)).encode()),
+        (b"content-type", b"application/json"),
+        (b"x-request-id", rid.encode()),
+    ]
+    if status == 503:
+        headers.append((b"retry-after", b"1"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
     seconds = time.perf_counter() - started
-    c.metrics.claimed(SoldOut.code)
-    c.metrics.observe(ROUTE, 409, seconds)
+    c.metrics.claimed(exc.code)
+    c.metrics.observe(ROUTE, status, seconds)
     if c.access is not None:
-        c.access.write(rid, scope, 409, seconds)
+        c.access.write(rid, scope, status, seconds)

@@ -3,13 +3,17 @@ claims in flight to Redis and those waiting their turn, and how many may be in f
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
+
+from engine import errors
 
 
 @dataclass(slots=True)
 class Gate:
     """One event's claims in flight to Redis from this process, and those waiting their turn.
-    `limit` starts at START and grows by GROW per claim that won (up to the memory's window):
+    `limit` starts at START and grows by GROW per claim that won, OK (up to the window):
     a sold-out event is found out with few claims in flight, a selling one opens up within a
     few round trips."""
 
@@ -20,6 +24,7 @@ class Gate:
 
 START = 128  # claims of one event in flight from this process before any has won
 GROW = 1  # more in flight per claim that won: the window doubles each round trip
+ENTER_PAUSE_S = 0.5  # the longest a memory being made holds the event's waiting claims back
 
 
 def wake(gate: Gate, n: int) -> None:
@@ -29,3 +34,85 @@ def wake(gate: Gate, n: int) -> None:
         if not turn.done():
             turn.set_result(None)
             n -= 1
+
+
+class Gates:
+    """Every event's gate in this process. `window`: the most in flight per event."""
+
+    def __init__(self, window: int, stats: Any) -> None:
+        self.window = window
+        self.by_event: dict[str, Gate] = {}
+        self.stats = stats  # its `held` counts the claims that waited (each once)
+
+    async def admit(
+        self,
+        event_id: str,
+        refuses: Callable[[], bool],
+        paused_until: Callable[[], float],
+        wait_s: float,
+    ) -> bool:
+        """True: `refuses()` said so (before or after a wait). False: a place in flight is
+        this claim's until `release`. Waits while the gate is full or paused (a memory being
+        made: until `paused_until()`, a loop time), at most `wait_s` (StoreUnavailable)."""
+        loop = asyncio.get_running_loop()
+        deadline, woken = loop.time() + wait_s, False
+        while True:
+            gate = self.by_event.get(event_id)  # again after a wait: emptied and dropped?
+            if refuses():
+                if woken and gate is not None:
+                    wake(gate, 1)  # answered without a place: the next one asks too
+                    self._drop_if_idle(event_id, gate)
+                return True
+            if gate is None:
+                gate = self.by_event[event_id] = Gate(min(START, self.window))
+            paused = paused_until()
+            if gate.inflight < gate.limit and not paused and (woken or not gate.waiting):
+                gate.inflight += 1  # a newcomer queues behind those waiting
+                return False
+            self.stats.held += int(not woken)
+            await _wait(gate, deadline, paused or deadline, event_id)
+            woken = True
+
+    def release(self, event_id: str, reply: list[Any] | None, paused: bool) -> None:
+        """A claim let through was answered (`reply`: the script's) or failed: the next may go;
+        one that won (OK) lets one more in flight. An idle gate is dropped."""
+        gate = self.by_event.get(event_id)
+        if gate is None:
+            return
+        gate.inflight -= 1
+        won = reply is not None and reply[:1] == ["OK"]
+        grow = min(GROW, self.window - gate.limit) if won else 0
+        gate.limit += grow
+        if not paused:
+            wake(gate, 1 + grow)
+        self._drop_if_idle(event_id, gate)
+
+    def _drop_if_idle(self, event_id: str, gate: Gate) -> None:
+        """Nothing in flight, nobody waiting: the gate goes (a claim woken and not yet run asks
+        for it again and finds a new one)."""
+        while gate.waiting and gate.waiting[0].done():  # claims that left before their turn
+            gate.waiting.popleft()
+        if gate.inflight <= 0 and not gate.waiting and self.by_event.get(event_id) is gate:
+            del self.by_event[event_id]
+
+    def wake_all(self, event_id: str) -> None:
+        gate = self.by_event.get(event_id)
+        if gate is not None:
+            wake(gate, len(gate.waiting))
+
+
+async def _wait(gate: Gate, deadline: float, until: float, event_id: str) -> None:
+    """Wait for a turn until `until` (a pause's end: then ask again) or `deadline` (then
+    StoreUnavailable); a turn given to a claim that leaves passes to the next."""
+    turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    gate.waiting.append(turn)
+    try:
+        async with asyncio.timeout_at(min(deadline, until)):
+            await turn
+    except BaseException as exc:
+        if turn.done() and not turn.cancelled():
+            wake(gate, 1)
+        if not isinstance(exc, TimeoutError):
+            raise
+        if asyncio.get_running_loop().time() >= deadline:
+            raise errors.StoreUnavailable(f"claim on {event_id}: waited too long") from None

@@ -59,8 +59,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from engine import errors, keys
-from engine.claim_gate import GROW, START, Gate, wake
+from engine import keys
+from engine.claim_gate import ENTER_PAUSE_S, Gates
 from engine.cluster import is_cluster
 from engine.loops import repeat
 
@@ -104,10 +104,9 @@ class SoldOutMemory:
         self.prefix = prefix
         self.ttl_s = ttl_s
         self.snapshot_max = snapshot_max
-        self.window = window
-        self._gates: dict[str, Gate] = {}
         self.listening = False  # True while the listener's connection is up
         self.stats = SoldOutStats()
+        self.gates = Gates(window, self.stats)  # engine/claim_gate.py
         self._events: dict[str, _Memory] = {}
         # Highest restocks count heard of per event, and when: a SOLD_OUT reply with a lower
         # count was made before that restock. Kept KEEP_S, far longer than any call can live.
@@ -118,6 +117,7 @@ class SoldOutMemory:
         self._confirmed: dict[str, float] = {}
         self._confirmations = asyncio.Condition()  # notified on each confirmation
         self._entering: dict[str, asyncio.Task[None]] = {}  # snapshot reads in flight
+        self._entering_since: dict[str, float] = {}  # loop time each of them started
         self._pruned = 0.0
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -142,57 +142,40 @@ class SoldOutMemory:
     async def admit(self, event_id: str, hold_id: str, wait_s: float, held: bool = False) -> bool:
         """True: answer this claim sold_out from memory. False: the claim goes to Redis and
         holds one of the event's places in flight until `release(event_id)`. `held`: it
-        already holds one (taken in api/refusal_lane.py, where it was asked this already)."""
+        already holds one (taken in api/refusal_lane.py, where it was asked this already).
+        With a window of 0 there is no gate: only the memory is asked."""
         if held:
             return False
-        loop = asyncio.get_running_loop()
-        deadline, woken = loop.time() + wait_s, False
-        while True:
-            gate = self._gates.get(event_id)  # again after a wait: pruned meanwhile?
-            if gate is None:
-                gate = self._gates[event_id] = Gate(min(START, self.window))
-            if self.refuses(event_id, hold_id):
-                if woken:
-                    wake(gate, 1)  # answered without a place: the next one asks too
-                return True
-            free = gate.inflight < gate.limit and event_id not in self._entering
-            if free and (woken or not gate.waiting):  # a newcomer queues behind those waiting
-                gate.inflight += 1
-                return False
-            self.stats.held += 1
-            turn: asyncio.Future[None] = loop.create_future()
-            gate.waiting.append(turn)
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await turn
-            except BaseException as exc:
-                if turn.done() and not turn.cancelled():
-                    wake(gate, 1)  # woken, but leaving: the turn passes to the next
-                if isinstance(exc, TimeoutError):
-                    raise errors.StoreUnavailable(f"claim on {event_id}: waited too long") from None
-                raise
-            woken = True
+        if self.gates.window <= 0:
+            return self.refuses(event_id, hold_id)
+        return await self.gates.admit(
+            event_id,
+            lambda: self.refuses(event_id, hold_id),
+            lambda: self._paused_until(event_id),
+            wait_s,
+        )
+
+    def _paused_until(self, event_id: str) -> float:
+        """While a SOLD_OUT reply is being turned into a memory, the loop time until which no
+        waiting claim of the event goes on to Redis; 0.0 when not paused."""
+        since = self._entering_since.get(event_id)
+        if since is None or event_id not in self._entering:
+            return 0.0
+        until = since + ENTER_PAUSE_S
+        return until if asyncio.get_running_loop().time() < until else 0.0
 
     def release(self, event_id: str, reply: list[Any] | None = None) -> None:
-        """A claim let through by `admit` was answered (`reply`: the script's) or failed: the
-        next may go; a claim that won lets one more in flight (two once the window grew)."""
-        gate = self._gates[event_id]
-        gate.inflight -= 1
-        won = reply is not None and reply[:1] in (["OK"], ["REPLAY"])
-        grow = min(GROW, self.window - gate.limit) if won else 0
-        gate.limit += grow
-        if event_id not in self._entering:
-            wake(gate, 1 + grow)
+        """A claim let through by `admit` was answered (`reply`: the script's) or failed."""
+        self.gates.release(event_id, reply, bool(self._paused_until(event_id)))
 
     def _entered(self, event_id: str) -> None:
         """The memory of the event was entered, or not: every waiting claim asks again."""
         self._entering.pop(event_id, None)
+        self._entering_since.pop(event_id, None)
         self._wake_all(event_id)
 
     def _wake_all(self, event_id: str) -> None:
-        gate = self._gates.get(event_id)
-        if gate is not None:
-            wake(gate, len(gate.waiting))
+        self.gates.wake_all(event_id)
 
     def sold_out(self, event_id: str, restocks: int, sent_at: float) -> None:
         """Redis said SOLD_OUT (with its restocks count) to a call sent at `sent_at`
@@ -213,8 +196,10 @@ class SoldOutMemory:
             self.stats.entered += 1
             self._wake_all(event_id)  # those still waiting are answered from it
             return
-        task = asyncio.get_running_loop().create_task(self._enter(event_id, restocks))
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self._enter(event_id, restocks))
         self._entering[event_id] = task
+        self._entering_since[event_id] = loop.time()
         task.add_done_callback(lambda _t: self._entered(event_id))
 
     def _heard(self, event_id: str) -> int:
@@ -232,8 +217,6 @@ class SoldOutMemory:
             del self._events[event_id]
         for event_id in [e for e, (_n, at) in self._latest.items() if at < old]:
             del self._latest[event_id]
-        for event_id in [e for e, g in self._gates.items() if not g.inflight and not g.waiting]:
-            del self._gates[event_id]  # idle: a claim in flight keeps its gate
 
     async def _enter(self, event_id: str, restocks: int) -> None:
         """Once the event's channel is confirmed: read its holds and its restocks count in
@@ -318,6 +301,8 @@ class SoldOutMemory:
         self.listening = False
         self._confirmed.clear()
         self.forget()
+        for task in list(self._entering.values()):
+            task.cancel()  # its end wakes the claims its gate held
 
     async def _listen(self) -> bool:
         """One connection's life: subscribe the channels wanted, hear confirmations, restock

@@ -101,18 +101,22 @@ async def test_a_retry_of_the_winning_claim_still_gets_its_hold(
     assert again.status_code == 200 and again.json()["state"] == "RESERVED"
 
 
-async def test_a_forged_token_naming_the_winner_gets_neither_the_hold_nor_a_pass(
+async def test_a_forged_token_naming_the_winner_gets_neither_the_hold_nor_a_sign_of_it(
     api: tuple[httpx.AsyncClient, Any], real_store: Store
 ) -> None:
     """The lane reads the login from the token without its signature only to recognise a
-    retry: a token signed with another secret that names the winner, with the winner's key,
-    goes on to the normal path, which refuses it (401); it never sees the winner's hold."""
+    retry; a retry's token is then checked in the lane. A token signed with another secret that
+    names the winner, with the winner's key, is told `sold_out` like any claim: the answer
+    neither gives the hold nor says that the winner used that key (a 401 here would)."""
     http, ctx = api
     event_id = await sold_out_and_remembered(http, ctx, real_store)
     forged = {**bearer("winner", secrets.token_urlsafe(32)), "Idempotency-Key": "k-win"}
     r = await claim(http, event_id, forged)
-    assert (r.status_code, r.json()["error"]["code"]) == (401, "unauthorized")
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "sold_out")
+    unused = {**bearer("winner", secrets.token_urlsafe(32)), "Idempotency-Key": "k-never"}
+    assert (await claim(http, event_id, unused)).json() | {"error": {}} == r.json() | {"error": {}}
     assert "hold_id" not in r.text
+    assert event_id not in ctx.store.sold_out.gates.by_event  # every place given back
 
 
 @pytest.mark.parametrize(
@@ -153,6 +157,37 @@ async def test_what_the_lane_cannot_read_goes_the_normal_way(
     assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request")
     r = await claim(http, event_id, {"Authorization": "Bearer not-a-token", "Idempotency-Key": "k"})
     assert (r.status_code, r.json()["error"]["code"]) == (401, "unauthorized")
+    # A compressed payload is never inflated by the lane (it never checked the signature).
+    bomb = ".eJzLSM3JyVcozy_KSQEAGgQEXQ.aw9OOw.z9bFTKkAeBV-TnYICJlMKNgQaC8"
+    r = await claim(http, event_id, {"Authorization": f"Bearer {bomb}", "Idempotency-Key": "k"})
+    assert (r.status_code, r.json()["error"]["code"]) == (401, "unauthorized")
+    # Two Idempotency-Keys: the normal path decides (the first, as Starlette reads them).
+    twice = [("authorization", bearer("winner")["Authorization"])]
+    twice += [("idempotency-key", "k-win"), ("idempotency-key", "k-other")]
+    r = await http.post(f"/v1/events/{event_id}/holds", json={}, headers=twice)
+    assert r.status_code == 200 and r.json()["state"] == "RESERVED"  # the winner's REPLAY
+    bad = await claim(http, "bad id!", {**bearer("f"), "Idempotency-Key": "kf"})
+    assert bad.status_code == 400 and "bad id!" not in ctx.store.sold_out.gates.by_event
+
+
+async def test_a_claim_waiting_too_long_at_the_gate_is_a_503_with_its_error_body(
+    api: tuple[httpx.AsyncClient, Any], real_store: Store
+) -> None:
+    """The gate's wait is bounded by the store's timeout: the claim is told store_unavailable
+    (503, Retry-After, the JSON error body), never a bare 500."""
+    http, ctx = api
+    sale = await open_sale(real_store, 5)
+    memory = ctx.store.sold_out
+    memory.gates.window = 1
+    ctx.store.timeout_s = 0.2
+    assert await memory.admit(sale.event_id, "someone-else", 1.0) is False  # the one place
+    r = await claim(http, sale.event_id, {**bearer("g"), "Idempotency-Key": "kg"})
+    assert (r.status_code, r.json()["error"]["code"]) == (503, "store_unavailable")
+    assert r.headers["retry-after"] == "1" and r.json()["error"]["request_id"]
+    memory.release(sale.event_id)
+    assert (
+        await claim(http, sale.event_id, {**bearer("g"), "Idempotency-Key": "kg"})
+    ).status_code == 201
 
 
 async def test_a_burst_on_few_seats_is_mostly_answered_in_the_lane(

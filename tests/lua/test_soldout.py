@@ -245,7 +245,7 @@ async def test_the_gate_keeps_a_burst_off_redis_once_it_is_sold_out(
     """200 claims at once on 2 seats, at most 8 in flight: after the first SOLD_OUT reply no
     waiting claim goes to Redis until the memory is entered, then all are answered from it.
     Exactly two win; everyone else is told sold_out."""
-    memory.window = 8
+    memory.gates.window = 8
     sale = await open_sale(store, 2, now_ms=T0)
     results = await asyncio.gather(
         *(store.claim(sale.event_id, f"u{i}", f"k{i}") for i in range(200)),
@@ -255,8 +255,8 @@ async def test_the_gate_keeps_a_burst_off_redis_once_it_is_sold_out(
     refused = [r for r in results if isinstance(r, BaseException)]
     assert len(won) == 2 and all(isinstance(r, errors.SoldOut) for r in refused), refused[:3]
     assert memory.stats.held > 0
-    assert memory.stats.answered >= 200 - 2 * memory.window  # Redis saw at most two windows
-    assert memory._gates[sale.event_id].inflight == 0
+    assert memory.stats.answered >= 200 - 2 * memory.gates.window  # at most two windows
+    assert sale.event_id not in memory.gates.by_event  # nothing in flight: dropped
     await sale.audit_ok()
 
 
@@ -265,7 +265,7 @@ async def test_claims_waiting_at_the_gate_get_a_seat_that_came_back(
 ) -> None:
     """The memory is not entered when a seat came back between the SOLD_OUT reply and its
     snapshot: the claims that waited meanwhile go on to Redis, and one of them gets the seat."""
-    memory.window = 1
+    memory.gates.window = 1
     sale = await sell_out(store, 1)
     real_snapshot = memory._snapshot
 
@@ -288,7 +288,8 @@ async def test_claims_waiting_at_the_gate_get_a_seat_that_came_back(
 
 def test_the_gate_without_redis() -> None:
     """A full window makes the next claim wait, bounded by its wait; a claim that leaves
-    after it was woken passes its turn on (nobody waits forever behind it)."""
+    after it was woken passes its turn on (nobody waits forever behind it); an idle gate is
+    dropped; a window of 0 is no gate at all."""
 
     async def run() -> None:
         m = SoldOutMemory(None, "p", window=1)  # type: ignore[arg-type]
@@ -298,12 +299,39 @@ def test_the_gate_without_redis() -> None:
         second = asyncio.create_task(m.admit("e", "k2", 5.0))
         third = asyncio.create_task(m.admit("e", "k3", 5.0))
         await asyncio.sleep(0.01)
-        assert [t.done() for t in m._gates["e"].waiting] == [True, False, False]  # k2 left
-        m.release("e")  # wakes the second, which is cancelled before it runs
+        gate = m.gates.by_event["e"]
+        assert [t.done() for t in gate.waiting] == [True, False, False]  # k2's first wait left
+        m.release("e", ["SOLD_OUT", 1])  # wakes the second, which is cancelled before it runs
         second.cancel()
         assert await third is False  # its turn was passed on
-        assert m._gates["e"].inflight == 1 and all(t.done() for t in m._gates["e"].waiting)
-        m.release("e")
-        assert m._gates["e"].inflight == 0
+        assert gate.inflight == 1 and all(t.done() for t in gate.waiting)
+        assert m.stats.held == 3  # k2 (twice, each its own claim) and k3: one count each
+        gate.waiting.clear()
+        m.release("e", ["OK", "h", "s", 0, "", 0])
+        assert "e" not in m.gates.by_event  # nothing in flight, nobody waiting: dropped
+        off = SoldOutMemory(None, "p", window=0)  # type: ignore[arg-type]
+        assert [await off.admit("e", f"k{i}", 0.01) for i in range(5)] == [False] * 5
+        off.release("e", None)
+        assert off.gates.by_event == {}
+
+    asyncio.run(run())
+
+
+def test_a_memory_being_made_pauses_the_gate_for_half_a_second_at_most() -> None:
+    """A SOLD_OUT reply whose memory takes long to make (a subscription that never comes)
+    holds the event's waiting claims back ENTER_PAUSE_S at most; then they go on to Redis."""
+
+    async def run() -> None:
+        m = SoldOutMemory(None, "p", window=1)  # type: ignore[arg-type]
+        m.listening = True
+        assert await m.admit("e", "k1", 5.0) is False
+        m.sold_out("e", 7, sent_at=time.monotonic())  # its memory: waits for a confirmation
+        assert m._paused_until("e") > 0
+        m.release("e", ["SOLD_OUT", 7])  # paused: wakes nobody
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        assert await m.admit("e", "k2", 5.0) is False  # let through once the pause ended
+        assert 0.4 < loop.time() - started < 1.5
+        await m.stop()
 
     asyncio.run(run())
