@@ -282,6 +282,18 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     return 0 if verdict.ok else 1
 
 
+def add_redis_aof(ap: argparse.ArgumentParser) -> None:
+    """The engine's Redis in a tool's run (this one and loadtest/claim_rate.py)."""
+    ap.add_argument(
+        "--redis-aof",
+        choices=(*AOF_FLAGS, "shared"),
+        default="always",
+        help="the engine on a private Redis with this AOF fsync policy (always: the production "
+        "setting, what compares fairly with PostgreSQL's synchronous commit), or on the shared "
+        "server of ONSALE_REDIS_URL as it is",
+    )
+
+
 def positive(raw: str) -> int:
     value = int(raw)
     if value < 1:
@@ -326,14 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         help="with --ledger: then also the writer's own pace on a backlog (writer stopped while "
         "a second round of holds expires, then started)",
     )
-    ap.add_argument(
-        "--redis-aof",
-        choices=("always", "everysec", "no", "shared"),
-        default="always",
-        help="engine: a private Redis with this AOF fsync policy (always: the production "
-        "setting, what compares fairly with PostgreSQL's synchronous commit), or the shared "
-        "server of ONSALE_REDIS_URL as it is",
-    )
+    add_redis_aof(ap)
     ap.add_argument(
         "--parties",
         type=float,

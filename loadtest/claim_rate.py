@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from api.identity import DemoTokens
-from loadtest.burst import AOF_FLAGS, SHARED_REDIS
+from loadtest.burst import AOF_FLAGS, SHARED_REDIS, add_redis_aof
 from loadtest.burst_report import durability
 from loadtest.persistence_cost import private_server
 from loadtest.stack import LocalStack
@@ -248,13 +248,7 @@ def main() -> int:
         "one hold); per-connection: one login per wrk connection, so each claim also releases "
         "that login's previous hold",
     )
-    ap.add_argument(
-        "--redis-aof",
-        choices=("always", "everysec", "no", "shared"),
-        default="always",
-        help="a private Redis with this AOF fsync policy (always: production's, what compares "
-        "fairly with PostgreSQL's synchronous commit), or the shared ONSALE_REDIS_URL",
-    )
+    add_redis_aof(ap)
     ap.add_argument("--profile", default="", help="py-spy raw stacks file (needs --workers 1)")
     ap.add_argument("--profile-top", type=int, default=30)
     args = ap.parse_args()
