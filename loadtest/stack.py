@@ -5,6 +5,7 @@ process gets the same ONSALE_* environment; ports are spare ones unless given; s
 terminates them all."""
 
 import os
+import random
 import secrets
 import socket
 import subprocess
@@ -32,10 +33,30 @@ QUICK_SETTLE_ENV: Mapping[str, str] = MappingProxyType(
 )
 
 
+# Below the kernel's ephemeral range (32768-60999 on Linux by default), so no outgoing
+# connection takes a port between the moment it is chosen and the moment a server binds it, and
+# below the cluster nodes' range (loadtest/redis_cluster.py).
+SPARE_PORTS = range(15_000, 20_000)
+_handed: set[int] = set()  # never the same port twice from one process
+
+
 def spare_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free on 127.0.0.1 now, for a server started next. Not bind(0): the kernel hands
+    such a port out again to the next caller, or to an outgoing connection, before the server
+    binds it (a ledger's metrics port was taken so under a loaded test run)."""
+    rng = random.Random()
+    for _ in range(1_000):
+        port = rng.choice(SPARE_PORTS)
+        if port in _handed:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed.add(port)
+        return port
+    raise RuntimeError(f"no spare port in {SPARE_PORTS.start}-{SPARE_PORTS.stop - 1}")
 
 
 @dataclass
