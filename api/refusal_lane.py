@@ -14,22 +14,23 @@ used a key. A claim without an Idempotency-Key is never a retry: it is answered 
 token. What the lane cannot read (an unusable event id, a token it cannot decode, an
 Idempotency-Key the normal path would refuse, several of them, a body without a Content-Length
 or over the limit) goes the normal way, which answers it as before. The answers are the normal
-path's (status, body, headers, request id, access line, metrics); only the order of checks
-differs: on a remembered sold-out event a claim with a bad token or body is told `sold_out`."""
+path's, made by the same wrapper (status, body, headers, request id, access line, metrics); only
+the order of checks differs: on a remembered sold-out event a claim with a bad token or body is
+told `sold_out`."""
 
 import time
-from typing import Any
 
-import orjson
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from api.context import STARTED, Context
+from api.context import STARTED, Context, ctx, endpoint
 from api.hotpath import Next
-from api.logs import request_id_from
 from engine import keys
 from engine.errors import EngineError, SoldOut, StoreUnavailable
 
 SLOT = "onsale.gate_slot"  # scope key: this claim holds a place at its event's gate
+REFUSAL = "onsale.refusal"  # scope key: the refusal the lane answers
 ROUTE = "claim"  # the metrics' and access log's name of the claim route (api/routes/checkout)
 HEADERS = (b"authorization", b"idempotency-key", b"content-length", b"transfer-encoding")
 TOKEN_MAX = 4096  # a longer bearer token is not read here (the normal path answers it)
@@ -106,7 +107,7 @@ async def refusal_lane(scope: Scope, receive: Receive, send: Send, proceed: Next
     if c is None or memory is None or claim is None:
         await proceed(scope, receive, send)  # the normal path waits at the gate itself
         return
-    scope[STARTED] = started = time.perf_counter()  # the access line counts the wait too
+    scope[STARTED] = time.perf_counter()  # the access line counts the wait too
     messages = await _body(receive)
     if messages is None:
         return
@@ -114,7 +115,7 @@ async def refusal_lane(scope: Scope, receive: Receive, send: Send, proceed: Next
     try:
         refused = await memory.admit(event_id, hold_id or "-", c.store.timeout_s)
     except StoreUnavailable as exc:
-        await _answer(scope, send, c, started, exc)
+        await _answer(scope, receive, send, exc)
         return
     # Let through only because its hold exists: a retry, if its token is good. A forged one is
     # told what everyone else is (its answer must not say whether the hold exists).
@@ -123,7 +124,7 @@ async def refusal_lane(scope: Scope, receive: Receive, send: Send, proceed: Next
         memory.release(event_id)
         refused = True
     if refused:
-        await _answer(scope, send, c, started, SoldOut())
+        await _answer(scope, receive, send, SoldOut())
         return
     scope[SLOT] = True  # a place in flight: the store's claim takes it over (api checkout)
     try:
@@ -133,24 +134,16 @@ async def refusal_lane(scope: Scope, receive: Receive, send: Send, proceed: Next
             memory.release(event_id)
 
 
-async def _answer(scope: Scope, send: Send, c: Context, started: float, exc: EngineError) -> None:
-    """The normal path's answer to this refusal (api/errors.py from_engine), with its access
-    line and metrics."""
-    rid = request_id_from(scope["headers"])
-    status = 503 if isinstance(exc, StoreUnavailable) else 409
-    error: dict[str, Any] = {"code": exc.code, "message": exc.summary, "request_id": rid}
-    body = orjson.dumps({"error": error})
-    headers = [
-        (b"content-length", str(len(body)).encode()),
-        (b"content-type", b"application/json"),
-        (b"x-request-id", rid.encode()),
-    ]
-    if status == 503:
-        headers.append((b"retry-after", b"1"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-    seconds = time.perf_counter() - started
-    c.metrics.claimed(exc.code)
-    c.metrics.observe(ROUTE, status, seconds)
-    if c.access is not None:
-        c.access.write(rid, scope, status, seconds)
+async def _answer(scope: Scope, receive: Receive, send: Send, exc: EngineError) -> None:
+    """The normal path's answer to this refusal: the claim route's own wrapper (api/context.py
+    `endpoint`: the error body, request id, metrics and access line) around raising it."""
+    scope[REFUSAL] = exc
+    response = await _refused(Request(scope, receive))
+    await response(scope, receive, send)
+
+
+@endpoint(ROUTE)
+async def _refused(request: Request) -> Response:
+    exc: EngineError = request.scope[REFUSAL]
+    ctx(request).metrics.claimed(exc.code)
+    raise exc

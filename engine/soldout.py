@@ -116,8 +116,8 @@ class SoldOutMemory:
         self._wanted: dict[str, float] = {}
         self._confirmed: dict[str, float] = {}
         self._confirmations = asyncio.Condition()  # notified on each confirmation
-        self._entering: dict[str, asyncio.Task[None]] = {}  # snapshot reads in flight
-        self._entering_since: dict[str, float] = {}  # loop time each of them started
+        # Snapshot reads in flight, each with the loop time it started (the gate's pause).
+        self._entering: dict[str, tuple[asyncio.Task[None], float]] = {}
         self._pruned = 0.0
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -158,10 +158,10 @@ class SoldOutMemory:
     def _paused_until(self, event_id: str) -> float:
         """While a SOLD_OUT reply is being turned into a memory, the loop time until which no
         waiting claim of the event goes on to Redis; 0.0 when not paused."""
-        since = self._entering_since.get(event_id)
-        if since is None or event_id not in self._entering:
+        entering = self._entering.get(event_id)
+        if entering is None:
             return 0.0
-        until = since + ENTER_PAUSE_S
+        until = entering[1] + ENTER_PAUSE_S
         return until if asyncio.get_running_loop().time() < until else 0.0
 
     def release(self, event_id: str, reply: list[Any] | None = None) -> None:
@@ -171,10 +171,6 @@ class SoldOutMemory:
     def _entered(self, event_id: str) -> None:
         """The memory of the event was entered, or not: every waiting claim asks again."""
         self._entering.pop(event_id, None)
-        self._entering_since.pop(event_id, None)
-        self._wake_all(event_id)
-
-    def _wake_all(self, event_id: str) -> None:
         self.gates.wake_all(event_id)
 
     def sold_out(self, event_id: str, restocks: int, sent_at: float) -> None:
@@ -194,12 +190,11 @@ class SoldOutMemory:
             # never repeats across a rebuild of the event): renew it.
             self._events[event_id] = _Memory(restocks, now + self.ttl_s, m.holds, m.since)
             self.stats.entered += 1
-            self._wake_all(event_id)  # those still waiting are answered from it
+            self.gates.wake_all(event_id)  # those still waiting are answered from it
             return
         loop = asyncio.get_running_loop()
         task = loop.create_task(self._enter(event_id, restocks))
-        self._entering[event_id] = task
-        self._entering_since[event_id] = loop.time()
+        self._entering[event_id] = (task, loop.time())
         task.add_done_callback(lambda _t: self._entered(event_id))
 
     def _heard(self, event_id: str) -> int:
@@ -290,7 +285,7 @@ class SoldOutMemory:
 
     async def stop(self) -> None:
         self._stop.set()
-        for task in list(self._entering.values()):
+        for task, _since in list(self._entering.values()):
             task.cancel()
         if self._task is not None:
             self._task.cancel()  # it may be parked in a read for up to WAIT_S
@@ -301,7 +296,7 @@ class SoldOutMemory:
         self.listening = False
         self._confirmed.clear()
         self.forget()
-        for task in list(self._entering.values()):
+        for task, _since in list(self._entering.values()):
             task.cancel()  # its end wakes the claims its gate held
 
     async def _listen(self) -> bool:
