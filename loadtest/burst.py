@@ -29,7 +29,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -74,16 +74,22 @@ class Target:
     admin_token: str = ""  # the engine's: its /metrics tell what reached Redis
 
 
+@contextlib.contextmanager
+def engine_redis(args: argparse.Namespace) -> Iterator[str]:
+    """The engine's Redis for a tool's run (this one and loadtest/claim_rate.py): a private
+    server with the AOF policy asked for ("always" is the production setting, docs/deploy.md,
+    the one that compares fairly with PostgreSQL's synchronous commit), or the shared one."""
+    if args.redis_aof == "shared":
+        yield os.environ.get("ONSALE_REDIS_URL", SHARED_REDIS)
+        return
+    with private_server(AOF_FLAGS[args.redis_aof]) as port:
+        yield f"redis://127.0.0.1:{port}/0"
+
+
 @contextlib.asynccontextmanager
 async def engine_target(args: argparse.Namespace) -> AsyncIterator[Target]:
-    if args.redis_aof == "shared":
-        async with engine_on(args, os.environ.get("ONSALE_REDIS_URL", SHARED_REDIS)) as target:
-            yield target
-        return
-    # A private Redis with the persistence asked for: "always" is the production setting
-    # (docs/deploy.md), the one that compares fairly with PostgreSQL's synchronous commit.
-    with private_server(AOF_FLAGS[args.redis_aof]) as port:
-        async with engine_on(args, f"redis://127.0.0.1:{port}/0") as target:
+    with engine_redis(args) as redis_url:
+        async with engine_on(args, redis_url) as target:
             yield target
 
 

@@ -24,9 +24,8 @@ from rich.console import Console
 from rich.table import Table
 
 from api.identity import DemoTokens
-from loadtest.burst import AOF_FLAGS, SHARED_REDIS, add_redis_aof
+from loadtest.burst import add_redis_aof, engine_redis
 from loadtest.burst_report import durability
-from loadtest.persistence_cost import private_server
 from loadtest.stack import LocalStack
 
 PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -262,11 +261,8 @@ def main() -> int:
     if shutil.which("wrk") is None:
         print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
         return 2
-    if args.redis_aof == "shared":
-        rows = measure(args, os.environ.get("ONSALE_REDIS_URL", SHARED_REDIS))
-    else:
-        with private_server(AOF_FLAGS[args.redis_aof]) as port:
-            rows = measure(args, f"redis://127.0.0.1:{port}/0")
+    with engine_redis(args) as redis_url:
+        rows = measure(args, redis_url)
     print_report(args, rows)
     if args.json:
         out = {"workers": args.workers, "rows": rows, "durability": durability(args)}
