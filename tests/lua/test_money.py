@@ -2,6 +2,7 @@
 table-driven on fakeredis and real Redis: each case arranges a charge, sends one provider
 message, and checks the reply, the state, the alert and the outbox record."""
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -306,3 +307,23 @@ async def test_a_refund_keeps_when_its_charge_went_refunding(store: Store) -> No
     await reversal(sale, "c2", "DISPUTE_WON")
     c2 = await store.read.charge(sale.event_id, "c2")
     assert (c2.state, c2.refunding_ms) == (ChargeState.REFUNDING, T0 + 5_000)
+
+
+async def test_refund_retries_racing_the_refund_worker_end_in_one_refund(store: Store) -> None:
+    """An operator pressing "retry" while the refund worker records the refund, many times at
+    once, on each backend: the charge ends REFUNDED once, out of the queue, with one terminal
+    record, and a retry after that is refused (409 not_refunding), never a second refund."""
+    for trial in range(20):
+        sale = await charging(store)
+        await callback(sale, "c1", "DECLINED")
+        await callback(sale, "c1", "CAPTURED")  # money to give back
+        calls = [store.retry_refund(sale.event_id, "c1") for _ in range(8)]
+        calls.insert(trial % 9, store.refund_result(sale.event_id, "c1", refunded=True))
+        await asyncio.gather(*calls, return_exceptions=True)
+        c = await store.read.charge(sale.event_id, "c1")
+        assert c.state == ChargeState.REFUNDED
+        assert await store.read.due_refunds(sale.event_id, 2**62) == []
+        assert len(await terminal_records(sale, "charge", "c1")) == 1  # the decline's, only
+        with pytest.raises(errors.NotRefunding):
+            await store.retry_refund(sale.event_id, "c1")
+        await sale.audit_ok()
