@@ -18,6 +18,7 @@ class Gate:
     few round trips."""
 
     limit: int
+    answered_at: float  # loop time of the last claim Redis answered (or of the gate's start)
     inflight: int = 0
     waiting: deque[asyncio.Future[None]] = field(default_factory=deque)
 
@@ -25,6 +26,7 @@ class Gate:
 START = 128  # claims of one event in flight from this process before any has won
 GROW = 1  # more in flight per claim that won: the window doubles each round trip
 ENTER_PAUSE_S = 0.5  # the longest a memory being made holds the event's waiting claims back
+PATIENCE = 5  # a claim waits at most this many store timeouts in all, however busy the gate
 
 
 def wake(gate: Gate, n: int) -> None:
@@ -53,9 +55,11 @@ class Gates:
     ) -> bool:
         """True: `refuses()` said so (before or after a wait). False: a place in flight is
         this claim's until `release`. Waits while the gate is full or paused (a memory being
-        made: until `paused_until()`, a loop time), at most `wait_s` (StoreUnavailable)."""
+        made: until `paused_until()`, a loop time). A wait ends in StoreUnavailable once Redis
+        has answered none of the event's claims for `wait_s` (it is stalled or gone), or after
+        PATIENCE times `wait_s` in all; a busy gate that keeps being answered is waited on."""
         loop = asyncio.get_running_loop()
-        deadline, woken = loop.time() + wait_s, False
+        arrived, woken = loop.time(), False
         while True:
             gate = self.by_event.get(event_id)  # again after a wait: emptied and dropped?
             if refuses():
@@ -64,13 +68,13 @@ class Gates:
                     self._drop_if_idle(event_id, gate)
                 return True
             if gate is None:
-                gate = self.by_event[event_id] = Gate(min(START, self.window))
+                gate = self.by_event[event_id] = Gate(min(START, self.window), loop.time())
             paused = paused_until()
             if gate.inflight < gate.limit and not paused and (woken or not gate.waiting):
                 gate.inflight += 1  # a newcomer queues behind those waiting
                 return False
             self.stats.held += int(not woken)
-            await _wait(gate, deadline, paused or deadline, event_id)
+            await _wait(gate, _give_up(gate, arrived, wait_s), paused, event_id)
             woken = True
 
     def release(self, event_id: str, reply: list[Any] | None, paused: bool) -> None:
@@ -80,6 +84,8 @@ class Gates:
         if gate is None:
             return
         gate.inflight -= 1
+        if reply is not None:
+            gate.answered_at = asyncio.get_running_loop().time()
         won = reply is not None and reply[:1] == ["OK"]
         grow = min(GROW, self.window - gate.limit) if won else 0
         gate.limit += grow
@@ -101,18 +107,31 @@ class Gates:
             wake(gate, len(gate.waiting))
 
 
-async def _wait(gate: Gate, deadline: float, until: float, event_id: str) -> None:
-    """Wait for a turn until `until` (a pause's end: then ask again) or `deadline` (then
-    StoreUnavailable); a turn given to a claim that leaves passes to the next."""
-    turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+def _give_up(gate: Gate, arrived: float, wait_s: float) -> Callable[[], float]:
+    """When a claim that arrived at `arrived` stops waiting: `wait_s` after the later of its
+    arrival and the gate's last answer, and PATIENCE times `wait_s` after its arrival at most."""
+    return lambda: min(arrived + PATIENCE * wait_s, max(arrived, gate.answered_at) + wait_s)
+
+
+async def _wait(gate: Gate, give_up: Callable[[], float], paused: float, event_id: str) -> None:
+    """Wait in the queue for a turn, until a pause's end (`paused`, 0.0 for none: then ask
+    again) or `give_up()` (then StoreUnavailable), which moves on while Redis answers the
+    event's claims: the claim keeps its place meanwhile. A turn given to a claim that leaves
+    passes to the next."""
+    loop = asyncio.get_running_loop()
+    turn: asyncio.Future[None] = loop.create_future()
     gate.waiting.append(turn)
     try:
-        async with asyncio.timeout_at(min(deadline, until)):
-            await turn
-    except BaseException as exc:
+        while not turn.done():
+            now, limit = loop.time(), give_up()
+            if now >= limit:
+                raise errors.StoreUnavailable(f"claim on {event_id}: waited too long")
+            if paused and now >= paused:
+                return
+            await asyncio.wait((turn,), timeout=min(limit, paused or limit) - now)
+    except BaseException:
         if turn.done() and not turn.cancelled():
             wake(gate, 1)
-        if not isinstance(exc, TimeoutError):
-            raise
-        if asyncio.get_running_loop().time() >= deadline:
-            raise errors.StoreUnavailable(f"claim on {event_id}: waited too long") from None
+        raise
+    finally:
+        turn.cancel()  # a turn not given is skipped by `wake`

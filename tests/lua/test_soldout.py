@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from engine import errors
+from engine.claim_gate import PATIENCE
 from engine.cluster import is_cluster
 from engine.soldout import KEEP_S, SoldOutMemory, _Memory
 from engine.store import Store
@@ -313,6 +314,44 @@ def test_the_gate_without_redis() -> None:
         assert [await off.admit("e", f"k{i}", 0.01) for i in range(5)] == [False] * 5
         off.release("e", None)
         assert off.gates.by_event == {}
+
+    asyncio.run(run())
+
+
+def test_a_busy_gate_that_keeps_being_answered_is_waited_on() -> None:
+    """Claims queued behind a full window wait longer than the store's timeout while Redis
+    keeps answering the event's claims (a slow burst is not told 503), and each gets its turn
+    in order; with answers but never a turn, a claim gives up after PATIENCE timeouts."""
+
+    async def run() -> None:
+        m = SoldOutMemory(None, "p", window=1)  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+        assert await m.admit("e", "k0", 0.2) is False
+        started = loop.time()
+        queued = [asyncio.create_task(m.admit("e", f"k{i}", 0.2)) for i in range(1, 7)]
+        for task in queued:  # one answer every 0.1 s: the last waits 0.6 s, three timeouts
+            await asyncio.sleep(0.1)
+            m.release("e", ["SOLD_OUT", 1])
+            assert await task is False  # its turn, not a StoreUnavailable
+        assert loop.time() - started > 0.55
+        gate = m.gates.by_event["e"]
+
+        async def answers_elsewhere() -> None:  # answers keep coming, no place frees up
+            while True:
+                gate.answered_at = loop.time()
+                await asyncio.sleep(0.01)
+
+        other = asyncio.create_task(answers_elsewhere())
+        started = loop.time()
+        with pytest.raises(errors.StoreUnavailable):
+            await m.admit("e", "late", 0.05)
+        assert PATIENCE * 0.05 - 0.01 < loop.time() - started < PATIENCE * 0.05 + 0.3
+        other.cancel()
+        gate.answered_at = loop.time() - 1.0  # Redis went quiet a second ago
+        started = loop.time()
+        with pytest.raises(errors.StoreUnavailable):
+            await m.admit("e", "quiet", 0.05)
+        assert loop.time() - started < 0.2
 
     asyncio.run(run())
 
