@@ -173,8 +173,8 @@ async def test_what_the_lane_cannot_read_goes_the_normal_way(
 async def test_a_claim_waiting_too_long_at_the_gate_is_a_503_with_its_error_body(
     api: tuple[httpx.AsyncClient, Any], real_store: Store
 ) -> None:
-    """A gate that Redis answers nothing for the store's timeout: the claim is told store_unavailable
-    (503, Retry-After, the JSON error body), never a bare 500."""
+    """A gate that Redis answers nothing for the store's timeout: the claim is told
+    store_unavailable (503, Retry-After, the JSON error body), never a bare 500."""
     http, ctx = api
     sale = await open_sale(real_store, 5)
     memory = ctx.store.sold_out
