@@ -4,8 +4,8 @@ the field list against it); the ledger writer, reconciliation and the tools read
 the shadow candidate's fields, ADR 0020)."""
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from engine.states import ChargeState, HoldState
 
@@ -68,12 +68,16 @@ OUTBOX_FIELDS: tuple[str, ...] = (
     "shadow_version",
     "shadow_outcome",
 )
+_KINDS = {k.value: k for k in RecordKind}  # a dict lookup: a fifth of RecordKind()'s cost
 HOLD_RECORDED: frozenset[str] = frozenset(s.value for s in HoldState) - {HoldState.RESERVED}
 CHARGE_RECORDED: frozenset[str] = frozenset(s.value for s in ChargeState)
 
 
-@dataclass(frozen=True, slots=True)
-class OutboxRecord:
+class OutboxRecord(NamedTuple):
+    """One outbox record, immutable. A named tuple rather than a frozen dataclass: the ledger
+    writer makes one per decision it mirrors, and a frozen dataclass's constructor cost 12 of
+    the 19 µs a record took to read (benchmarks section 14)."""
+
     decision_id: str
     event_id: str
     kind: RecordKind
@@ -112,7 +116,7 @@ class OutboxRecord:
         return cls(
             decision_id=f["decision_id"],
             event_id=f["event"],
-            kind=RecordKind(f["kind"]),
+            kind=_KINDS.get(f["kind"]) or RecordKind(f["kind"]),  # unknown: ValueError
             entity_id=f["id"],
             from_state=f["from"],
             to_state=f["to"],

@@ -3,6 +3,7 @@ the burst expires at once and its EXPIRED decision is mirrored into the ledger (
 and with --ledger-drain the writer's own pace on a backlog."""
 
 import asyncio
+import os
 import time
 
 import asyncpg
@@ -12,6 +13,9 @@ import redis.asyncio as aioredis
 from api.identity import DemoTokens
 from engine import keys
 from loadtest.stack import LocalStack
+from persistence.database import create_pool
+from persistence.settings import LedgerSettings
+from persistence.writer import LedgerWriter
 
 
 async def ledger_stats(dsn: str, expected: int, timeout_s: float = 120.0) -> dict[str, float]:
@@ -55,8 +59,11 @@ async def ledger_drain(
     stack: LocalStack, redis: aioredis.Redis, event_id: str, prefix: str, expected: int
 ) -> dict[str, float]:
     """The ledger writer's own pace: the burst is claimed again (its holds were all mirrored by
-    the live run), the writer killed, every new hold left to expire, then the writer started on
-    that backlog of `expected` EXPIRED decisions: rows/s from its start to the last one."""
+    the live run), the writer process killed, every new hold left to expire, then a writer
+    with the ledger process's settings (ONSALE_LEDGER_BATCH_MAX) run here on that backlog of
+    `expected` EXPIRED decisions: rows/s from the end of its first batch (the consumer group
+    and the event's mirror are made then) to the end of its last; a process's start is left
+    out. The ledger process is started again afterwards."""
     await asyncio.to_thread(stack.kill, "ledger")
     deadlines = keys.event_key(event_id, "deadlines", prefix)
     backlog = keys.event_key(event_id, "outbox", prefix)
@@ -66,19 +73,25 @@ async def ledger_drain(
         if not await redis.zcard(deadlines) and await redis.xlen(backlog) >= before + expected:
             break
         await asyncio.sleep(0.2)
-    started = time.time()
-    await asyncio.to_thread(stack.restart, "ledger")
-    conn = await asyncpg.connect(stack.ledger_dsn, timeout=10)
+    settings = LedgerSettings.from_env({**os.environ, "ONSALE_PG_DSN": stack.ledger_dsn})
+    pool = await create_pool(stack.ledger_dsn, size_max=2, timeout_s=10)
+    writer = LedgerWriter(
+        redis, pool, prefix=prefix, consumer="drain", batch_max=settings.batch_max
+    )
     try:
-        query = "select count(*) from decisions where to_state = 'EXPIRED' and terminal"
-        for _ in range(12_000):  # up to 10 minutes
-            if await conn.fetchval(query) >= 2 * expected:
-                break
-            await asyncio.sleep(0.05)
-        done = time.time()
+        await writer.step(event_id)  # the group, the event's mirror and one batch
+        moved, started = 0, time.perf_counter()
+        while step := await writer.step(event_id):
+            moved += step
+        seconds = time.perf_counter() - started
     finally:
-        await conn.close()
-    return {"drain_rows": expected, "drain_rows_per_s": expected / max(done - started, 1e-9)}
+        await pool.close()
+    await asyncio.to_thread(stack.restart, "ledger")
+    return {
+        "drain_rows": moved,
+        "drain_rows_per_s": moved / max(seconds, 1e-9),
+        "drain_batch": settings.batch_max,
+    }
 
 
 async def refill(stack: LocalStack, event_id: str, n: int) -> None:

@@ -12,6 +12,19 @@ from engine.records import OutboxRecord, RecordKind
 REFUND_STATES = {"REFUNDED": "merchant", "PROVIDER_REFUNDED": "provider"}
 
 
+# The columns of a `decisions` row from to_row, and of a `holds` row from Rows.add, in order.
+DECISION_COLUMNS = (
+    "event_id", "decision_id", "stream_ms", "stream_seq", "kind", "entity_id", "from_state",
+    "to_state", "terminal", "hold_id", "charge_id", "seat_id", "login", "winner", "amount",
+    "attempt_id", "intent_id", "policy", "reason", "decided_at_ms", "captured", "seq",
+    "policy_version", "shadow_policy", "shadow_version", "shadow_outcome",
+)  # fmt: skip
+HOLD_COLUMNS = (
+    "event_id", "hold_id", "seat_id", "login", "state", "winner", "policy", "decided_at_ms",
+    "stream_ms", "stream_seq",
+)  # fmt: skip
+
+
 def to_row(event_id: str, entry_id: str, r: OutboxRecord) -> tuple[Any, ...]:
     """The `decisions` row of one outbox record (insert_decision's parameter order)."""
     # Pair the assertion made when the script XADDed the record with one at the ledger.

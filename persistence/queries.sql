@@ -31,6 +31,59 @@ on conflict (event_id, charge_id) do update set
   stream_seq = excluded.stream_seq
 where (c.stream_ms, c.stream_seq) < (excluded.stream_ms, excluded.stream_seq)
 
+-- name: stage_decisions
+-- The fast path's staging tables (persistence/ledger_apply.py): this session's own, emptied at
+-- every commit; COPY fills them, the two statements below move them into the ledger.
+create temp table if not exists staged_decisions (like decisions including defaults)
+  on commit delete rows
+
+-- name: stage_holds
+create temp table if not exists staged_holds (like holds) on commit delete rows
+
+-- name: insert_staged_decisions
+-- insert_decision for a whole staged batch.
+insert into decisions (event_id, decision_id, stream_ms, stream_seq, kind, entity_id,
+  from_state, to_state, terminal, hold_id, charge_id, seat_id, login, winner, amount,
+  attempt_id, intent_id, policy, reason, decided_at_ms, captured, seq, policy_version,
+  shadow_policy, shadow_version, shadow_outcome)
+select event_id, decision_id, stream_ms, stream_seq, kind, entity_id, from_state, to_state,
+  terminal, hold_id, charge_id, seat_id, login, winner, amount, attempt_id, intent_id, policy,
+  reason, decided_at_ms, captured, seq, policy_version, shadow_policy, shadow_version,
+  shadow_outcome
+from staged_decisions order by stream_ms, stream_seq
+on conflict (event_id, decision_id) do nothing
+
+-- name: upsert_staged_holds
+-- upsert_hold for a staged batch: one row per hold (its latest), applied in stream order.
+insert into holds as h (event_id, hold_id, seat_id, login, state, winner, policy,
+  decided_at_ms, stream_ms, stream_seq)
+select event_id, hold_id, seat_id, login, state, winner, policy, decided_at_ms, stream_ms,
+  stream_seq
+from staged_holds order by stream_ms, stream_seq
+on conflict (event_id, hold_id) do update set
+  state = excluded.state, winner = excluded.winner, decided_at_ms = excluded.decided_at_ms,
+  stream_ms = excluded.stream_ms, stream_seq = excluded.stream_seq
+where (h.stream_ms, h.stream_seq) < (excluded.stream_ms, excluded.stream_seq)
+
+-- name: bulk_upsert_charges
+-- upsert_charge for a batch: one row per charge (its latest), in the order of the arrays.
+insert into charges as c (event_id, charge_id, hold_id, seat_id, state, amount, attempt_id,
+  intent_id, policy, decided_at_ms, stream_ms, stream_seq, captured)
+select event_id, charge_id, hold_id, seat_id, state, amount, attempt_id, intent_id, policy,
+  decided_at_ms, stream_ms, stream_seq, captured
+from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
+  $7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[],
+  $13::bigint[]) with ordinality
+  as t(event_id, charge_id, hold_id, seat_id, state, amount, attempt_id, intent_id, policy,
+  decided_at_ms, stream_ms, stream_seq, captured, n)
+order by n
+on conflict (event_id, charge_id) do update set
+  state = excluded.state, attempt_id = excluded.attempt_id, intent_id = excluded.intent_id,
+  captured = excluded.captured,
+  decided_at_ms = excluded.decided_at_ms, stream_ms = excluded.stream_ms,
+  stream_seq = excluded.stream_seq
+where (c.stream_ms, c.stream_seq) < (excluded.stream_ms, excluded.stream_seq)
+
 -- name: insert_refund
 insert into refunds (event_id, charge_id, amount, refunded_at_ms, initiated_by)
 values ($1, $2, $3, $4, $5)

@@ -2,10 +2,11 @@
 
 - Reads with a consumer group (`ledger`), in batches of at most `batch_max` entries; first
   reclaims entries left pending by a dead consumer (XAUTOCLAIM), then reads new ones.
-- Writes a batch in one transaction: decisions inserted with ON CONFLICT DO NOTHING on their
-  deterministic decision id (a replay writes nothing twice), holds and charges upserted only
-  forward in stream order, refunds recorded, and each stock correction kept whole in
-  stock_corrections (ADR 0022; idempotent by correction id).
+- Writes a batch in one transaction, a statement per table (persistence/ledger_apply.py, ADR
+  0031): decisions inserted with ON CONFLICT DO NOTHING on their deterministic decision id (a
+  replay writes nothing twice), holds and charges upserted only forward in stream order,
+  refunds recorded, and each stock correction kept whole in stock_corrections (ADR 0022;
+  idempotent by correction id).
 - Acknowledges (XACK) only after the commit. A crash before the ack re-delivers the batch,
   which the conflict clauses make harmless.
 - A row a constraint refuses (say, a second terminal decision for one hold) is not dropped: the
@@ -39,9 +40,9 @@ from engine.reads import LEDGER_GROUP, stream_id
 from engine.records import OutboxRecord
 from engine.store import Store
 from persistence.fencing import Fencer
-from persistence.ledger_rows import Rows, config_row, to_row
+from persistence.ledger_apply import apply_records
+from persistence.ledger_rows import config_row
 from persistence.metrics import LedgerMetrics
-from persistence.notify import fan_out
 from persistence.queries import Q
 from persistence.settings import SenderSettings
 from persistence.stock_ledger import sku_rows
@@ -232,14 +233,14 @@ class LedgerWriter:
             await conn.execute(Q["insert_event"], event_id)
             try:
                 async with conn.transaction():  # savepoint: the fast path, whole batch
-                    await self._apply(conn, [row for _s, _f, row in rows])
+                    await apply_records(conn, [row for _s, _f, row in rows], bulk=True)
                 return False
             except asyncpg.IntegrityConstraintViolationError:
                 pass
             for sid, fields, row in rows:  # slow path: find and park the refused rows
                 try:
                     async with conn.transaction():
-                        await self._apply(conn, [row])
+                        await apply_records(conn, [row], bulk=False)
                 except asyncpg.IntegrityConstraintViolationError as exc:
                     self.stats.alerts += 1
                     log.error("ledger refused %s %s: %s", event_id, sid, exc)
@@ -255,26 +256,6 @@ class LedgerWriter:
                         fields,
                     )
         return collided
-
-    async def _apply(
-        self, conn: asyncpg.Connection, records: list[tuple[str, OutboxRecord]]
-    ) -> None:
-        """Decisions appended; holds and charges moved forward in stream order; refunds and
-        stock corrections kept; merchant notifications' deliveries written."""
-        await conn.executemany(Q["insert_decision"], [to_row(r.event_id, s, r) for s, r in records])
-        rows = Rows()
-        for sid, r in records:
-            rows.add(sid, r)
-        for query, batch in (
-            ("upsert_hold", rows.holds),
-            ("upsert_charge", rows.charges),
-            ("insert_refund", rows.refunds),
-            ("insert_stock_correction", rows.corrections),
-        ):
-            if batch:
-                await conn.executemany(Q[query], batch)
-        if records:  # merchant webhooks: deliveries in the decisions' transaction (ADR 0024)
-            await fan_out(conn, records[0][1].event_id, [r for _s, r in records])
 
     async def trim(self, event_id: str) -> int:
         """XTRIM MINID below both the oldest entry the ledger may not hold yet (pending or

@@ -15,7 +15,7 @@ import pytest
 from engine import keys
 from engine.store import Store
 from loadtest.stack import spare_port
-from persistence import schema
+from persistence import ledger_apply, schema
 from persistence import writer as w
 from persistence.database import create_pool
 from persistence.migrate import MigrationError, available, migrate
@@ -37,6 +37,13 @@ async def ledger_dsn() -> AsyncIterator[str]:
         yield dsn
 
 
+@pytest.fixture(params=["staged", "row by row"])
+def batch_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every batch through the fast path (staged, whatever its size) or none of them."""
+    monkeypatch.setattr(ledger_apply, "BULK_MIN", 1 if request.param == "staged" else 10**9)
+    return str(request.param)
+
+
 @pytest.fixture
 async def pool(ledger_dsn: str) -> AsyncIterator[asyncpg.Pool]:
     p = await create_pool(ledger_dsn, size_max=2, timeout_s=5)
@@ -52,6 +59,8 @@ async def test_migrations_apply_once_and_refuse_edited_files(ledger_dsn: str) ->
             r[0]: r[1] for r in await conn.fetch("select version, checksum from schema_migrations")
         }
         assert len(Q) >= 15
+        for name in (n for n in Q if n.startswith("stage_")):  # the session's temp tables
+            await conn.execute(Q[name])
         for name, sql in Q.items():  # every named query PREPAREs against the schema
             try:
                 await conn.prepare(sql)
@@ -140,7 +149,7 @@ async def ledger_rows(pool: asyncpg.Pool) -> dict[str, Any]:
 
 
 async def test_stream_mirrors_into_ledger_and_replays_write_nothing_twice(
-    real_store: Store, pool: asyncpg.Pool
+    real_store: Store, pool: asyncpg.Pool, batch_path: str
 ) -> None:
     event_id = await busy_sale(real_store)
     writer = LedgerWriter(
@@ -210,7 +219,7 @@ async def test_verified_raw_callbacks_reach_the_ledger_once_byte_for_byte(
 
 
 async def test_a_refused_row_becomes_an_alert_and_the_batch_still_lands(
-    real_store: Store, pool: asyncpg.Pool
+    real_store: Store, pool: asyncpg.Pool, batch_path: str
 ) -> None:
     event_id = await busy_sale(real_store, 6)
     stream = keys.event_key(event_id, "outbox", real_store.prefix)

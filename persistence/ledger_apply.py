@@ -1,0 +1,81 @@
+"""What one batch of outbox records writes into the ledger, in two ways (ADR 0031).
+
+- `bulk=True`, the writer's fast path for a batch of BULK_MIN records or more: COPY of the
+  batch's `decisions` rows, and of the latest `holds` row of each hold in it, into this
+  session's staging tables, then one INSERT ... SELECT of each into the ledger, in stream order
+  (`charges`: one upsert of their latest rows, from arrays). A handful of statements for a
+  batch of any size instead of one per row: under a burst of expiries the ledger's pace is
+  PostgreSQL's work per row, not the protocol's per statement.
+- Otherwise one statement per row (executemany), every intermediate state of a hold or charge
+  written in turn: a small batch (the live trickle: no staging to pay for), and the slow path,
+  where the writer replays a refused batch record by record to find and park the refused row
+  (persistence/writer.py).
+
+Both write the same final rows: a hold's or charge's upsert only moves it forward in stream
+order, so writing its latest row alone ends where writing each in turn ends. Refunds, stock
+corrections and merchant webhook deliveries are rare and go row by row either way."""
+
+from typing import Any
+
+import asyncpg
+
+from engine.records import OutboxRecord
+from persistence.ledger_rows import DECISION_COLUMNS, HOLD_COLUMNS, Rows, to_row
+from persistence.notify import fan_out
+from persistence.queries import Q
+
+# Where a `holds` / `charges` row keeps its key and its stream position (ms, then seq).
+HOLD_KEY, HOLD_AT = 1, 8
+CHARGE_KEY, CHARGE_AT = 1, 10
+BULK_MIN = 100  # a smaller batch goes row by row: staging costs a few statements of its own
+
+
+def latest(rows: list[tuple[Any, ...]], key: int, at: int) -> list[tuple[Any, ...]]:
+    """One row per key, its latest in stream order, ordered by that position."""
+    last: dict[Any, tuple[Any, ...]] = {}
+    for row in sorted(rows, key=lambda r: (r[at], r[at + 1])):
+        last.pop(row[key], None)
+        last[row[key]] = row
+    return list(last.values())
+
+
+def columns(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows -> one tuple per column (the statement's array parameters)."""
+    return list(zip(*rows, strict=True))
+
+
+async def apply_records(
+    conn: asyncpg.Connection, records: list[tuple[str, OutboxRecord]], *, bulk: bool
+) -> None:
+    """Decisions appended; holds and charges moved forward in stream order; refunds and
+    stock corrections kept; merchant notifications' deliveries written (ADR 0024)."""
+    if not records:
+        return
+    decisions = [to_row(r.event_id, sid, r) for sid, r in records]
+    rows = Rows()
+    for sid, r in records:
+        rows.add(sid, r)
+    if bulk and len(records) >= BULK_MIN:
+        await conn.execute(Q["stage_decisions"])
+        await conn.copy_records_to_table(
+            "staged_decisions", records=decisions, columns=DECISION_COLUMNS
+        )
+        await conn.execute(Q["insert_staged_decisions"])
+        if holds := latest(rows.holds, HOLD_KEY, HOLD_AT):
+            await conn.execute(Q["stage_holds"])
+            await conn.copy_records_to_table("staged_holds", records=holds, columns=HOLD_COLUMNS)
+            await conn.execute(Q["upsert_staged_holds"])
+        if charges := latest(rows.charges, CHARGE_KEY, CHARGE_AT):
+            await conn.execute(Q["bulk_upsert_charges"], *columns(charges))
+    else:
+        await conn.executemany(Q["insert_decision"], decisions)
+        for query, batch in (("upsert_hold", rows.holds), ("upsert_charge", rows.charges)):
+            if batch:
+                await conn.executemany(Q[query], batch)
+    for query, batch in (
+        ("insert_refund", rows.refunds),
+        ("insert_stock_correction", rows.corrections),
+    ):
+        if batch:
+            await conn.executemany(Q[query], batch)
+    await fan_out(conn, records[0][1].event_id, [r for _s, r in records])
