@@ -134,15 +134,16 @@ def _charge_notification(r: OutboxRecord) -> tuple[str, dict[str, Any], str] | N
 
 
 def _hold_notification(r: OutboxRecord) -> tuple[str, dict[str, Any], str] | None:
-    data = _order(r, r.winner)
+    """The order's data is built only for a record that notifies: the ledger writer asks this
+    of every hold decision, expiries by the thousand included."""
     was, now = r.from_state, r.to_state
     if was == HoldState.CONFIRMED and now == HoldState.EXCEPTION:
-        return EXCEPTION_OPENED, data, ""
+        return EXCEPTION_OPENED, _order(r, r.winner), ""
     if was == HoldState.EXCEPTION and now in (HoldState.REVOKED, HoldState.CONFIRMED):
         resolution = "revoked" if now == HoldState.REVOKED else "reinstated"
-        return EXCEPTION_RESOLVED, {**data, "resolution": resolution}, ""
+        return EXCEPTION_RESOLVED, {**_order(r, r.winner), "resolution": resolution}, ""
     if was == HoldState.CONFIRMED and now == HoldState.REVOKED:
-        return ORDER_REVOKED, data, ""
+        return ORDER_REVOKED, _order(r, r.winner), ""
     return None
 
 

@@ -20,7 +20,8 @@
   jittered) and catches up when it returns, its own pending batch first; Redis keeps the entries
   meanwhile, and the lag is read from Redis on its own clock, so it stays true during the
   outage.
-- Stopped (SIGTERM): the batch in hand is committed and acknowledged, then `run` returns.
+- Stopped (SIGTERM): the batch in hand (and one read ahead) is committed and acknowledged,
+  then `run` returns.
 - Each process reads as its own consumer; a writer's first pass over an event removes from the
   group the consumers idle for an hour with nothing pending (stopped writers)."""
 
@@ -90,6 +91,7 @@ class LedgerWriter:
         self.reads = self.store.read
         self.fencer = Fencer(self.store, pool)
         self._groups: set[str] = set()  # events whose group exists and config is mirrored
+        self._ahead: dict[str, list[Any]] = {}  # events' next batches, read ahead (pending)
 
     def _stream(self, event_id: str) -> str:
         return keys.event_key(event_id, "outbox", self.prefix)
@@ -155,32 +157,64 @@ class LedgerWriter:
 
     async def step(self, event_id: str) -> int:
         """Move at most one batch of one event's outbox, and one of its raw callbacks, into
-        the ledger; returns the entries handled (both streams)."""
+        the ledger; returns the entries handled (both streams). A full batch of new entries
+        (a backlog) has the next one read from Redis while it is written: that read-ahead
+        batch is this step's next one for the event (`flush` writes those left at a stop)."""
         await self._ensure_group(event_id)
         if (await self.reads.event_fields(event_id, "status"))[0] == "fenced":
             return 0  # its Redis went back in time: what it decides now is not mirrored
         stream = self._stream(event_id)
-        entries = await self._take(event_id, stream)
+        ahead = self._ahead.pop(event_id, None)
+        entries, new = (ahead, True) if ahead else await self._take(event_id, stream)
         if entries:
-            if await self.write(event_id, entries):
-                await self.fencer.fence(event_id, "a decision number the ledger already held")
-            await self.redis.xack(stream, GROUP, *[entry_id for entry_id, _ in entries])
-            if self.retention_ms is not None:
-                await self.trim(event_id)
-            self.stats.batches += 1
-            self.stats.entries += len(entries)
+            reading = None
+            if new and len(entries) >= self.batch_max:
+                reading = asyncio.create_task(self._take_new(event_id, stream))
+            try:
+                await self._move(event_id, stream, entries)
+            except BaseException:
+                if reading is not None:  # what it read stays pending: the next take reads it
+                    reading.cancel()
+                    await asyncio.gather(reading, return_exceptions=True)
+                raise
+            if reading is not None:
+                self._ahead[event_id] = await reading
         raw_stream = self._raw_stream(event_id)
-        raw = await self._take(event_id, raw_stream)
+        raw, _new = await self._take(event_id, raw_stream)
         if raw:
             await self.write_raw(event_id, raw)
             await self.redis.xack(raw_stream, GROUP, *[entry_id for entry_id, _ in raw])
         return len(entries) + len(raw)
 
-    async def _take(self, event_id: str, stream: str) -> list[tuple[str, dict[str, str]]]:
-        """A batch of the stream: first this writer's own pending entries (a batch whose write
-        failed, say while PostgreSQL was down, is taken up again on the next pass, not after
-        the idle-claim timeout), then entries a dead consumer left pending, then new ones.
-        An entry trimmed while pending comes back without fields and is only acknowledged."""
+    async def _move(self, event_id: str, stream: str, entries: list[tuple[str, Any]]) -> None:
+        """One batch of the outbox written, acknowledged, the stream trimmed."""
+        if await self.write(event_id, entries):
+            await self.fencer.fence(event_id, "a decision number the ledger already held")
+        await self.redis.xack(stream, GROUP, *[entry_id for entry_id, _ in entries])
+        if self.retention_ms is not None:
+            await self.trim(event_id)
+        self.stats.batches += 1
+        self.stats.entries += len(entries)
+
+    async def flush(self) -> None:
+        """Write the read-ahead batches left (a stop came between two steps); a fenced
+        event's stay pending, as its step would leave them, and so do all in an outage (the
+        next writer's take reads them)."""
+        try:
+            while self._ahead:
+                event_id, entries = self._ahead.popitem()
+                if (await self.reads.event_fields(event_id, "status"))[0] != "fenced":
+                    await self._move(event_id, self._stream(event_id), entries)
+        except (OSError, RedisError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            log.exception("ledger: read-ahead batches left pending at the stop")
+
+    async def _take(
+        self, event_id: str, stream: str
+    ) -> tuple[list[tuple[str, dict[str, str]]], bool]:
+        """A batch of the stream, and whether it is new: first this writer's own pending
+        entries (a batch whose write failed, say while PostgreSQL was down, is taken up again on
+        the next pass, not after the idle-claim timeout), then entries a dead consumer left
+        pending, then new ones."""
         try:
             entries = await self._read_group(stream, "0")
             if not entries:
@@ -188,14 +222,28 @@ class LedgerWriter:
                     stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch_max
                 )
                 self.stats.reclaimed += len(entries)
-            if not entries:
-                entries = await self._read_group(stream, ">")
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            self._groups.discard(event_id)
+            return [], False
+        if entries:
+            return await self._present(stream, entries), False
+        return await self._take_new(event_id, stream), True
+
+    async def _take_new(self, event_id: str, stream: str) -> list[tuple[str, dict[str, str]]]:
+        """Entries never delivered before."""
+        try:
+            return await self._present(stream, await self._read_group(stream, ">"))
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
             # The stream was deleted and recreated (Redis lost, event rebuilt): start again.
             self._groups.discard(event_id)
             return []
+
+    async def _present(self, stream: str, entries: list[tuple[str, Any]]) -> list[Any]:
+        """An entry trimmed while pending comes back without fields and is only acknowledged."""
         gone = [entry_id for entry_id, fields in entries if not fields]
         if gone:
             await self.redis.xack(stream, GROUP, *gone)
@@ -335,4 +383,5 @@ class LedgerWriter:
                 on_error=failed,
                 backoff_max_s=OUTAGE_PROBE_S,
             )
+            await self.flush()  # the batch in hand: what was read ahead
         return self.stats

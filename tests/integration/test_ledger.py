@@ -181,6 +181,46 @@ async def test_stream_mirrors_into_ledger_and_replays_write_nothing_twice(
     assert await writer.lag(event_id) == (0, 0.0)
 
 
+async def test_a_batch_read_ahead_is_written_once_and_never_lost(
+    real_store: Store, pool: asyncpg.Pool
+) -> None:
+    """A full batch of new entries has the next one read while it is written. That batch is
+    pending for the writer: written by its next step, or by `flush` at a stop; when a write
+    fails it stays pending and the next take reads it again with the failed one."""
+    event_id = await busy_sale(real_store, 12)
+    stream = keys.event_key(event_id, "outbox", real_store.prefix)
+    total = await real_store.client.xlen(stream)
+    writer = LedgerWriter(
+        real_store.client, pool, prefix=real_store.prefix, consumer="ra", batch_max=4
+    )
+    assert await writer.step(event_id) == 4
+    assert [len(b) for b in writer._ahead.values()] == [4]  # read, pending, not yet written
+    assert (await real_store.client.xpending(stream, w.GROUP))["pending"] == 4
+    real_write = writer.write
+
+    async def outage(*_a: Any) -> bool:
+        raise asyncpg.CannotConnectNowError("the ledger is down")
+
+    writer.write = outage  # type: ignore[method-assign]
+    with pytest.raises(asyncpg.CannotConnectNowError):
+        await writer.step(event_id)  # the read-ahead batch fails; what it read stays pending
+    assert not writer._ahead and (await real_store.client.xpending(stream, w.GROUP))["pending"]
+    writer.write = real_write  # type: ignore[method-assign]
+    assert await writer.step(event_id) == 4  # the pending ones first, in stream order
+    for _ in range(3):  # then new ones again, read ahead
+        await writer.step(event_id)
+        if writer._ahead:
+            break
+    assert writer._ahead  # a stop now: flush writes the batch in hand
+    await writer.flush()
+    assert not writer._ahead
+    await drain(writer, event_id)
+    assert (await real_store.client.xpending(stream, w.GROUP))["pending"] == 0
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("select count(*) from decisions") == total
+    assert writer.stats.entries == total
+
+
 async def test_verified_raw_callbacks_reach_the_ledger_once_byte_for_byte(
     real_store: Store, pool: asyncpg.Pool
 ) -> None:
@@ -337,9 +377,11 @@ async def test_trimming_never_passes_what_the_ledger_holds(
         retention_ms=0,
     )
     await dead._ensure_group(event_id)
-    await real_store.client.xreadgroup(w.GROUP, "dead", {stream: ">"}, count=5)
-    await writer.step(event_id)
-    assert await real_store.client.xlen(stream) == total - 5  # stops at the pending entries
+    reply = await real_store.client.xreadgroup(w.GROUP, "dead", {stream: ">"}, count=5)
+    await writer.step(event_id)  # writes past the dead one's entries (its read-ahead batch)
+    first = await real_store.client.xrange(stream, count=1)
+    assert first[0][0] == reply[0][1][0][0]  # trimmed up to the pending entries, not past them
+    assert await real_store.client.xlen(stream) < total - 5
     await asyncio.sleep(0.05)
     writer.claim_idle_ms = 10
     await drain(writer, event_id)
