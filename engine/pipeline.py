@@ -2,7 +2,7 @@
 
 Under a burst the cost of a claim is mostly the Redis client's per-call work (a pool checkout,
 a retry wrapper, a timer, one socket write and one read each). `AutoPipeline.call` queues the
-EVALSHA and returns a future; the first call of a tick schedules a flush, which sends every
+FCALL and returns a future; the first call of a tick schedules a flush, which sends every
 queued call as one non-transactional pipeline on one pooled connection and hands each caller
 its own reply. Nothing changes for Redis: each script still runs alone and atomically, in the
 order the calls were queued; only the client's bookkeeping is shared (ADR 0011).
@@ -26,13 +26,13 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from engine import errors
 from engine.cluster import NodeBatches, is_cluster, is_outage
 from engine.replicas import ReplicaWait
-from engine.scripts import Scripts
+from engine.scripts import Scripts, missing_function
 
 HEADS_MAX = 10_000  # cached command heads (script x event); cleared when full
 
@@ -148,15 +148,15 @@ class AutoPipeline:
             return await self.wait.acknowledged([c.keys[0] for c in batch])
 
     def _packed(self, c: _Call) -> bytes:
-        """RESP bytes of `EVALSHA sha numkeys keys... args...`; the part before the args is the
-        same for every call of one script on one event, so it is built once."""
+        """RESP bytes of `FCALL function numkeys keys... args...`; the part before the args is
+        the same for every call of one script on one event, so it is built once."""
         head_key = (c.name, c.keys[0])
         head = self._heads.get(head_key)
         if head is None:
             if len(self._heads) >= HEADS_MAX:
                 self._heads.clear()
-            sha = self.scripts[c.name].sha
-            head = b"".join(_bulk(p.encode()) for p in ("EVALSHA", sha, str(len(c.keys)), *c.keys))
+            fn = self.scripts.function(c.name)
+            head = b"".join(_bulk(p.encode()) for p in ("FCALL", fn, str(len(c.keys)), *c.keys))
             self._heads[head_key] = head
         encode = self._encoder.encode
         parts = [b"*%d\r\n" % (3 + len(c.keys) + len(c.args)), head]
@@ -215,8 +215,8 @@ class AutoPipeline:
                 pipe: Any = self.client.pipeline(transaction=False)
                 for i in again:
                     c = batch[i]
-                    sha = self.scripts[c.name].sha
-                    pipe.execute_command("EVALSHA", sha, len(c.keys), *c.keys, *c.args)
+                    fn = self.scripts.function(c.name)
+                    pipe.execute_command("FCALL", fn, len(c.keys), *c.keys, *c.args)
                 for i, reply in zip(again, await pipe.execute(raise_on_error=False), strict=True):
                     replies[i] = reply
         return await self._after_noscript(batch, replies, deadline)
@@ -224,11 +224,11 @@ class AutoPipeline:
     async def _after_noscript(
         self, batch: list[_Call], replies: list[Any], deadline: float
     ) -> list[Any]:
-        """A server that lost its scripts (restart, SCRIPT FLUSH, a promoted replica): run
-        those calls one by one through the registered script, which loads it and retries."""
+        """A server that lost the library (restart, FUNCTION FLUSH, a promoted replica): run
+        those calls one by one through Scripts.call, which loads it and calls again."""
         async with asyncio.timeout_at(deadline):
             for i, reply in enumerate(replies):
-                if isinstance(reply, NoScriptError):
+                if missing_function(reply):
                     c = batch[i]
                     try:
                         replies[i] = await self.scripts.call(c.name, c.keys, c.args)

@@ -1,9 +1,6 @@
-"""Loads lua/, registers every script (EVALSHA, reload on NOSCRIPT) and names reply codes.
-
-Each script is sent as one chunk: clock + lua/_lib.lua + lua/_stock.lua + lua/<name>.lua (the
-waiting room's lua/queue_*.lua also get lua/_queue.lua before their own text).
-Production uses the server clock; `Scripts(test_clock=True)` swaps in lua/_clock_test.lua,
-which only tests build."""
+"""Loads lua/ as one Redis Functions library (lua/__init__.py `library`, ADR 0032): FUNCTION
+LOAD, FCALL, reloaded when a server lost it; and names reply codes. Production uses the server
+clock; `Scripts(test_clock=True)` loads a library with lua/_clock_test.lua (tests only)."""
 
 from collections.abc import Mapping
 from enum import StrEnum
@@ -11,7 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.commands.core import AsyncScript
+from redis.exceptions import ResponseError
 
 import lua
 from engine import errors
@@ -350,43 +347,52 @@ REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
 )
 
 
-def chunk(name: str, *, test_clock: bool = False) -> str:
-    """The exact text sent to Redis for script `name`."""
-    clock = lua.source("_clock_test" if test_clock else "_clock_server")
-    parts = [clock, lua.source("_lib"), lua.source("_stock")]
-    if name.startswith("queue_"):  # the waiting room's scripts get its prelude (ADR 0029)
-        parts.append(lua.source("_queue"))
-    return "\n".join((*parts, lua.source(name)))
+def missing_function(reply: object) -> bool:
+    """A server without the library (restarted, flushed, a fresh replica promoted)."""
+    return isinstance(reply, ResponseError) and "Function not found" in str(reply)
 
 
 class Scripts:
-    """One registered script per transition, bound to one client."""
+    """The library of every transition, bound to one client; each called by FCALL."""
 
     def __init__(self, client: "aioredis.Redis", *, test_clock: bool = False) -> None:
         missing = set(lua.names()) ^ set(REPLY_CODES)
         assert not missing, f"scripts and reply-code table disagree: {sorted(missing)}"
         self.test_clock = test_clock
         self.client = client
-        self._by_name: dict[str, AsyncScript] = {
-            name: client.register_script(chunk(name, test_clock=test_clock)) for name in REPLY_CODES
-        }
+        self.library_name, self.library = lua.library(test_clock=test_clock)
+        tag = self.library_name.removeprefix("onsale_")
+        self._functions = {name: f"{name}_{tag}" for name in REPLY_CODES}
 
     def names(self) -> list[str]:
-        return list(self._by_name)
+        return list(self._functions)
 
-    def __getitem__(self, name: str) -> AsyncScript:
-        return self._by_name[name]
+    def function(self, name: str) -> str:
+        """The name FCALL calls script `name` by."""
+        return self._functions[name]
 
     async def load_all(self) -> dict[str, str]:
-        """SCRIPT LOAD every script at boot; a syntax error or a SHA mismatch fails boot."""
-        loaded: dict[str, str] = {}
-        for name, script in self._by_name.items():
-            sha = await self.client.script_load(script.script)
-            assert sha == script.sha, f"{name}: SCRIPT LOAD sha {sha} != {script.sha}"
-            loaded[name] = sha
-        return loaded
+        """FUNCTION LOAD REPLACE of the library (every primary of a cluster): a syntax error or
+        a Lua limit fails boot. Loading the same library again changes nothing."""
+        loaded: Any = await self.client.function_load(self.library, replace=True)
+        names = set(loaded.values()) if isinstance(loaded, dict) else {loaded}
+        assert names == {self.library_name}, f"FUNCTION LOAD answered {loaded!r}"
+        return dict(self._functions)
+
+    async def loaded(self) -> bool:
+        """Every server (every primary of a cluster) has the library."""
+        listed: Any = await self.client.function_list(library=self.library_name)
+        per_server = listed.values() if isinstance(listed, dict) else [listed]
+        return all(bool(x) for x in per_server)
 
     async def call(self, name: str, keys: list[str], args: list[Any]) -> list[Any]:
-        reply = await self._by_name[name](keys=keys, args=args)
+        function = self._functions[name]
+        try:
+            reply = await self.client.fcall(function, len(keys), *keys, *args)
+        except ResponseError as exc:
+            if not missing_function(exc):
+                raise
+            await self.load_all()
+            reply = await self.client.fcall(function, len(keys), *keys, *args)
         assert isinstance(reply, list) and reply, f"{name}: unexpected reply {reply!r}"
         return reply

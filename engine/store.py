@@ -392,9 +392,7 @@ class Store:
         return True
 
     async def ready(self) -> int:
-        """Redis answers and every script is loaded (loading them if a restart lost them)."""
-        shas = [self.scripts[name].sha for name in self.scripts.names()]
-        loaded = await self._read(self.client.script_exists(*shas))
-        if not all(loaded):
+        """Redis answers and has the library (loaded again if a restart lost it)."""
+        if not await self._read(self.scripts.loaded()):
             await self._read(self.scripts.load_all())
-        return len(shas)
+        return len(self.scripts.names())

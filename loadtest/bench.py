@@ -8,7 +8,8 @@ on two cores they would measure each other).
    with one and with two uvicorn workers (claim_rate, wrk).
 3-4. The T0 burst, engine and PostgreSQL baseline alternated, `--trials` times each, in both
    shapes: 10,000 clients on 80 seats and on 10,000 seats (burst).
-5. Write-behind: the 10k-on-10k burst with the ledger writer, then every hold expires at once.
+5. Write-behind: the 10k-on-10k burst with the ledger writer, then every hold expires at once;
+   and the writer itself on a backlog, staged batches against row by row (ledger_bench).
 6. Cost against size: 80, 10k, 100k, 1M seats (size_cost).
 The engine runs at Redis `appendfsync always` against PostgreSQL's synchronous commit (the
 tools' defaults), with a no-persistence column for the bursts and the sustained claims. Each
@@ -82,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
         "5. write-behind: 10k holds expire at once",
         *("loadtest.burst", "--clients", str(clients), "--seats", str(clients), "--workers", "2"),
         *("--ledger", "--ledger-drain", "--hold-ttl-ms", "5000", "--json", str(ledger_path)),
+    )
+    run(
+        console,
+        "5. the ledger writer on a backlog of expiries",
+        *("loadtest.ledger_bench", "--records", "2000" if q else "20000"),
+        *("--batch", "500" if q else "2000", "--rounds", "1" if q else "3"),
     )
     run(
         console,

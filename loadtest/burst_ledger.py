@@ -61,9 +61,9 @@ async def ledger_drain(
     """The ledger writer's own pace: the burst is claimed again (its holds were all mirrored by
     the live run), the writer process killed, every new hold left to expire, then a writer
     with the ledger process's settings (ONSALE_LEDGER_BATCH_MAX) run here on that backlog of
-    `expected` EXPIRED decisions: rows/s from the end of its first batch (the consumer group
-    and the event's mirror are made then) to the end of its last; a process's start is left
-    out. The ledger process is started again afterwards."""
+    `expected` EXPIRED decisions: rows/s from its first batch to its last (its consumer group
+    and the event's mirror made before the clock starts; a process's start left out). The
+    ledger process is started again afterwards."""
     await asyncio.to_thread(stack.kill, "ledger")
     deadlines = keys.event_key(event_id, "deadlines", prefix)
     backlog = keys.event_key(event_id, "outbox", prefix)
@@ -79,7 +79,7 @@ async def ledger_drain(
         redis, pool, prefix=prefix, consumer="drain", batch_max=settings.batch_max
     )
     try:
-        await writer.step(event_id)  # the group, the event's mirror and one batch
+        await writer.prepare(event_id)  # the group and the event's mirror, off the clock
         moved, started = 0, time.perf_counter()
         while step := await writer.step(event_id):
             moved += step

@@ -4,11 +4,12 @@
 
 Starts three private Redis servers on spare ports (no persistence; AOF appendfsync everysec;
 AOF appendfsync always), creates the same event on each, and drives them with redis-benchmark
-(a C client, so the client is not the bottleneck): plain SET, and EVALSHA of hold_claim with a
+(a C client, so the client is not the bottleneck): plain SET, and FCALL of hold_claim with a
 random hold id and login per call (every call claims a seat: a write). Prints ops/s and the
-ratio of the claim script to SET on each server, then where the claim's server time goes: the
-shared prelude alone, the prelude plus the event config read, and the full claim, with Redis's
-own per-call time (INFO commandstats) for each."""
+ratio of the claim script to SET on each server, then where the claim's server time goes: a
+function of the library that only binds its keys, one that also reads the clock and the event
+config, and the full claim, with Redis's own per-call time (INFO commandstats) for each; and,
+for comparison, the whole library's definitions run at every call as an EVALSHA script did."""
 
 import argparse
 import asyncio
@@ -29,7 +30,6 @@ from rich.table import Table
 import lua
 from engine import keys
 from engine.holds import SeatSpec
-from engine.scripts import chunk
 from engine.store import Store
 from loadtest.stack import spare_port
 
@@ -79,9 +79,9 @@ async def prepare(port: int, seats: int) -> tuple[str, list[str]]:
         quarantine_ms=60_000,
     )
     await store.open_sale("bench")
-    sha = store.scripts["hold_claim"].sha
+    function = store.scripts.function("hold_claim")
     await client.aclose()
-    return sha, keys.event_keys("bench")
+    return function, keys.event_keys("bench")
 
 
 def main() -> int:
@@ -98,9 +98,9 @@ def main() -> int:
     anatomy: list[tuple[str, float, float]] = []
     for mode, flags in MODES.items():
         with private_server(flags) as port:
-            sha, event_keys = asyncio.run(prepare(port, args.seats))
+            function, event_keys = asyncio.run(prepare(port, args.seats))
             set_rate = bench(port, args.requests, args.clients, "SET", "k:__rand_int__", "v")
-            claim = ["EVALSHA", sha, str(len(event_keys)), *event_keys]
+            claim = ["FCALL", function, str(len(event_keys)), *event_keys]
             claim_rate = bench(
                 port,
                 args.requests,
@@ -113,7 +113,7 @@ def main() -> int:
             )
             rows.append((mode, set_rate, claim_rate))
             if not anatomy:
-                anatomy = asyncio.run(claim_anatomy(port, args, sha, event_keys))
+                anatomy = asyncio.run(claim_anatomy(port, args, function, event_keys))
     print_report(args, rows, anatomy)
     return 0
 
@@ -178,34 +178,40 @@ def print_report(
 
 
 async def claim_anatomy(
-    port: int, args: argparse.Namespace, claim_sha: str, event_keys: list[str]
+    port: int, args: argparse.Namespace, claim_function: str, event_keys: list[str]
 ) -> list[tuple[str, float, float]]:
     """The claim against cut-down versions of itself, each timed by redis-benchmark and by
-    Redis's own accounting (INFO commandstats, reset per row on this private server): SET,
-    the shared prelude alone (clock + _lib definitions), the prelude plus reading the event
-    config, and the full claim."""
-    prelude = chunk("hold_claim").removesuffix(lua.source("hold_claim"))
-    variants = {
-        "prelude only (clock + _lib)": prelude + "\nreturn 1",
-        "prelude + event config (TIME, HMGET)": prelude + "\nlocal ctx = context()\nreturn 1",
-    }
+    Redis's own accounting (INFO commandstats, reset per row on this private server): SET, a
+    library function that binds its keys and returns, one that also reads the clock and the
+    event config, the full claim; and the library's definitions run at every call, as each
+    EVALSHA script ran them before the library (ADR 0032)."""
+    variants = {"keys": "return 1", "config": "local ctx = context()\nreturn 1"}
+    name, text = lua.library(bodies=variants, prefix="anatomy")
+    tag = name.removeprefix("anatomy_")
+    prelude = "\n".join(lua.source("_clock_server" if p == "_clock" else p) for p in lua.PRELUDES)
     client = aioredis.Redis(port=port, decode_responses=True)
     out: list[tuple[str, float, float]] = []
     try:
-        rows: list[tuple[str, list[str]]] = [("SET", ["SET", "k:__rand_int__", "v"])]
-        for name, source in variants.items():
-            sha = await client.script_load(source)
-            rows.append((name, ["EVALSHA", sha, str(len(event_keys)), *event_keys, "x"]))
-        claim = ["EVALSHA", claim_sha, str(len(event_keys)), *event_keys]
-        rows.append(
-            ("hold_claim (full)", [*claim, "h__rand_int__", "u__rand_int__", "", *CLAIM_LIMITS])
-        )
-        for name, command in rows:
+        await client.function_load(text, replace=True)
+        sha = await client.script_load(prelude + "\nbind_keys(KEYS)\nreturn 1")
+        head = [str(len(event_keys)), *event_keys]
+        rows: list[tuple[str, list[str]]] = [
+            ("SET", ["SET", "k:__rand_int__", "v"]),
+            ("function: bind the keys, return", ["FCALL", f"keys_{tag}", *head, "x"]),
+            ("function: + clock and event config", ["FCALL", f"config_{tag}", *head, "x"]),
+            ("EVALSHA: every definition, return", ["EVALSHA", sha, *head, "x"]),
+            (
+                "hold_claim (full)",
+                ["FCALL", claim_function, *head, "h__rand_int__", "u__rand_int__", "",
+                 *CLAIM_LIMITS],
+            ),
+        ]  # fmt: skip
+        for label, command in rows:
             await client.config_resetstat()
             rate = bench(port, args.requests, args.clients, *command)
             stats = await client.info("commandstats")
             usec = stats[f"cmdstat_{command[0].lower()}"]["usec_per_call"]
-            out.append((name, rate, float(usec)))
+            out.append((label, rate, float(usec)))
     finally:
         await client.aclose()
     return out

@@ -21,19 +21,19 @@ prefix is unlinked afterwards), or of a private redis-server on a spare port wit
    best free seat (ZPOPMIN, O(log N)); every step succeeds. Sent with asyncio.gather in batches
    of CLAIM_BATCH (the Store auto-pipelines them), with the production scripts (server clock).
    Redis side: INFO commandstats is read before and after every batch; each batch gives
-   usec / calls of cmdstat_evalsha, and the table shows the median batch (robust to a burst
+   usec / calls of cmdstat_fcall, and the table shows the median batch (robust to a burst
    of CPU contention); the commands a script runs are counted too, so ZPOPMIN gets its own
    column. Client side: claims/s over the wall time of the batches.
 4. sweep: the test clock (Scripts(test_clock=True) reads test_now_ms from the event hash) is
    set past every deadline, then Store.sweep(batch_max=200) runs until nothing is due. Per
-   expired hold: the median sweep call's EVALSHA usec, and the wall time of all sweep calls.
+   expired hold: the median sweep call's FCALL usec, and the wall time of all sweep calls.
 5. the event's audit (docs/invariants.md, over one snapshot) must be clean.
 
 The claim cost must stay flat: the table shows each size's claim usec over the smallest size's.
 
 Caveat: commandstats and used_memory are server-wide, and CONFIG RESETSTAT would disturb every
-other client, so the numbers are differences of readings. Another client's EVALSHA calls mix
-into a reading: a batch whose EVALSHA call count differs from the calls it made is left out of
+other client, so the numbers are differences of readings. Another client's FCALL calls mix
+into a reading: a batch whose FCALL call count differs from the calls it made is left out of
 the median (and counted in the report); other clients' writes move used_memory. Run it on a
 quiet server, or with --own-server (same binary, default configuration, no persistence), which
 shares only the machine's CPUs."""

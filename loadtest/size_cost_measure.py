@@ -49,9 +49,9 @@ class SizeResult:
     sweep_wall_usec_per_hold: float
     audit_ok: bool
     audit_violations: list[str]
-    # EVALSHA calls counted by the server that this run did not make (another client), and
+    # FCALL calls counted by the server that this run did not make (another client), and
     # the claim batches free of them (the medians use only those, when there are any).
-    foreign_evalsha_calls: int
+    foreign_fcalls: int
     claim_batches: int
     claim_batches_clean: int
     claim_ratio: float = 1.0
@@ -235,7 +235,7 @@ def size_result(r: Readings) -> SizeResult:
         sweep_wall_usec_per_hold=sweep.wall_s * 1e6 / sweep.units,
         audit_ok=r.audit.ok,
         audit_violations=[str(v) for v in r.audit.violations[:5]],
-        foreign_evalsha_calls=first.foreign_calls + steps.foreign_calls + sweep.foreign_calls,
+        foreign_fcalls=first.foreign_calls + steps.foreign_calls + sweep.foreign_calls,
         claim_batches=len(steps.samples),
         claim_batches_clean=steps.clean_steps,
         # Every command of the claim script runs at least once per claim; rarer ones in the
@@ -243,6 +243,6 @@ def size_result(r: Readings) -> SizeResult:
         claim_commands={
             name: {"calls": calls, "usec": usec}
             for name, (calls, usec) in commands.items()
-            if name != "evalsha" and calls >= 0.5
+            if name != "fcall" and calls >= 0.5
         },
     )

@@ -22,7 +22,7 @@ Stats = dict[str, tuple[int, int]]  # command -> (calls, usec)
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """One measured step: `made` EVALSHA calls sent, `units` things done (claims, holds)."""
+    """One measured step: `made` FCALL calls sent, `units` things done (claims, holds)."""
 
     made: int
     units: int
@@ -30,15 +30,15 @@ class Sample:
 
     @property
     def calls(self) -> int:
-        return self.commands.get("evalsha", (0, 0))[0]
+        return self.commands.get("fcall", (0, 0))[0]
 
     @property
     def usec(self) -> int:
-        return self.commands.get("evalsha", (0, 0))[1]
+        return self.commands.get("fcall", (0, 0))[1]
 
     @property
     def clean(self) -> bool:
-        """No other client's EVALSHA fell in this step."""
+        """No other client's FCALL fell in this step."""
         return self.calls == self.made
 
 
@@ -53,7 +53,7 @@ class Phase:
         return [s for s in rows if s.clean] or rows
 
     def usec_per_unit(self) -> float:
-        """The median step's EVALSHA usec per unit."""
+        """The median step's FCALL usec per unit."""
         return statistics.median(s.usec / s.units for s in self.measured())
 
     def usec_per_unit_mean(self) -> float:

@@ -40,12 +40,12 @@ def print_table(results: list[SizeResult], claims_n: int, console: Console) -> N
     console.print(
         "bytes: the INFO used_memory delta (moves with client buffers too) / the delta of the "
         "event keys' MEMORY USAGE; a hold is net of its seat's free-set entry. * no claim batch "
-        "free of other clients' EVALSHA calls"
+        "free of other clients' FCALL calls"
     )
     for r in results:
-        if r.foreign_evalsha_calls:
+        if r.foreign_fcalls:
             console.print(
-                f"[yellow]size {r.size:,}: {r.foreign_evalsha_calls:,} EVALSHA calls by other "
+                f"[yellow]size {r.size:,}: {r.foreign_fcalls:,} FCALL calls by other "
                 f"clients; {r.claim_batches_clean} of {r.claim_batches} claim batches were free "
                 "of them (the medians use those; with none, every number includes other "
                 "clients' work); used_memory may be off too (use a quiet server or "

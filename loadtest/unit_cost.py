@@ -72,19 +72,20 @@ def old_claim_chunk(rev: str) -> str:
 
 
 async def measure(
-    port: int, args: argparse.Namespace, sha: str, event_id: str, want: str
+    port: int, args: argparse.Namespace, script: tuple[str, str], event_id: str, want: str
 ) -> tuple[float, float]:
+    """`script`: ("FCALL", function) of this code, or ("EVALSHA", sha) of an older one's."""
     client = aioredis.Redis(port=port, decode_responses=True)
     try:
         await client.config_resetstat()
         event_keys = keys.event_keys(event_id)
         rate = bench(
             port, args.requests, args.clients,
-            "EVALSHA", sha, str(len(event_keys)), *event_keys,
+            *script, str(len(event_keys)), *event_keys,
             "h__rand_int__", "u__rand_int__", want, *CLAIM_LIMITS,
         )  # fmt: skip
         stats = await client.info("commandstats")
-        return rate, float(stats["cmdstat_evalsha"]["usec_per_call"])
+        return rate, float(stats[f"cmdstat_{script[0].lower()}"]["usec_per_call"])
     finally:
         await client.aclose()
 
@@ -93,14 +94,14 @@ async def run(port: int, args: argparse.Namespace) -> list[tuple[str, int, float
     client = aioredis.Redis(port=port, decode_responses=True)
     store = Store(client, autopipeline=False, timeout_s=60)
     await store.scripts.load_all()
-    sha = store.scripts["hold_claim"].sha
+    claim = ("FCALL", store.scripts.function("hold_claim"))
     seats = args.requests * 6 + ROW * 10
-    plan: list[tuple[str, str, int, str]] = []  # (name, want, units, sha)
+    plan: list[tuple[str, str, int, tuple[str, str]]] = []  # (name, want, units, script)
     for name, want, units in VARIANTS:
-        plan.append((name, want, units, sha))
+        plan.append((name, want, units, claim))
     if args.baseline_rev:
-        old = await client.script_load(old_claim_chunk(args.baseline_rev))
-        one = ("1 seat", "", 1, sha)
+        old = ("EVALSHA", await client.script_load(old_claim_chunk(args.baseline_rev)))
+        one = ("1 seat", "", 1, claim)
         base = (f"1 seat, {args.baseline_rev}", "", 1, old)
         plan = [base, one, base, one, *plan[1:]]
     rows = []

@@ -46,7 +46,7 @@ from loadtest.stack import LocalStack
 ROOM_EVENT = "burst-room"
 FINAL_S = 90.0  # a client with no final answer by then is counted as unanswered
 SIM_ARGS = ("--decline-rate", "0", "--fail-rate", "0", "--duplicate-rate", "0")
-SCRIPT_COMMANDS = ("cmdstat_evalsha", "cmdstat_eval")
+SCRIPT_COMMANDS = ("cmdstat_fcall", "cmdstat_evalsha", "cmdstat_eval")
 # No hold ends in a run: the worker's sweeps would only add to the script calls counted.
 QUIET_WORKER = {"ONSALE_SWEEP_INTERVAL_MS": "60000", "ONSALE_TRIM_INTERVAL_MS": "60000"}
 
@@ -183,9 +183,7 @@ async def connect(url: str, n: int, timeout_s: float = 60.0) -> list[BurstClient
 
 async def script_calls(redis: "redis_asyncio.Redis") -> int:
     stats = await redis.info("commandstats")
-    return sum(
-        int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval")
-    )
+    return sum(int(v["calls"]) for k, v in stats.items() if k in SCRIPT_COMMANDS)
 
 
 async def reached_claim_script(redis: "redis_asyncio.Redis", prefix: str, event_id: str) -> int:

@@ -1,6 +1,16 @@
-"""The Lua sources of every state transition; `source(name)` reads one via importlib.resources."""
+"""The Lua sources of every state transition, and the library they make.
 
+`source(name)` reads one file via importlib.resources. `library()` is the text engine/scripts.py
+loads with FUNCTION LOAD (ADR 0032): the shared definitions (lua/_keys.lua, the clock,
+_lib.lua, _stock.lua, _queue.lua) once, then each transition script as the body of a registered
+function, `<name>_<tag>`, that binds the call's keys first. The library is named
+`onsale_<tag>`, its tag a hash of its text: two versions of the code (a rolling deploy, the
+tests' clock) live side by side on one server and never call each other's functions."""
+
+import hashlib
 from importlib import resources
+
+PRELUDES = ("_keys", "_clock", "_lib", "_stock", "_queue")  # _clock: _clock_server or _test
 
 
 def source(name: str) -> str:
@@ -15,3 +25,20 @@ def names() -> list[str]:
         for entry in resources.files(__name__).iterdir()
         if entry.name.endswith(".lua") and not entry.name.startswith("_")
     )
+
+
+def library(
+    *, test_clock: bool = False, bodies: dict[str, str] | None = None, prefix: str = "onsale"
+) -> tuple[str, str]:
+    """(name, text) of the library: the preludes, then one registered function per script
+    (or per entry of `bodies`, name -> Lua text: the benchmarks' cut-down variants)."""
+    clock = "_clock_test" if test_clock else "_clock_server"
+    parts = [source(clock if p == "_clock" else p) for p in PRELUDES]
+    for name, body in (bodies if bodies is not None else {n: source(n) for n in names()}).items():
+        bind = "bind_keys(KEYS)" + (" bind_queue_keys(KEYS)" if name.startswith("queue_") else "")
+        parts.append(
+            f"redis.register_function('{name}_@TAG@', function(KEYS, ARGV) {bind}\n{body}\nend)"
+        )
+    text = "\n".join(parts)
+    tag = hashlib.sha1(text.encode()).hexdigest()[:12]
+    return f"{prefix}_{tag}", f"#!lua name={prefix}_{tag}\n" + text.replace("@TAG@", tag)

@@ -1,31 +1,9 @@
---[[ _lib: shared prelude, prepended by engine/scripts.py to every script (after the clock).
-KEYS is always the event key set, in the order of engine/keys.py EVENT_KEYS:
-KEYS[1] event hash (config + seat counters)   KEYS[2] seats zset (seat -> rank, every seat)
-KEYS[3] free zset (FREE seats -> rank)         KEYS[4] owners hash (seat -> "H|B|S:<hold_id>")
-KEYS[5] holds hash (hold_id -> json)           KEYS[6] charges hash (charge_id -> json)
-KEYS[7] logins hash (login -> active hold id)  KEYS[8] deadlines zset (RESERVED hold -> expires_ms)
-KEYS[9] quarantines zset (hold -> until_ms)    KEYS[10] refunds zset (charge -> due ms)
-KEYS[11] attempts hash (attempt id -> charge)  KEYS[12] callbacks hash (provider event id -> reply)
-KEYS[13] outbox stream                         KEYS[14] sections hash (seat -> section)
-KEYS[15] alerts hash (alert id -> json): provider messages we refused to act on, for ops
-KEYS[16] restock channel (pub/sub; passed with the keys so no script builds a name)
-KEYS[17] watch zset (charge -> since ms): CHARGING since created, DECLINED/FAILED since decided
-KEYS[18] quota hash (per login: 'claim:'/'charge:' rate buckets, 'bought:' units confirmed)
-KEYS[19] ended zset (hold -> decided ms): RELEASED/EXPIRED holds that never had a charge,
-  trimmed once the ledger has them and the retention passed (lua/hold_trim.lua)
-KEYS[20] stock hash (quantity stock: '<sku>:price', '<sku>@<location>:<counter>' with counter
-  on_hand, available, held, blocked, sold; lua/_stock.lua)
-KEYS[21] corrections hash (stock correction id -> json of the applied correction)
+--[[ _lib: the definitions every script shares, in the library after _keys.lua and the clock.
+The event's keys (K_*) and the identity maps are _keys.lua's, bound at each call.
 Invariants kept here: free + held + blocked + sold = seats_total (units, for quantity stock);
 a seat is in the free zset iff it has no owner entry; per sku and location, available + held +
 blocked + sold = on_hand; every terminal transition XADDs exactly one outbox record. ]]
 
-local K_EVENT, K_SEATS, K_FREE, K_OWNERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_HOLDS, K_CHARGES, K_LOGINS, K_DEADLINES = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local K_QUARANTINES, K_REFUNDS, K_ATTEMPTS, K_CALLBACKS = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local K_OUTBOX, K_SECTIONS, K_ALERTS, K_RESTOCKED = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
-local K_WATCH, K_QUOTA, K_ENDED, K_STOCK, K_CORRECTIONS = KEYS[17], KEYS[18], KEYS[19],
-  KEYS[20], KEYS[21]
 local ALERTS_MAX = 100000  -- the alerts hash stops growing here; the outbox still records all
 
 -- Hold states (engine/states.py HoldState) and charge states (ChargeState).
@@ -54,11 +32,6 @@ local function config()
            shadow_version = tonumber(v[12]) or 0, kind = v[13] or 'seats', locations = v[14] or '',
            max_party = tonumber(v[15]) or 0, login_cap = tonumber(v[16]) }
 end
-
--- Identity map: within one script call, each hold and charge is decoded once and every path
--- works on that same table, so a nested step (settle marking a charge resolve-by-refund, say)
--- can never be overwritten by a stale copy held by its caller.
-local HOLDS, CHARGES = {}, {}
 
 local function get_hold(hold_id)
   if HOLDS[hold_id] == nil then

@@ -1,5 +1,5 @@
---[[ _queue: the waiting room's shared part (ADR 0029), prepended by engine/scripts.py to the
-lua/queue_*.lua scripts only, after _lib.lua (whose context(), clock and SALE_ENDED it uses).
+--[[ _queue: the waiting room's shared part (ADR 0029), in the library after _lib.lua (whose
+context(), clock and SALE_ENDED it uses), for the lua/queue_*.lua scripts (bind_queue_keys).
 The queue scripts get keys of their own, all under the event's hash tag (engine/keys.py
 queue_keys), not the event key set:
 KEYS[1] event hash (as for every script: config() and the test clock read it; only the free,
@@ -13,7 +13,11 @@ Of _lib.lua's K_* names only K_EVENT names its key here: the queue scripts use n
 Places are exact integers below 2^53 (Lua numbers are doubles) and are stored as the strings
 '%.0f' makes of them, never through cjson (which keeps 14 digits). ]]
 
-local K_QUEUE, K_ENTRIES, K_ORDER, K_LAPSES = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local K_QUEUE, K_ENTRIES, K_ORDER, K_LAPSES
+
+local function bind_queue_keys(keys)  -- after bind_keys, at every call of a queue script
+  K_QUEUE, K_ENTRIES, K_ORDER, K_LAPSES = keys[2], keys[3], keys[4], keys[5]
+end
 local SEQ_SPAN = 1048576  -- 2^20: under each draw, room for this many arrivals before T0
 local AFTER_T0 = 4503599627370496  -- 2^52: every place taken from T0 on is after every draw
 local RATE_TAU_MS = 5000  -- the admission rate told to clients averages about this long

@@ -1,4 +1,4 @@
---[[ _stock: quantity stock, prepended by engine/scripts.py after _lib.lua (ADR 0022).
+--[[ _stock: quantity stock, in the library after _lib.lua (ADR 0022).
 A stock event sells counted units of SKUs kept at locations (warehouses). Per sku and location
 the stock hash (KEYS[20]) keeps five counters, '<sku>@<location>:on_hand', ':available',
 ':held', ':blocked' and ':sold', with available + held + blocked + sold = on_hand; the event's

@@ -99,7 +99,8 @@ class LedgerWriter:
     def _raw_stream(self, event_id: str) -> str:
         return keys.event_key(event_id, "raw_callbacks", self.prefix)
 
-    async def _ensure_group(self, event_id: str) -> None:
+    async def prepare(self, event_id: str) -> None:
+        """The event's consumer groups exist and its config is mirrored (once out of DRAFT)."""
         if event_id in self._groups:
             return
         for stream in (self._stream(event_id), self._raw_stream(event_id)):
@@ -160,7 +161,7 @@ class LedgerWriter:
         the ledger; returns the entries handled (both streams). A full batch of new entries
         (a backlog) has the next one read from Redis while it is written: that read-ahead
         batch is this step's next one for the event (`flush` writes those left at a stop)."""
-        await self._ensure_group(event_id)
+        await self.prepare(event_id)
         if (await self.reads.event_fields(event_id, "status"))[0] == "fenced":
             return 0  # its Redis went back in time: what it decides now is not mirrored
         stream = self._stream(event_id)

@@ -1,6 +1,6 @@
 """Buyer endpoints: availability, claim, hold status, release, charge, abandon.
 
-The claim is the hot path: token check (CPU only), one EVALSHA, no PostgreSQL. A claim of
+The claim is the hot path: token check (CPU only), one FCALL, no PostgreSQL. A claim of
 stock lines (ADR 0022) is answered with its amount from the same script call."""
 
 import os

@@ -31,23 +31,23 @@ def primary_of(store: Store, event_id: str) -> str:
     return str(node.name)
 
 
-async def on_every_node(store: Store, *command: str) -> None:
+async def on_every_primary(store: Store, *command: str) -> None:
     cluster: Any = store.client
-    for node in cluster.get_nodes():
+    for node in cluster.get_primaries():  # replicas follow their primary
         async with aioredis.Redis(host=node.host, port=node.port) as one:
             await one.execute_command(*command)  # type: ignore[no-untyped-call]
 
 
-async def test_every_script_is_loaded_on_every_primary(cstore: Store) -> None:
+async def test_the_library_is_loaded_on_every_primary(cstore: Store) -> None:
     cluster: Any = cstore.client
     cluster_primaries = cluster.get_primaries()
     assert len(cluster_primaries) == 3
-    await on_every_node(cstore, "SCRIPT", "FLUSH")
-    assert await cstore.ready() == len(cstore.scripts.names())  # loads them again, everywhere
-    shas = [cstore.scripts[n].sha for n in cstore.scripts.names()]
+    await on_every_primary(cstore, "FUNCTION", "FLUSH")
+    assert not await cstore.scripts.loaded()
+    assert await cstore.ready() == len(cstore.scripts.names())  # loads it again, everywhere
     for node in cluster_primaries:
         async with aioredis.Redis(host=node.host, port=node.port) as one:
-            assert all(await one.script_exists(*shas))
+            assert await one.function_list(library=cstore.scripts.library_name)
 
 
 async def test_events_spread_over_every_primary_and_are_all_walked(cstore: Store) -> None:
@@ -84,11 +84,11 @@ async def test_one_tick_of_claims_on_many_events_is_batched_per_node(cstore: Sto
         await s.audit_ok()
 
 
-async def test_a_primary_that_lost_its_scripts_still_answers(cstore: Store) -> None:
-    """A promoted replica or a restarted primary has no scripts: the batch's NOSCRIPT calls
-    are loaded on every primary and run again; nothing is decided twice."""
+async def test_a_primary_that_lost_the_library_still_answers(cstore: Store) -> None:
+    """A restarted primary has no library: the batch's calls answered "Function not found"
+    load it on every primary and run again; nothing is decided twice."""
     sales = [await open_sale(cstore, 4, now_ms=T0) for _ in range(6)]
-    await on_every_node(cstore, "SCRIPT", "FLUSH")
+    await on_every_primary(cstore, "FUNCTION", "FLUSH")
     got = await asyncio.gather(
         *(cstore.claim(s.event_id, f"u{i}", f"k{i}") for s in sales for i in range(4))
     )

@@ -34,9 +34,9 @@ async def test_outage_then_noscript_recovery(private_redis: PrivateRedis) -> Non
     with pytest.raises(errors.StoreUnavailable):
         await store.claim("ev", "bob", "h2")
 
-    private_redis.start()  # empty: no data, no scripts
-    assert await client.script_exists(store.scripts["hold_claim"].sha) == [False]
-    with pytest.raises(errors.EventNotFound):  # EVALSHA -> NOSCRIPT -> reloaded -> runs
+    private_redis.start()  # empty: no data, no library
+    assert not await store.scripts.loaded()
+    with pytest.raises(errors.EventNotFound):  # FCALL -> not found -> loaded -> runs
         await store.claim("ev", "bob", "h2")
     await store.create_event("ev", seats(3), hold_ttl_ms=60_000, quarantine_ms=60_000)
     await store.open_sale("ev")

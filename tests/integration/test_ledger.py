@@ -376,7 +376,7 @@ async def test_trimming_never_passes_what_the_ledger_holds(
         batch_max=5,
         retention_ms=0,
     )
-    await dead._ensure_group(event_id)
+    await dead.prepare(event_id)
     reply = await real_store.client.xreadgroup(w.GROUP, "dead", {stream: ">"}, count=5)
     await writer.step(event_id)  # writes past the dead one's entries (its read-ahead batch)
     first = await real_store.client.xrange(stream, count=1)

@@ -51,11 +51,11 @@ async def test_a_script_error_belongs_to_its_own_caller(store: Store) -> None:
     assert (await good)[0] == "OK"
 
 
-async def test_flushed_scripts_are_reloaded() -> None:
+async def test_a_flushed_library_is_loaded_again() -> None:
     client = fakeredis.aioredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)
     store = Store(client, scripts=Scripts(client, test_clock=True), prefix=new_prefix())
     sale = await open_sale(store, 3, now_ms=T0)
-    await client.script_flush()
+    await client.function_flush()
     got = await asyncio.gather(*(store.claim(sale.event_id, f"u{i}", f"h{i}") for i in range(3)))
     assert sorted(c.seat_id for c in got) == ["s00000", "s00001", "s00002"]
     await client.aclose()

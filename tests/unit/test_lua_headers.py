@@ -5,7 +5,7 @@ import re
 import pytest
 
 import lua
-from engine.scripts import REPLY_CODES, chunk
+from engine.scripts import REPLY_CODES
 
 HEADER_RE = re.compile(r"\A--\[\[ (?P<name>[a-z_0-9]+): (?P<summary>.+?)\n(?P<body>.*?)\]\]", re.S)
 
@@ -65,7 +65,22 @@ def test_the_key_check_sees_a_name_built_in_lua() -> None:
     assert names_not_from_keys(src) == ["PUBLISH on K_EVENT .. ':restocked'", "GET on 'x'"]
 
 
-def test_test_clock_is_a_different_script() -> None:
-    for name in lua.names():
-        assert chunk(name) != chunk(name, test_clock=True)
-        assert "test_now_ms" not in chunk(name)
+def test_test_clock_is_a_different_library() -> None:
+    """The tests' clock makes another library, whose functions have other names: a production
+    process can never call them."""
+    name, text = lua.library()
+    test_name, test_text = lua.library(test_clock=True)
+    assert name != test_name and "test_now_ms" not in text and "test_now_ms" in test_text
+    for script in lua.names():
+        assert f"'{script}_{name.removeprefix('onsale_')}'" in text
+        assert f"'{script}_{test_name.removeprefix('onsale_')}'" in test_text
+
+
+def test_no_prelude_keeps_state_between_calls() -> None:
+    """A library's top-level locals outlive a call: those bound from KEYS, and the identity
+    maps, are declared without a value and set by bind_keys at every call (lua/_keys.lua); no
+    prelude reads KEYS or ARGV outside a function."""
+    for prelude in ("_keys", "_clock_server", "_clock_test", "_lib", "_stock", "_queue"):
+        top_level = [ln for ln in lua.source(prelude).split("\n") if ln.startswith("local ")]
+        assert not [ln for ln in top_level if "KEYS" in ln or "ARGV" in ln], prelude
+        assert not [ln for ln in top_level if re.match(r"local (HOLDS|CHARGES)\b.*=", ln)]
