@@ -124,7 +124,8 @@ def test_buyers_wait_for_t0_and_are_admitted_in_the_order_of_their_places(
     # One seat, passed along: admissions stay within the free seats, so each turn comes only
     # once the buyer before has claimed the seat and released it (the room's pace, not the
     # test's). Every page looks when the API says, spread over the first seconds after T0.
-    event_id = room_event(stack, 1, 3_500, admit_factor_pct=100)
+    # T0 8 s away: every page must be open and queued before it, on a loaded machine too.
+    event_id = room_event(stack, 1, 8_000, admit_factor_pct=100)
     names = ["ann", "ben", "cat", "dan"]
     opened = [open_page(new_profile(browser, stack, contexts), event_id, n) for n in names]
     buyers = [queued(b) for b in opened]
@@ -183,7 +184,7 @@ def test_a_waiting_buyer_is_told_sold_out_on_a_phone_and_never_claims(
     browser: Browser, stack: Stack, contexts: list[BrowserContext]
 ) -> None:
     # One seat: one turn at a time (admissions stay within the free units).
-    event_id = room_event(stack, 1, 2_500, admit_per_s=5, admit_factor_pct=100)
+    event_id = room_event(stack, 1, 6_000, admit_per_s=5, admit_factor_pct=100)
     phone: dict[str, Any] = {"viewport": PHONE, "is_mobile": True, "has_touch": True}
     opened = [
         open_page(new_profile(browser, stack, contexts, **phone), event_id, n)
