@@ -2,7 +2,7 @@
 engine's code paths are the same for both: every key of an event carries the event's hash tag,
 every script call names only such keys, and the client routes each call to the slot's primary.
 The differences are the client's own: how a batch of calls is sent (one connection, or one per
-node) and which servers a whole-deployment command (SCRIPT LOAD, SCAN) must reach.
+node) and which servers a whole-deployment command (FUNCTION LOAD, SCAN) must reach.
 
 `NodeBatches` sends a batch of packed calls per node, each group on one of that node's pooled
 connections, exactly as engine/pipeline.py does on one server: the calls' slots are read from
