@@ -199,7 +199,7 @@ class AutoPipeline:
             raise
         finally:
             await asyncio.shield(pool.release(conn))
-        return await self._after_noscript(batch, replies, deadline)
+        return await self._after_missing(batch, replies, deadline)
 
     async def _execute_cluster(self, batch: list[_Call], deadline: float) -> list[Any]:
         """Redis Cluster: one packed batch per node, as on one server (engine/cluster.py); the
@@ -219,9 +219,9 @@ class AutoPipeline:
                     pipe.execute_command("FCALL", fn, len(c.keys), *c.keys, *c.args)
                 for i, reply in zip(again, await pipe.execute(raise_on_error=False), strict=True):
                     replies[i] = reply
-        return await self._after_noscript(batch, replies, deadline)
+        return await self._after_missing(batch, replies, deadline)
 
-    async def _after_noscript(
+    async def _after_missing(
         self, batch: list[_Call], replies: list[Any], deadline: float
     ) -> list[Any]:
         """A server that lost the library (restart, FUNCTION FLUSH, a promoted replica): run

@@ -188,7 +188,7 @@ async def claim_anatomy(
     variants = {"keys": "return 1", "config": "local ctx = context()\nreturn 1"}
     name, text = lua.library(bodies=variants, prefix="anatomy")
     tag = name.removeprefix("anatomy_")
-    prelude = "\n".join(lua.source("_clock_server" if p == "_clock" else p) for p in lua.PRELUDES)
+    prelude = "\n".join(lua.preludes())
     client = aioredis.Redis(port=port, decode_responses=True)
     out: list[tuple[str, float, float]] = []
     try:

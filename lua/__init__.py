@@ -27,13 +27,18 @@ def names() -> list[str]:
     )
 
 
+def preludes(*, test_clock: bool = False) -> list[str]:
+    """The shared definitions' texts, in library order, with the chosen clock."""
+    clock = "_clock_test" if test_clock else "_clock_server"
+    return [source(clock if p == "_clock" else p) for p in PRELUDES]
+
+
 def library(
     *, test_clock: bool = False, bodies: dict[str, str] | None = None, prefix: str = "onsale"
 ) -> tuple[str, str]:
     """(name, text) of the library: the preludes, then one registered function per script
     (or per entry of `bodies`, name -> Lua text: the benchmarks' cut-down variants)."""
-    clock = "_clock_test" if test_clock else "_clock_server"
-    parts = [source(clock if p == "_clock" else p) for p in PRELUDES]
+    parts = preludes(test_clock=test_clock)
     for name, body in (bodies if bodies is not None else {n: source(n) for n in names()}).items():
         bind = "bind_keys(KEYS)" + (" bind_queue_keys(KEYS)" if name.startswith("queue_") else "")
         parts.append(
