@@ -140,6 +140,7 @@ class StoreSeries:
         ("sold_out", "snapshots", "onsale_sold_out_snapshots", "Hold-id snapshots read"),
         ("sold_out", "dropped", "onsale_sold_out_dropped", "Memories dropped by a restock"),
         ("sold_out", "held", "onsale_claims_held", "Claims that waited at the gate (ADR 0012)"),
+        ("sold_out", "probes", "onsale_sold_out_probes", "Claims sent on to renew a memory"),
     )
 
     def __init__(self, store: Store, registry: CollectorRegistry) -> None:

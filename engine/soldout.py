@@ -5,7 +5,8 @@ At T0 nearly every claim of a small hot event is a refusal, and a refusal that c
 script call costs as much as a sale. ADR 0012 records the rules; in short:
 
 - Entered only from a SOLD_OUT reply of the claim script, tagged with the event's `restocks`
-  count from that reply. It holds for `ttl_s` at most; the next real claim renews it.
+  count from that reply. It holds for `ttl_s` at most; the next real claim renews it, and one
+  in use is renewed before it lapses (a probe: `refuses`).
 - Dropped at once when the event goes from no free seat to one: every script that frees a seat
   publishes on the event's `<event key>:restocked` channel with SPUBLISH (lua/_lib.lua
   `restocked`), a sharded channel in the event's slot, and this process subscribes to that
@@ -88,6 +89,7 @@ class SoldOutStats:
     subscriptions: int = 0  # channel subscriptions confirmed (a repeat forgets that event)
     unsubscribed: int = 0  # channels lost (slot moved, connection) or dropped when unused
     held: int = 0  # claims that waited at the gate
+    probes: int = 0  # claims sent to Redis to renew a memory before it lapses
 
 
 class SoldOutMemory:
@@ -118,6 +120,7 @@ class SoldOutMemory:
         self._confirmations = asyncio.Condition()  # notified on each confirmation
         # Snapshot reads in flight, each with the loop time it started (the gate's pause).
         self._entering: dict[str, tuple[asyncio.Task[None], float]] = {}
+        self._probed: dict[str, float] = {}  # event -> when its next probe may go (monotonic)
         self._pruned = 0.0
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -125,11 +128,18 @@ class SoldOutMemory:
     # -- the request path -------------------------------------------------------------------
 
     def refuses(self, event_id: str, hold_id: str) -> bool:
-        """True when this claim can be answered sold_out without asking Redis."""
+        """True when this claim can be answered sold_out without asking Redis. Past the first
+        quarter of a memory's life, one claim per eighth of it goes to Redis instead (a probe):
+        its SOLD_OUT renews the memory before it lapses, so a memory in use never does (a
+        lapse sent the next claims to Redis and held the others at the gate)."""
         if not self.listening:
             return False
-        m = self._events.get(event_id)
-        if m is None or time.monotonic() >= m.until or hold_id.partition(":")[0] in m.holds:
+        m, now = self._events.get(event_id), time.monotonic()
+        if m is None or now >= m.until or hold_id.partition(":")[0] in m.holds:
+            return False
+        if now >= m.until - 0.75 * self.ttl_s and now >= self._probed.get(event_id, 0.0):
+            self._probed[event_id] = now + self.ttl_s / 8
+            self.stats.probes += 1
             return False
         self.stats.answered += 1
         return True
@@ -203,7 +213,8 @@ class SoldOutMemory:
 
     def _prune(self, now: float) -> None:
         """At most once a second: drop memories expired more than KEEP_S ago (kept that long
-        only so that a renewal can reuse the snapshot) and restocks heard that long ago."""
+        only so that a renewal can reuse the snapshot), restocks heard and probes sent that
+        long ago."""
         if now - self._pruned < 1.0:
             return
         self._pruned = now
@@ -212,6 +223,8 @@ class SoldOutMemory:
             del self._events[event_id]
         for event_id in [e for e, (_n, at) in self._latest.items() if at < old]:
             del self._latest[event_id]
+        for event_id in [e for e, at in self._probed.items() if at < old]:
+            del self._probed[event_id]
 
     async def _enter(self, event_id: str, restocks: int) -> None:
         """Once the event's channel is confirmed: read its holds and its restocks count in

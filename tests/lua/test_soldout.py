@@ -184,6 +184,36 @@ async def test_memory_lapses_after_its_ttl(store: Store, memory: SoldOutMemory) 
     assert memory.stats.snapshots == 1  # no seat came back: the snapshot was reused
 
 
+async def test_a_memory_in_use_is_renewed_before_it_lapses(
+    store: Store, memory: SoldOutMemory
+) -> None:
+    """A steady stream of claims on a remembered event: past the first quarter of its life the
+    memory lets one claim go to Redis now and then (a probe, one per eighth of its life at
+    most), whose SOLD_OUT renews it, so it never lapses while used and no claim is held at the
+    gate. Without the probe it lapsed every ttl and each lapse sent claims to Redis and held
+    the others back."""
+    memory.ttl_s = 0.4
+    sale = await sell_out(store, 1)
+    with pytest.raises(errors.SoldOut):
+        await store.claim(sale.event_id, "late", "k0")
+    await wait_until(lambda: memory.remembers(sale.event_id))
+    lapsed, asked = 0, 0
+    started = time.monotonic()
+    i = 0
+    while time.monotonic() - started < 1.6:  # four lifetimes
+        i += 1
+        lapsed += int(not memory.remembers(sale.event_id))
+        answered = memory.stats.answered
+        with pytest.raises(errors.SoldOut):
+            await store.claim(sale.event_id, f"u{i}", f"k{i}")
+        asked += int(memory.stats.answered == answered)
+        await asyncio.sleep(0.005)
+    assert lapsed == 0 and memory.stats.held == 0
+    assert 4 <= asked <= 1.6 / (memory.ttl_s / 8) + 1, asked  # probes, at most one per 50 ms
+    assert memory.stats.probes == asked
+    assert memory.stats.snapshots == 1  # each renewal reused the snapshot
+
+
 async def test_a_rebuilt_event_is_not_taken_for_its_earlier_life(
     store: Store, memory: SoldOutMemory
 ) -> None:
@@ -229,9 +259,10 @@ def test_rules_without_redis() -> None:
         m.listening = True
         m._events["old"] = _Memory(1, time.monotonic() - KEEP_S - 1, frozenset(), 0.0)
         m._latest["old"] = (1, time.monotonic() - KEEP_S - 1)
+        m._probed["old"] = time.monotonic() - KEEP_S - 1
         m._pruned = 0.0
         m._prune(time.monotonic())
-        assert "old" not in m._events and "old" not in m._latest
+        assert "old" not in m._events and "old" not in m._latest and "old" not in m._probed
 
     asyncio.run(run())
 
