@@ -49,7 +49,7 @@ from loadtest.burst_ledger import ledger_drain, ledger_stats
 from loadtest.burst_report import ENGINE_COUNTERS, burst_result, print_report
 from loadtest.invariants import Verdict, check_burst, check_burst_pg
 from loadtest.persistence_cost import private_server
-from loadtest.stack import LocalStack
+from loadtest.stack import LocalStack, tree_cpu_s
 from persistence import database
 
 EVENT_ID = "burst"
@@ -72,6 +72,7 @@ class Target:
     check: Callable[[Counter[str]], Awaitable[Verdict]]
     ledger: Callable[[int], Awaitable[dict[str, float]]] | None = None
     admin_token: str = ""  # the engine's: its /metrics tell what reached Redis
+    server_pid: int = 0  # the API's main process (its workers are under it): its CPU is read
 
 
 @contextlib.contextmanager
@@ -130,6 +131,7 @@ async def engine_on(args: argparse.Namespace, redis_url: str) -> AsyncIterator[T
             check,
             ledger if ledger_db else None,
             stack.admin_token,
+            stack.pid("api"),
         )
     finally:
         await asyncio.to_thread(stack.stop)
@@ -160,7 +162,8 @@ async def pg_target(args: argparse.Namespace) -> AsyncIterator[Target]:
                 audit = await pg_baseline.audit(dsn, EVENT_ID)
                 return check_burst_pg(audit, answers, args.clients, args.seats)
 
-            yield Target(server.url, server.token_secret, check)
+            pid = server.proc.pid if server.proc is not None else 0
+            yield Target(server.url, server.token_secret, check, server_pid=pid)
         finally:
             await asyncio.to_thread(server.stop)
     finally:
@@ -184,11 +187,13 @@ async def release_burst(
     timeout_s: float = 60.0,
     sizes: list[int] | None = None,
     trivial: list[float] | None = None,
+    cpu: dict[str, float] | None = None,
 ) -> tuple[list[BurstClient], float]:
     """Open one connection per client (each answers one GET /healthz, so the server has
     accepted it), then write every client's claim in one pass and wait for all answers.
     `sizes`: each client's party size (None: one seat each). `trivial`: when given, first the
     same burst of GET /healthz on the same connections, its every-answered time appended (ms).
+    `cpu`: filled with the server's CPU seconds in each burst ("trivial", "claims").
     Returns the clients (answers and timings) and the release instant (time.monotonic())."""
     tokens = DemoTokens(target.token_secret, ttl_s=3_600)
     url = urlsplit(target.api_url)
@@ -217,15 +222,20 @@ async def release_burst(
             for n in range(clients_n)
         ]
         await asyncio.sleep(0.2)  # let the servers settle after the connection storm
+        cpu = {} if cpu is None else cpu
         if trivial is not None:  # the same burst of a trivial request first, on the same server
+            before = tree_cpu_s(target.server_pid)
             trivial.append(await trivial_burst(clients, health, timeout_s))
+            cpu["trivial"] = tree_cpu_s(target.server_pid) - before
             await asyncio.sleep(0.2)
+        before = tree_cpu_s(target.server_pid)
         t0 = time.monotonic()
         # Every claim is written in this one synchronous pass; the answers are awaited after.
         sent = [c.send(raw) for c, raw in zip(clients, requests, strict=True)]
         await asyncio.gather(
             *(c.answer_of(f, timeout_s) for c, f in zip(clients, sent, strict=True))
         )
+        cpu["claims"] = tree_cpu_s(target.server_pid) - before
         return clients, t0
     finally:
         for c in clients:
@@ -259,8 +269,9 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     async with TARGETS[args.target](args) as target:
         sizes = party_sizes(args.clients, args.parties)
         trivial: list[float] = []
+        cpu: dict[str, float] = {}
         clients, t0 = await release_burst(
-            target, args.clients, console, sizes=sizes, trivial=trivial
+            target, args.clients, console, sizes=sizes, trivial=trivial, cpu=cpu
         )
         answers = Counter(c.answer for c in clients)
         verdict = await target.check(answers)
@@ -280,6 +291,10 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     result["engine"] = counted
     result["trivial_all_answered_ms"] = trivial[0]
     result["vs_trivial"] = result["all_answered_ms"] / max(trivial[0], 1e-9)
+    # What each request cost the API's processes (CPU, µs): steadier than the times above,
+    # which also carry the load generator and Redis sharing the same cores.
+    result["api_cpu_us"] = {k: v / args.clients * 1e6 for k, v in cpu.items()}
+    result["cpu_vs_trivial"] = cpu["claims"] / max(cpu["trivial"], 1e-9)
     print_report(console, args, result, verdict)
     if args.json:
         await asyncio.to_thread(

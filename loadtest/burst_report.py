@@ -86,6 +86,13 @@ def print_report(
         f"{result['trivial_all_answered_ms']:.0f}",
     )
     t.add_row("claim burst / trivial burst", f"{result['vs_trivial']:.2f}")
+    cpu = result.get("api_cpu_us") or {}
+    if cpu.get("trivial") and cpu.get("claims"):
+        t.add_row(
+            "API CPU per request, trivial / claim (µs)",
+            f"{cpu['trivial']:.0f} / {cpu['claims']:.0f}",
+        )
+        t.add_row("API CPU, claim burst / trivial burst", f"{result['cpu_vs_trivial']:.2f}")
     t.add_row("durability", result["durability"])
     for name, value in (result.get("engine") or {}).items():
         t.add_row(f"engine: {ENGINE_COUNTERS[name]}", f"{value:,.0f}")

@@ -4,6 +4,7 @@ Used by the demo (`python -m loadtest.demo`), the load tools and the end-to-end 
 process gets the same ONSALE_* environment; ports are spare ones unless given; stopping
 terminates them all."""
 
+import contextlib
 import os
 import random
 import secrets
@@ -233,6 +234,11 @@ class LocalStack:
         else:
             raise ValueError(f"cannot restart {name!r}")
 
+    def pid(self, name: str) -> int:
+        """The pid of the latest process started under `name` (0: none)."""
+        latest = [proc.pid for each, proc, _out in self.procs if each == name]
+        return latest[-1] if latest else 0
+
     def running(self, name: str) -> bool:
         """The latest process started under `name` is still running."""
         latest = [proc for each, proc, _out in self.procs if each == name]
@@ -255,6 +261,27 @@ class LocalStack:
         """Every process still running (killed ones that were replaced do not count)."""
         latest = {name: proc for name, proc, _ in self.procs}
         return all(proc.poll() is None for proc in latest.values())
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by the process `pid` and every process under it
+    (an API's uvicorn workers), read from /proc; 0.0 where there is no /proc or no such
+    process. Read before and after a phase, it is what the phase cost the server, whatever
+    else shares the machine."""
+    total, todo, tick = 0.0, [pid], os.sysconf("SC_CLK_TCK")
+    while todo:
+        each = todo.pop()
+        try:
+            stat = Path(f"/proc/{each}/stat").read_text()
+            tasks = list(Path(f"/proc/{each}/task").iterdir())
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        for task in tasks:
+            with contextlib.suppress(OSError):
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+    return total
 
 
 def wait_healthy(

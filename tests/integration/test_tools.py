@@ -7,10 +7,12 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from loadtest.stack import tree_cpu_s
 from tests.conftest import REDIS_URL
 from tests.pg import PG_DSN
 
@@ -68,6 +70,24 @@ def test_burst_generator_targets_smoke(
     assert all(c["ok"] for c in result["checks"]), result["checks"]
     expected = {"201": min(clients, seats), "sold_out": clients - seats}
     assert result["answers"] == {k: n for k, n in expected.items() if n > 0}
+    assert set(result["api_cpu_us"]) == {"trivial", "claims"}  # the server's CPU was read
+
+
+def test_the_cpu_of_a_process_tree_counts_its_children() -> None:
+    """What the burst reads of the API (loadtest/stack.py `tree_cpu_s`): a child's CPU counts
+    in its parent's tree while it runs."""
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+    child = subprocess.Popen([sys.executable, "-c", busy + "time.sleep(30)"])
+    try:
+        before = tree_cpu_s(os.getpid())
+        deadline = time.monotonic() + 30
+        while tree_cpu_s(child.pid) < 0.4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert tree_cpu_s(os.getpid()) - before >= 0.3  # most of the child's 0.4 s
+        assert tree_cpu_s(2**22 + 1) == 0.0  # no such process
+    finally:
+        child.kill()
+        child.wait()
 
 
 @pytest.mark.postgres
