@@ -14,6 +14,7 @@ Verifying costs CPU only (no Redis on the claim path): a verified token is remem
 expires, and each use checks the in-memory revocations and scope again."""
 
 import asyncio
+import base64
 import contextlib
 import hmac
 import logging
@@ -24,6 +25,7 @@ from typing import Any
 
 import httpx
 import jwt
+import orjson
 from itsdangerous import BadSignature, SignatureExpired, TimestampSigner, URLSafeTimedSerializer
 from starlette.requests import Request
 
@@ -75,6 +77,19 @@ def bearer_token(request: Request) -> str:
     return token
 
 
+def peek_claim(segment: str, name: str) -> str | None:
+    """Claim `name` of a token's base64url JSON segment, read WITHOUT any check of the token
+    (api/refusal_lane.py only); None for anything unreadable (the normal path answers it).
+    Read directly, as `jwt.decode` and itsdangerous would decode it: 1.6 µs against PyJWT's
+    23 µs without verification, a quarter of what a refused claim costs the API at T0."""
+    try:
+        data: Any = orjson.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+        value = data[name]
+    except (ValueError, TypeError, KeyError, IndexError):  # orjson's and binascii's are ValueError
+        return None
+    return value if isinstance(value, str) and value else None
+
+
 class DemoTokens:
     """Name-only logins for the demo and the load tools: a signed name (itsdangerous), optionally
     limited to one event. Off in production (`ONSALE_DEMO_LOGIN`)."""
@@ -94,13 +109,9 @@ class DemoTokens:
     def peek_login(self, token: str) -> str | None:
         """The login the token names, its signature NOT checked (api/refusal_lane.py only)."""
         payload = token.rsplit(".", 2)[0]
-        if not payload or payload.startswith("."):  # compressed: never ours, not inflated here
+        if payload.startswith("."):  # compressed: never ours, not inflated here
             return None
-        try:
-            data: Any = self.signer.load_payload(payload.encode())
-            return str(data["l"])
-        except Exception:  # anything unreadable: the normal path answers it
-            return None
+        return peek_claim(payload, "l")
 
     def verify(self, token: str) -> Caller:
         try:
@@ -191,11 +202,8 @@ class JwtTokens:
 
     def peek_login(self, token: str) -> str | None:
         """The token's subject, its signature NOT checked (api/refusal_lane.py only)."""
-        try:
-            claims = jwt.decode(token, options={"verify_signature": False})
-            return str(claims["sub"])
-        except Exception:  # anything unreadable: the normal path answers it
-            return None
+        parts = token.split(".")
+        return peek_claim(parts[1], "sub") if len(parts) == 3 else None
 
     def verify(self, token: str) -> Caller:
         try:

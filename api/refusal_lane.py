@@ -25,6 +25,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from api.context import STARTED, Context, ctx, endpoint
+from api.errors import from_engine
 from api.hotpath import Next
 from engine import keys
 from engine.errors import EngineError, SoldOut, StoreUnavailable
@@ -146,4 +147,4 @@ async def _answer(scope: Scope, receive: Receive, send: Send, exc: EngineError) 
 async def _refused(request: Request) -> Response:
     exc: EngineError = request.scope[REFUSAL]
     ctx(request).metrics.claimed(exc.code)
-    raise exc
+    return from_engine(request, exc)  # what `endpoint` answers to it raised, without the raise
