@@ -172,6 +172,7 @@ def create_app(settings: ApiSettings, hooks: WebhookDbSettings | None = None) ->
                 settings.engine.key_prefix,
                 ttl_s=settings.engine.sold_out_memory_ms / 1000,
                 window=settings.engine.claim_window,  # 0: no gate
+                pause_gc=settings.gc_gen0 > 0,  # the collector tuned: also paused while claims wait
             )
             await store.sold_out.start()
         provider = build_provider(
@@ -221,7 +222,8 @@ def settle_gc(gen0: int) -> None:
     allocations (50,000; Python's default is 700; 0 keeps it). Under a burst each request makes
     cyclic garbage (exceptions and their tracebacks, tasks), and with thousands of requests in
     flight each collection walks them all: a burst is answered 15-20% sooner (docs/benchmarks.md
-    section 3), for a few MB more between collections."""
+    section 3), for a few MB more between collections. With it, the collector is also paused
+    while claims wait at a gate, a second at most per wave (engine/claim_gate.py `_park`)."""
     gc.collect()
     gc.freeze()
     if gen0 > 0:

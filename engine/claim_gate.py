@@ -2,6 +2,7 @@
 claims in flight to Redis and those waiting their turn, and how many may be in flight."""
 
 import asyncio
+import gc
 import heapq
 import itertools
 from collections import deque
@@ -36,6 +37,7 @@ START = 128  # claims of one event in flight from this process before any has wo
 GROW = 1  # more in flight per claim that won: the window doubles each round trip
 ENTER_PAUSE_S = 0.5  # the longest a memory being made holds the event's waiting claims back
 PATIENCE = 5  # a claim waits at most this many store timeouts in all, however busy the gate
+GC_PAUSE_S = 1.0  # the collector is paused at most this long per wave of waiting claims
 _ORDER = itertools.count()  # ties in a gate's `due` heap: first come, first looked at
 
 
@@ -51,10 +53,15 @@ def wake(gate: Gate, n: int) -> None:
 class Gates:
     """Every event's gate in this process. `window`: the most in flight per event."""
 
-    def __init__(self, window: int, stats: Any) -> None:
+    def __init__(self, window: int, stats: Any, pause_gc: bool = False) -> None:
+        """`pause_gc`: the collector is off while claims wait (`_park`)."""
         self.window = window
         self.by_event: dict[str, Gate] = {}
         self.stats = stats  # its `held` counts the claims that waited (each once)
+        self.pause_gc = pause_gc
+        self.parked = 0  # claims waiting, every event
+        self._gc_off_at = 0.0  # loop time the collector was paused here (0.0: it was not)
+        self._gc_spent = False  # this wave of waiting had its pause
 
     async def admit(
         self,
@@ -84,8 +91,39 @@ class Gates:
                 gate.inflight += 1  # a newcomer queues behind those waiting
                 return False
             self.stats.held += int(not woken)
-            await _wait(gate, _give_up(gate, arrived, wait_s), paused, event_id)
+            self._park(loop.time())
+            try:
+                await _wait(gate, _give_up(gate, arrived, wait_s), paused, event_id)
+            finally:
+                self._unpark()
             woken = True
+
+    def _park(self, now: float) -> None:
+        """A claim starts waiting. At T0 thousands wait at once, and everything each holds
+        (its task, its request) is alive until it is answered: a collection then walks them
+        all and frees nothing (about 18 µs of each refused claim's CPU at 10,000 clients).
+        The first claim of a wave of waiting pauses the collector, the last one to leave
+        resumes it, and so does any claim that waits after GC_PAUSE_S of it (the wave then
+        runs with the collector on): a pause holds back at most a second's cyclic garbage."""
+        self.parked += 1
+        if self._gc_off_at:
+            if now - self._gc_off_at >= GC_PAUSE_S:
+                self._resume_gc()
+                self._gc_spent = True
+        elif self.pause_gc and not self._gc_spent and gc.isenabled():
+            gc.disable()
+            self._gc_off_at = now
+
+    def _unpark(self) -> None:
+        self.parked -= 1
+        if self.parked == 0:
+            self._resume_gc()
+            self._gc_spent = False
+
+    def _resume_gc(self) -> None:
+        if self._gc_off_at:
+            self._gc_off_at = 0.0
+            gc.enable()
 
     def release(self, event_id: str, reply: list[Any] | None, paused: bool) -> None:
         """A claim let through was answered (`reply`: the script's) or failed: the next may go;

@@ -101,6 +101,7 @@ class SoldOutMemory:
         ttl_s: float = 0.25,
         snapshot_max: int = 50_000,  # a safety bound; the trimmer keeps holds under it
         window: int = 1024,  # claims of one event in flight from this process (the gate)
+        pause_gc: bool = False,  # the collector is off while claims wait (engine/claim_gate.py)
     ) -> None:
         self.client = client
         self.prefix = prefix
@@ -108,7 +109,7 @@ class SoldOutMemory:
         self.snapshot_max = snapshot_max
         self.listening = False  # True while the listener's connection is up
         self.stats = SoldOutStats()
-        self.gates = Gates(window, self.stats)  # engine/claim_gate.py
+        self.gates = Gates(window, self.stats, pause_gc)  # engine/claim_gate.py
         self._events: dict[str, _Memory] = {}
         # Highest restocks count heard of per event, and when: a SOLD_OUT reply with a lower
         # count was made before that restock. Kept KEEP_S, far longer than any call can live.

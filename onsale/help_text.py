@@ -64,7 +64,7 @@ STRIPE: Group = (
 API: Group = (
     "the API",
     {
-        "ONSALE_GC_GEN0": "collect young garbage every n allocations (50000; 0: Python's)",
+        "ONSALE_GC_GEN0": "young GC every n allocations, none while claims wait (50000)",
         "ONSALE_ADMIN_TOKEN": "bearer token of the admin endpoints (required; never logged)",
         "ONSALE_METRICS_TOKEN": "bearer token of /metrics for the scraper (default: admin only)",
         "ONSALE_WEBHOOK_SECRET": "verifies the simulator's callbacks (required with it)",

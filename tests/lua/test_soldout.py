@@ -3,6 +3,7 @@ still get its hold, and the restock message that ends the memory. On fakeredis a
 Redis, with the listener really subscribed."""
 
 import asyncio
+import gc
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from engine import errors
-from engine.claim_gate import PATIENCE
+from engine.claim_gate import GC_PAUSE_S, PATIENCE
 from engine.cluster import is_cluster
 from engine.soldout import KEEP_S, SoldOutMemory, _Memory
 from engine.store import Store
@@ -347,6 +348,59 @@ def test_the_gate_without_redis() -> None:
         assert off.gates.by_event == {}
 
     asyncio.run(run())
+
+
+def test_the_collector_is_paused_while_claims_wait_and_for_one_second_at_most() -> None:
+    """With `pause_gc`, the collector is off from the first claim that waits at a gate to the
+    last one leaving (what waiting claims hold is alive: a collection would walk it and free
+    nothing), for GC_PAUSE_S at most per wave of waiting; a collector turned off by someone
+    else stays off; without `pause_gc` it is never touched."""
+
+    async def run() -> None:
+        m = SoldOutMemory(None, "p", window=1, pause_gc=True)  # type: ignore[arg-type]
+        assert await m.admit("e", "k0", 5.0) is False
+        waiting = [asyncio.create_task(m.admit("e", f"k{i}", 5.0)) for i in (1, 2)]
+        await asyncio.sleep(0.01)
+        assert not gc.isenabled()
+        m.release("e", ["SOLD_OUT", 1])
+        assert await waiting[0] is False and not gc.isenabled()  # k2 still waits
+        m.release("e", ["SOLD_OUT", 1])
+        assert await waiting[1] is False and gc.isenabled()  # the last one left
+        # A wave that lasts: past GC_PAUSE_S the collector runs again, and stays on for it.
+        late = [asyncio.create_task(m.admit("e", "k3", 5.0))]
+        await asyncio.sleep(0.01)
+        assert not gc.isenabled()
+        await asyncio.sleep(GC_PAUSE_S)
+        late.append(asyncio.create_task(m.admit("e", "k4", 5.0)))
+        await asyncio.sleep(0.01)
+        assert gc.isenabled()
+        late.append(asyncio.create_task(m.admit("e", "k5", 5.0)))
+        await asyncio.sleep(0.01)
+        assert gc.isenabled()
+        for task in late:
+            m.release("e", ["SOLD_OUT", 1])
+            assert await task is False
+        # Off by someone else: left off.
+        gc.disable()
+        try:
+            again = asyncio.create_task(m.admit("e", "k6", 5.0))
+            await asyncio.sleep(0.01)
+            m.release("e", ["SOLD_OUT", 1])
+            assert await again is False and not gc.isenabled()
+        finally:
+            gc.enable()
+        plain = SoldOutMemory(None, "p", window=1)  # type: ignore[arg-type]
+        assert await plain.admit("e", "k0", 5.0) is False
+        other = asyncio.create_task(plain.admit("e", "k1", 5.0))
+        await asyncio.sleep(0.01)
+        assert gc.isenabled()
+        plain.release("e", ["SOLD_OUT", 1])
+        assert await other is False
+
+    try:
+        asyncio.run(run())
+    finally:
+        gc.enable()
 
 
 def test_a_busy_gate_that_keeps_being_answered_is_waited_on() -> None:
