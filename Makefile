@@ -23,10 +23,19 @@ down:
 	bash .ci/services.sh down
 
 ## The whole test suite against real Redis and PostgreSQL (started privately when none answers),
-## with the coverage of the product code run in the test process (the stack's own processes,
+## with the coverage of the product code run in the test processes (the stack's own processes,
 ## served over HTTP in the end-to-end tests, are not counted: the figure is a lower bound).
+## Two pytest-xdist workers, a test file per worker at a time (a module's fixtures stay in one
+## process; PYTEST_WORKERS=0 runs it in one process); then, alone: the browser tests (a page's
+## timing on two shared cores) and the OpenAPI fuzzing module (xdist does not schedule
+## schemathesis's generated tests). A run in which a collected test never reported fails
+## (tests/conftest.py).
+PYTEST_WORKERS ?= 2
+ALONE := tests/browser tests/integration/test_openapi.py
 test: venv up
-	$(SERVICES) && $(BIN)/pytest --cov --cov-report=term
+	$(SERVICES) && $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --cov --cov-report= \
+		$(addprefix --ignore=,$(ALONE))
+	$(SERVICES) && $(BIN)/pytest --cov --cov-append --cov-report=term $(ALONE)
 
 ## Fast loop: every test that needs no server (unit tests and every script test on fakeredis).
 FAST := -m "not redis and not postgres and not slow"

@@ -191,3 +191,23 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
     if request.param != "fake":
         await _drop_prefix(client, store.prefix)
     await client.aclose()
+
+
+# -- every collected test reports -------------------------------------------------------------
+# `make test` runs most of the suite on pytest-xdist workers, which schedule tests by node id; a
+# test they cannot schedule silently does not run (schemathesis's generated tests, which are run
+# apart for that reason). Each test that ran reports its call, or a setup that did not pass, to
+# the controlling process: count them (schemathesis's tests share node ids, so not by id).
+_REPORTED = [0]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        _REPORTED[0] += 1
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    missing = session.testscollected - _REPORTED[0]  # collected: after any deselection
+    if exitstatus == 0 and missing > 0 and not session.config.option.collectonly:
+        print(f"\n{missing} collected tests never ran")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
