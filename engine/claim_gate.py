@@ -108,7 +108,7 @@ class Gates:
         self.parked += 1
         if self._gc_off_at:
             if now - self._gc_off_at >= GC_PAUSE_S:
-                self._resume_gc()
+                self.resume_gc()
                 self._gc_spent = True
         elif self.pause_gc and not self._gc_spent and gc.isenabled():
             gc.disable()
@@ -117,10 +117,11 @@ class Gates:
     def _unpark(self) -> None:
         self.parked -= 1
         if self.parked == 0:
-            self._resume_gc()
+            self.resume_gc()
             self._gc_spent = False
 
-    def _resume_gc(self) -> None:
+    def resume_gc(self) -> None:
+        """The collector back on, if this gate paused it."""
         if self._gc_off_at:
             self._gc_off_at = 0.0
             gc.enable()

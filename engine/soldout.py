@@ -299,6 +299,7 @@ class SoldOutMemory:
 
     async def stop(self) -> None:
         self._stop.set()
+        self.gates.resume_gc()  # a pause never outlives the memory (claims cut off mid-wait)
         for task, _since in list(self._entering.values()):
             task.cancel()
         if self._task is not None:

@@ -389,6 +389,13 @@ def test_the_collector_is_paused_while_claims_wait_and_for_one_second_at_most() 
             assert await again is False and not gc.isenabled()
         finally:
             gc.enable()
+        # Claims cut off mid-wait (their loop ends, they never leave): stop resumes it.
+        cut = asyncio.create_task(m.admit("e", "k7", 5.0))
+        await asyncio.sleep(0.01)
+        assert not gc.isenabled()
+        await m.stop()
+        assert gc.isenabled()
+        cut.cancel()
         plain = SoldOutMemory(None, "p", window=1)  # type: ignore[arg-type]
         assert await plain.admit("e", "k0", 5.0) is False
         other = asyncio.create_task(plain.admit("e", "k1", 5.0))
