@@ -12,6 +12,10 @@ from typing import Any
 
 from engine import errors
 
+# A waiting claim in its gate's heap: (when it looks again, arrival order, its turn, its give-up
+# time, its pause's end or 0.0, its event).
+Due = tuple[float, int, asyncio.Future[None], Callable[[], float], float, str]
+
 
 @dataclass(slots=True)
 class Gate:
@@ -26,9 +30,7 @@ class Gate:
     waiting: deque[asyncio.Future[None]] = field(default_factory=deque)
     # The waiting claims by the time each must look again (a lower bound: a give-up time only
     # moves later), and the one timer that rings at the first of them.
-    due: list[tuple[float, int, asyncio.Future[None], Callable[[], float], float, str]] = field(
-        default_factory=list
-    )
+    due: list["Due"] = field(default_factory=list)
     timer: asyncio.TimerHandle | None = None
     timer_at: float = 0.0
 
@@ -176,15 +178,9 @@ async def _wait(gate: Gate, give_up: Callable[[], float], paused: float, event_i
     turn: asyncio.Future[None] = loop.create_future()
     gate.waiting.append(turn)
     try:
-        now, limit = loop.time(), give_up()
-        if now >= limit:
-            raise errors.StoreUnavailable(f"claim on {event_id}: waited too long")
-        if paused and now >= paused:
-            return
-        heapq.heappush(
-            gate.due, (min(limit, paused or limit), next(_ORDER), turn, give_up, paused, event_id)
-        )
-        _arm(gate, loop, gate.due[0][0])
+        _look(gate, (0.0, next(_ORDER), turn, give_up, paused, event_id), loop.time())
+        if not turn.done():
+            _arm(gate, loop, gate.due[0][0])
         await turn
     except BaseException:
         if turn.done() and not turn.cancelled() and turn.exception() is None:
@@ -192,6 +188,19 @@ async def _wait(gate: Gate, give_up: Callable[[], float], paused: float, event_i
         raise
     finally:
         turn.cancel()  # a turn not given is skipped by `wake`
+
+
+def _look(gate: Gate, entry: Due, now: float) -> None:
+    """A waiting claim looks at the time: it gives up, or its pause is over (it asks again), or
+    it waits on in the gate's heap until the earlier of the two."""
+    _at, n, turn, give_up, paused, event_id = entry
+    limit = give_up()
+    if now >= limit:
+        turn.set_exception(errors.StoreUnavailable(f"claim on {event_id}: waited too long"))
+    elif paused and now >= paused:
+        turn.set_result(None)
+    else:
+        heapq.heappush(gate.due, (min(limit, paused or limit), n, turn, give_up, paused, event_id))
 
 
 def _arm(gate: Gate, loop: asyncio.AbstractEventLoop, at: float) -> None:
@@ -204,21 +213,11 @@ def _arm(gate: Gate, loop: asyncio.AbstractEventLoop, at: float) -> None:
 
 
 def _ring(gate: Gate, loop: asyncio.AbstractEventLoop) -> None:
-    """Each waiting claim now due: it gives up, or its pause is over (it asks again), or it
-    looks again later (the gate was answered meanwhile)."""
+    """Each waiting claim now due looks at the time (a turn given or a claim gone: skipped)."""
     gate.timer, now = None, loop.time()
     while gate.due and gate.due[0][0] <= now:
-        _at, _n, turn, give_up, paused, event_id = heapq.heappop(gate.due)
-        if turn.done():
-            continue  # given a turn, or gone
-        limit = give_up()
-        if now >= limit:
-            turn.set_exception(errors.StoreUnavailable(f"claim on {event_id}: waited too long"))
-        elif paused and now >= paused:
-            turn.set_result(None)  # ask again
-        else:
-            heapq.heappush(
-                gate.due, (min(limit, paused or limit), _n, turn, give_up, paused, event_id)
-            )
+        entry = heapq.heappop(gate.due)
+        if not entry[2].done():
+            _look(gate, entry, now)
     if gate.due:
         _arm(gate, loop, max(gate.due[0][0], now + 0.001))
