@@ -52,6 +52,8 @@ async def api(prefix: str, confirm_after: str) -> AsyncIterator[httpx.AsyncClien
         "ONSALE_WEBHOOK_SECRET": SECRET,
         "ONSALE_PROVIDER_URL": "http://127.0.0.1:9",
         "ONSALE_CONFIRM_AFTER": confirm_after,
+        # Every buyer logs in from the one in-process client address: no per-address limit.
+        "ONSALE_ADDRESS_PER_S": "0",
     }
     app = create_app(ApiSettings.from_env(env))
     async with (
