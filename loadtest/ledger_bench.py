@@ -68,10 +68,12 @@ class TimedWriter(LedgerWriter):
 
     in_write = 0.0
 
-    async def write(self, event_id: str, entries: list[tuple[str, dict[str, str]]]) -> bool:
+    async def write(
+        self, event_id: str, entries: list[tuple[str, dict[str, str]]], batch: Any = None
+    ) -> bool:
         started = time.perf_counter()
         try:
-            return await super().write(event_id, entries)
+            return await super().write(event_id, entries, batch)
         finally:
             self.in_write += time.perf_counter() - started
 

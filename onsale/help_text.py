@@ -133,7 +133,7 @@ LEDGER: Group = (
         "ONSALE_PG_POOL_MAX": "connections (default 4)",
         "ONSALE_PG_TIMEOUT_MS": "per statement or connection attempt (default 5000)",
         "ONSALE_LEDGER_BATCH_MAX": "outbox entries per transaction (default 2000)",
-        "ONSALE_LEDGER_IDLE_MS": "pause when every outbox is drained (default 100)",
+        "ONSALE_LEDGER_IDLE_MS": "longest blocking wait on the drained outboxes (default 100)",
         "ONSALE_LEDGER_CLAIM_IDLE_MS": "a pending entry idle this long belongs to a dead "
         "writer and is taken over (default 30000)",
         "ONSALE_OUTBOX_RETENTION_MS": "outbox entries kept once in the ledger (default 86400000)",

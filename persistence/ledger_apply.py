@@ -15,7 +15,7 @@ Both write the same final rows: a hold's or charge's upsert only moves it forwar
 order, so writing its latest row alone ends where writing each in turn ends. Refunds, stock
 corrections and merchant webhook deliveries are rare and go row by row either way."""
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 
@@ -44,38 +44,77 @@ def columns(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return list(zip(*rows, strict=True))
 
 
-async def apply_records(
-    conn: asyncpg.Connection, records: list[tuple[str, OutboxRecord]], *, bulk: bool
-) -> None:
-    """Decisions appended; holds and charges moved forward in stream order; refunds and
-    stock corrections kept; merchant notifications' deliveries written (ADR 0024)."""
-    if not records:
-        return
-    decisions = [to_row(r.event_id, sid, r) for sid, r in records]
+class Batch(NamedTuple):
+    """A batch's rows, built before its transaction: the writer builds the next batch's while
+    PostgreSQL writes this one's (persistence/writer.py)."""
+
+    records: list[tuple[str, OutboxRecord]]
+    decisions: list[tuple[Any, ...]]
+    rows: Rows
+    holds: list[tuple[Any, ...]]  # each hold's latest row, in stream order (the fast path's)
+    charges: list[tuple[Any, ...]]  # each charge's latest row, likewise
+
+
+class Ahead(NamedTuple):
+    """An event's next batch, read (pending for the writer) while the one before it was
+    written, and its rows built then too, when read that way (None: built at its write)."""
+
+    entries: list[tuple[str, Any]]
+    batch: Batch | None
+
+
+def records_of(entries: list[tuple[str, dict[str, str]]]) -> list[tuple[str, OutboxRecord]]:
+    return [(sid, OutboxRecord.from_fields(fields)) for sid, fields in entries]
+
+
+def batch_of(records: list[tuple[str, OutboxRecord]]) -> Batch:
     rows = Rows()
     for sid, r in records:
         rows.add(sid, r)
+    return Batch(
+        records,
+        [to_row(r.event_id, sid, r) for sid, r in records],
+        rows,
+        latest(rows.holds, HOLD_KEY, HOLD_AT),
+        latest(rows.charges, CHARGE_KEY, CHARGE_AT),
+    )
+
+
+async def apply_records(
+    conn: asyncpg.Connection,
+    records: list[tuple[str, OutboxRecord]],
+    *,
+    bulk: bool,
+    batch: Batch | None = None,
+) -> None:
+    """Decisions appended; holds and charges moved forward in stream order; refunds and
+    stock corrections kept; merchant notifications' deliveries written (ADR 0024). `batch`:
+    the records' rows when built already (batch_of)."""
+    if not records:
+        return
+    b = batch or batch_of(records)
+    rows = b.rows
     if bulk and len(records) >= BULK_MIN:
         await conn.execute(Q["stage_decisions"])
         await conn.copy_records_to_table(
-            "staged_decisions", records=decisions, columns=DECISION_COLUMNS
+            "staged_decisions", records=b.decisions, columns=DECISION_COLUMNS
         )
         await conn.execute(Q["insert_staged_decisions"])
-        if holds := latest(rows.holds, HOLD_KEY, HOLD_AT):
+        if b.holds:
             await conn.execute(Q["stage_holds"])
-            await conn.copy_records_to_table("staged_holds", records=holds, columns=HOLD_COLUMNS)
+            await conn.copy_records_to_table("staged_holds", records=b.holds, columns=HOLD_COLUMNS)
             await conn.execute(Q["upsert_staged_holds"])
-        if charges := latest(rows.charges, CHARGE_KEY, CHARGE_AT):
-            await conn.execute(Q["bulk_upsert_charges"], *columns(charges))
+        if b.charges:
+            await conn.execute(Q["bulk_upsert_charges"], *columns(b.charges))
     else:
-        await conn.executemany(Q["insert_decision"], decisions)
-        for query, batch in (("upsert_hold", rows.holds), ("upsert_charge", rows.charges)):
-            if batch:
-                await conn.executemany(Q[query], batch)
-    for query, batch in (
+        await conn.executemany(Q["insert_decision"], b.decisions)
+        for query, rows_of in (("upsert_hold", rows.holds), ("upsert_charge", rows.charges)):
+            if rows_of:
+                await conn.executemany(Q[query], rows_of)
+    for query, more in (
         ("insert_refund", rows.refunds),
         ("insert_stock_correction", rows.corrections),
     ):
-        if batch:
-            await conn.executemany(Q[query], batch)
+        if more:
+            await conn.executemany(Q[query], more)
     await fan_out(conn, records[0][1].event_id, [r for _s, r in records])

@@ -1,25 +1,25 @@
 """The write-behind worker: each event's outbox stream -> the PostgreSQL ledger.
 
-- Reads with a consumer group (`ledger`), in batches of at most `batch_max` entries; first
-  reclaims entries left pending by a dead consumer (XAUTOCLAIM), then reads new ones.
+- Reads with a consumer group (`ledger`), in batches of at most `batch_max` entries: its own
+  pending entries after a failure, those a dead consumer left pending (XAUTOCLAIM, looked for
+  at most once a second), then new ones. A full batch has the next one read, and its rows
+  built, while PostgreSQL writes it; idle, it waits on the outboxes with a blocking read
+  (persistence/ledger_group.py): a decision is read as it is made.
 - Writes a batch in one transaction, a statement per table (persistence/ledger_apply.py, ADR
   0031): decisions inserted with ON CONFLICT DO NOTHING on their deterministic decision id (a
   replay writes nothing twice), holds and charges upserted only forward in stream order,
-  refunds recorded, and each stock correction kept whole in stock_corrections (ADR 0022;
-  idempotent by correction id).
+  refunds recorded, and each stock correction kept whole in stock_corrections (ADR 0022).
 - Acknowledges (XACK) only after the commit. A crash before the ack re-delivers the batch,
   which the conflict clauses make harmless.
 - A row a constraint refuses (say, a second terminal decision for one hold) is not dropped: the
   batch is replayed row by row and the refused row lands in ledger_alerts with the reason.
 - Verified raw callbacks (the event's capped `raw_callbacks` stream) are copied the same way
-  into `raw_callbacks`, the first delivery of each provider event id kept: the provider's own
-  words stay available after Redis trims or loses them.
+  into `raw_callbacks`, the first delivery of each provider event id kept.
 - A decision that notifies the merchant gets its webhook deliveries in the same transaction
   (persistence/notify.py); `run` also runs the webhook sender beside the writer (ADR 0024).
 - PostgreSQL down: the batch stays pending, the worker backs off (capped at a second,
-  jittered) and catches up when it returns, its own pending batch first; Redis keeps the entries
-  meanwhile, and the lag is read from Redis on its own clock, so it stays true during the
-  outage.
+  jittered) and catches up when it returns, its own pending batch first; Redis keeps the
+  entries, and the lag is read from Redis on its own clock, so it stays true in the outage.
 - Stopped (SIGTERM): the batch in hand (and one read ahead) is committed and acknowledged,
   then `run` returns.
 - Each process reads as its own consumer; a writer's first pass over an event removes from the
@@ -28,6 +28,7 @@
 import asyncio
 import logging
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,15 +39,14 @@ from redis.exceptions import RedisError, ResponseError
 from engine import keys
 from engine.loops import repeat
 from engine.reads import LEDGER_GROUP, stream_id
-from engine.records import OutboxRecord
 from engine.store import Store
+from persistence.event_mirror import mirror_event
 from persistence.fencing import Fencer
-from persistence.ledger_apply import apply_records
-from persistence.ledger_rows import config_row
+from persistence.ledger_apply import Ahead, Batch, apply_records, batch_of, records_of
+from persistence.ledger_group import forget_idle_consumers, read_new
 from persistence.metrics import LedgerMetrics
 from persistence.queries import Q
 from persistence.settings import SenderSettings
-from persistence.stock_ledger import sku_rows
 from persistence.webhook_sender import WebhookSender
 
 log = logging.getLogger("onsale.ledger")
@@ -55,7 +55,7 @@ GROUP = LEDGER_GROUP
 # The longest pause between two attempts during an outage: PostgreSQL's return is noticed within
 # it (one connection attempt per second costs nothing; the entries wait in Redis meanwhile).
 OUTAGE_PROBE_S = 1.0
-CONSUMER_IDLE_MS = 3_600_000  # a writer gone this long, with nothing pending, leaves the group
+RECLAIM_S = 1.0  # entries a dead writer left pending are looked for at most this often
 
 
 @dataclass
@@ -91,7 +91,11 @@ class LedgerWriter:
         self.reads = self.store.read
         self.fencer = Fencer(self.store, pool)
         self._groups: set[str] = set()  # events whose group exists and config is mirrored
-        self._ahead: dict[str, list[Any]] = {}  # events' next batches, read ahead (pending)
+        self._ahead: dict[str, Ahead] = {}  # events' next batches, read ahead (pending)
+        # Streams where this writer has no entries pending but those in hand (it reads its own
+        # pending entries again only after a failure), and when it last looked for a dead one's.
+        self._sure: set[str] = set()
+        self._looked_at: dict[str, float] = {}
 
     def _stream(self, event_id: str) -> str:
         return keys.event_key(event_id, "outbox", self.prefix)
@@ -109,70 +113,35 @@ class LedgerWriter:
             except ResponseError as exc:
                 if "BUSYGROUP" not in str(exc):
                     raise
-        if await self.mirror_event(event_id):
+        if await mirror_event(self.redis, self.pool, self.prefix, event_id):
             self._groups.add(event_id)
-            await self.forget_idle_consumers(self._stream(event_id))
-
-    async def forget_idle_consumers(self, stream: str) -> list[str]:
-        """Writers that stopped (each process is its own consumer) stay in the group; those
-        with nothing pending and idle for CONSUMER_IDLE_MS go. One with entries pending is
-        kept whatever its age: deleting it would drop them from the group's pending list, and
-        the ledger would never get them (XAUTOCLAIM takes them over instead)."""
-        gone = []
-        for c in await self.redis.xinfo_consumers(stream, GROUP):
-            name = str(c["name"])
-            if name != self.consumer and not c["pending"] and c["idle"] > CONSUMER_IDLE_MS:
-                await self.redis.xgroup_delconsumer(stream, GROUP, name)
-                gone.append(name)
-        return gone
-
-    async def mirror_event(self, event_id: str) -> bool:
-        """Copy the event's config and seat map (a stock event: its SKUs and prices) into the
-        ledger once it is out of DRAFT (all fixed from then on: open, or already closed or
-        cancelled by an operator before this writer saw it open); False while a draft."""
-        ev = await self.redis.hgetall(keys.event_key(event_id, "event", self.prefix))
-        if not ev or ev.get("status", "draft") == "draft":
-            return False
-        async with self.pool.acquire() as conn:
-            if await conn.fetchval(Q["event_mirrored"], event_id):
-                return True
-            seats: Any = await self.redis.zrange(
-                keys.event_key(event_id, "seats", self.prefix), 0, -1, withscores=True
-            )
-            sections = await self.redis.hgetall(keys.event_key(event_id, "sections", self.prefix))
-            skus = []
-            if ev.get("kind") == "stock":
-                skus = await sku_rows(self.redis, self.prefix, event_id)
-            async with conn.transaction():
-                await conn.execute(Q["insert_event"], event_id)
-                await conn.executemany(
-                    Q["insert_seat"],
-                    [
-                        (event_id, str(seat), float(rank), sections.get(str(seat), ""))
-                        for seat, rank in seats
-                    ],
-                )
-                await conn.executemany(Q["insert_event_sku"], skus)
-                await conn.execute(Q["insert_event_config"], *config_row(event_id, ev, len(seats)))
-        return True
+            await forget_idle_consumers(self.redis, self._stream(event_id), self.consumer)
 
     async def step(self, event_id: str) -> int:
         """Move at most one batch of one event's outbox, and one of its raw callbacks, into
         the ledger; returns the entries handled (both streams). A full batch of new entries
         (a backlog) has the next one read from Redis while it is written: that read-ahead
         batch is this step's next one for the event (`flush` writes those left at a stop)."""
+        try:
+            return await self._step(event_id)
+        except BaseException:  # entries it read may be left pending: its next takes look
+            self._sure.difference_update((self._stream(event_id), self._raw_stream(event_id)))
+            raise
+
+    async def _step(self, event_id: str) -> int:
         await self.prepare(event_id)
         if (await self.reads.event_fields(event_id, "status"))[0] == "fenced":
             return 0  # its Redis went back in time: what it decides now is not mirrored
         stream = self._stream(event_id)
         ahead = self._ahead.pop(event_id, None)
-        entries, new = (ahead, True) if ahead else await self._take(event_id, stream)
+        batch = ahead.batch if ahead else None
+        entries, new = (ahead.entries, True) if ahead else await self._take(event_id, stream)
         if entries:
             reading = None
             if new and len(entries) >= self.batch_max:
-                reading = asyncio.create_task(self._take_new(event_id, stream))
+                reading = asyncio.create_task(self._read_ahead(event_id, stream))
             try:
-                await self._move(event_id, stream, entries)
+                await self._move(event_id, stream, entries, batch)
             except BaseException:
                 if reading is not None:  # what it read stays pending: the next take reads it
                     reading.cancel()
@@ -187,9 +156,41 @@ class LedgerWriter:
             await self.redis.xack(raw_stream, GROUP, *[entry_id for entry_id, _ in raw])
         return len(entries) + len(raw)
 
-    async def _move(self, event_id: str, stream: str, entries: list[tuple[str, Any]]) -> None:
+    async def wait(self, timeout_s: float) -> bool:
+        """Nothing moved: wait up to `timeout_s` on the outboxes of the events prepared
+        (persistence/ledger_group.py); what comes is each event's next batch. False with no
+        event to wait on (the caller pauses instead)."""
+        streams = {e: self._stream(e) for e in self._groups if e not in self._ahead}
+        if not streams:
+            return False
+        try:
+            found = await read_new(
+                self.redis, streams, consumer=self.consumer, count=self.batch_max,
+                timeout_s=timeout_s,
+            )  # fmt: skip
+            self._ahead.update((e, Ahead(entries, None)) for e, entries in found.items())
+        except BaseException as exc:  # what one call read stays pending: the next takes look
+            self._sure.difference_update(streams.values())
+            if not isinstance(exc, ResponseError) or "NOGROUP" not in str(exc):
+                raise
+            self._groups.difference_update(streams)  # a stream recreated: prepared again
+        return True
+
+    async def _read_ahead(self, event_id: str, stream: str) -> Ahead:
+        """The next new batch, read and its rows built while the one before is written (its
+        PostgreSQL work and this Python work overlap). A record that cannot be read leaves the
+        rows unbuilt: the batch's write reads it again and fails there."""
+        entries = await self._take_new(event_id, stream)
+        try:
+            return Ahead(entries, batch_of(records_of(entries)))
+        except Exception:
+            return Ahead(entries, None)
+
+    async def _move(
+        self, event_id: str, stream: str, entries: list[tuple[str, Any]], batch: Batch | None
+    ) -> None:
         """One batch of the outbox written, acknowledged, the stream trimmed."""
-        if await self.write(event_id, entries):
+        if await self.write(event_id, entries, batch):
             await self.fencer.fence(event_id, "a decision number the ledger already held")
         await self.redis.xack(stream, GROUP, *[entry_id for entry_id, _ in entries])
         if self.retention_ms is not None:
@@ -203,9 +204,9 @@ class LedgerWriter:
         next writer's take reads them)."""
         try:
             while self._ahead:
-                event_id, entries = self._ahead.popitem()
+                event_id, ahead = self._ahead.popitem()
                 if (await self.reads.event_fields(event_id, "status"))[0] != "fenced":
-                    await self._move(event_id, self._stream(event_id), entries)
+                    await self._move(event_id, self._stream(event_id), *ahead)
         except (OSError, RedisError, asyncpg.PostgresError, asyncpg.InterfaceError):
             log.exception("ledger: read-ahead batches left pending at the stop")
 
@@ -217,12 +218,10 @@ class LedgerWriter:
         the next pass, not after the idle-claim timeout), then entries a dead consumer left
         pending, then new ones."""
         try:
-            entries = await self._read_group(stream, "0")
+            entries = [] if stream in self._sure else await self._read_group(stream, "0")
             if not entries:
-                _next, entries, *_ = await self.redis.xautoclaim(
-                    stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch_max
-                )
-                self.stats.reclaimed += len(entries)
+                self._sure.add(stream)
+                entries = await self._reclaim(stream)
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
@@ -231,6 +230,19 @@ class LedgerWriter:
         if entries:
             return await self._present(stream, entries), False
         return await self._take_new(event_id, stream), True
+
+    async def _reclaim(self, stream: str) -> list[tuple[str, Any]]:
+        """Entries a dead consumer left pending (idle `claim_idle_ms`), taken over; looked for
+        at most once per RECLAIM_S (or the idle time, if shorter) while none are found."""
+        now, pause = time.monotonic(), min(RECLAIM_S, self.claim_idle_ms / 1000)
+        if now - self._looked_at.get(stream, -pause) < pause:
+            return []
+        _next, entries, *_ = await self.redis.xautoclaim(
+            stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch_max
+        )
+        self.stats.reclaimed += len(entries)
+        self._looked_at[stream] = now - (pause if entries else 0)  # found some: look again
+        return list(entries)
 
     async def _take_new(self, event_id: str, stream: str) -> list[tuple[str, dict[str, str]]]:
         """Entries never delivered before."""
@@ -245,14 +257,12 @@ class LedgerWriter:
 
     async def _present(self, stream: str, entries: list[tuple[str, Any]]) -> list[Any]:
         """An entry trimmed while pending comes back without fields and is only acknowledged."""
-        gone = [entry_id for entry_id, fields in entries if not fields]
-        if gone:
+        if gone := [entry_id for entry_id, fields in entries if not fields]:
             await self.redis.xack(stream, GROUP, *gone)
         return [(entry_id, fields) for entry_id, fields in entries if fields]
 
     async def _read_group(self, stream: str, start: str) -> list[tuple[str, Any]]:
-        """XREADGROUP from `start`: "0" re-reads this consumer's own pending entries, ">" new
-        ones."""
+        """XREADGROUP from `start`: "0" this consumer's own pending entries, ">" new ones."""
         reply: Any = await self.redis.xreadgroup(
             GROUP, self.consumer, {stream: start}, count=self.batch_max
         )
@@ -261,32 +271,30 @@ class LedgerWriter:
     async def write_raw(self, event_id: str, entries: list[tuple[str, dict[str, str]]]) -> None:
         """Verified callbacks, byte for byte, first delivery of each provider event kept."""
         rows = [
-            (
-                fields["provider_event_id"],
-                event_id,
-                fields["body"].encode() if isinstance(fields["body"], str) else fields["body"],
-                stream_id(entry_id)[0],
-            )
-            for entry_id, fields in entries
+            (f["provider_event_id"], event_id, _bytes(f["body"]), stream_id(entry_id)[0])
+            for entry_id, f in entries
         ]
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.executemany(Q["insert_raw_callback"], rows)
         self.stats.raw_callbacks += len(rows)
 
-    async def write(self, event_id: str, entries: list[tuple[str, dict[str, str]]]) -> bool:
-        """The batch in one transaction; refused rows parked. True when a refused row carried
-        a decision number the ledger already held: this Redis went back in time."""
-        rows = [(sid, fields, (sid, OutboxRecord.from_fields(fields))) for sid, fields in entries]
+    async def write(
+        self, event_id: str, entries: list[tuple[str, dict[str, str]]], batch: Batch | None = None
+    ) -> bool:
+        """The batch in one transaction (`batch`: its rows, if built already); refused rows
+        parked. True when a refused row carried a decision number the ledger already held:
+        this Redis went back in time."""
+        records = batch.records if batch else records_of(entries)
         collided = False
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute(Q["insert_event"], event_id)
             try:
                 async with conn.transaction():  # savepoint: the fast path, whole batch
-                    await apply_records(conn, [row for _s, _f, row in rows], bulk=True)
+                    await apply_records(conn, records, bulk=True, batch=batch)
                 return False
             except asyncpg.IntegrityConstraintViolationError:
                 pass
-            for sid, fields, row in rows:  # slow path: find and park the refused rows
+            for (sid, fields), row in zip(entries, records, strict=True):  # the slow path
                 try:
                     async with conn.transaction():
                         await apply_records(conn, [row], bulk=False)
@@ -361,7 +369,7 @@ class LedgerWriter:
                 metrics.entries.inc(self.stats.entries - reported[0])
                 metrics.alerts.inc(self.stats.alerts - reported[1])
                 reported = (self.stats.entries, self.stats.alerts)
-            return moved > 0
+            return moved > 0 or await self.wait(idle_s)
 
         def failed() -> None:
             self.stats.errors += 1
@@ -386,3 +394,7 @@ class LedgerWriter:
             )
             await self.flush()  # the batch in hand: what was read ahead
         return self.stats
+
+
+def _bytes(body: str | bytes) -> bytes:
+    return body.encode() if isinstance(body, str) else body

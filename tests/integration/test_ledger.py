@@ -15,7 +15,7 @@ import pytest
 from engine import keys
 from engine.store import Store
 from loadtest.stack import spare_port
-from persistence import ledger_apply, schema
+from persistence import ledger_apply, ledger_group, schema
 from persistence import writer as w
 from persistence.database import create_pool
 from persistence.migrate import MigrationError, available, migrate
@@ -194,7 +194,7 @@ async def test_a_batch_read_ahead_is_written_once_and_never_lost(
         real_store.client, pool, prefix=real_store.prefix, consumer="ra", batch_max=4
     )
     assert await writer.step(event_id) == 4
-    assert [len(b) for b in writer._ahead.values()] == [4]  # read, pending, not yet written
+    assert [len(b.entries) for b in writer._ahead.values()] == [4]  # read, pending, not yet written
     assert (await real_store.client.xpending(stream, w.GROUP))["pending"] == 4
     real_write = writer.write
 
@@ -451,7 +451,7 @@ async def test_stopped_writers_leave_the_group_unless_entries_wait_for_them(
     await real_store.client.xgroup_createconsumer(stream, w.GROUP, "gone-idle")
     await real_store.client.xreadgroup(w.GROUP, "gone-busy", {stream: ">"}, count=2)
     await asyncio.sleep(0.01)
-    monkeypatch.setattr(w, "CONSUMER_IDLE_MS", 1)
+    monkeypatch.setattr(ledger_group, "CONSUMER_IDLE_MS", 1)
     writer = LedgerWriter(
         real_store.client, pool, prefix=real_store.prefix, consumer="t1", claim_idle_ms=1
     )
@@ -460,4 +460,5 @@ async def test_stopped_writers_leave_the_group_unless_entries_wait_for_them(
     assert names == {"gone-busy", "t1"}  # gone-idle removed; gone-busy had entries pending
     outbox = await real_store.read.outbox(event_id)
     assert len((await ledger_rows(pool))["decisions"]) == len(outbox)  # its two taken over
-    assert await writer.forget_idle_consumers(stream) == ["gone-busy"]  # nothing pending now
+    gone = await ledger_group.forget_idle_consumers(real_store.client, stream, writer.consumer)
+    assert gone == ["gone-busy"]  # nothing pending now

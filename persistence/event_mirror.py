@@ -1,0 +1,46 @@
+"""The event's fixed data copied into the ledger once, by the writer's first pass over it: its
+config, its seat map with sections (a stock event: its SKUs and prices), each a row of the
+ledger's own tables (persistence/queries.sql), so the ledger reads a decision without Redis."""
+
+from typing import Any
+
+import asyncpg
+import redis.asyncio as aioredis
+
+from engine import keys
+from persistence.ledger_rows import config_row
+from persistence.queries import Q
+from persistence.stock_ledger import sku_rows
+
+
+async def mirror_event(
+    redis: "aioredis.Redis", pool: asyncpg.Pool, prefix: str, event_id: str
+) -> bool:
+    """Copy the event's config and seat map (a stock event: its SKUs and prices) into the
+    ledger once it is out of DRAFT (all fixed from then on: open, or already closed or
+    cancelled by an operator before this writer saw it open); False while a draft."""
+    ev = await redis.hgetall(keys.event_key(event_id, "event", prefix))
+    if not ev or ev.get("status", "draft") == "draft":
+        return False
+    async with pool.acquire() as conn:
+        if await conn.fetchval(Q["event_mirrored"], event_id):
+            return True
+        seats: Any = await redis.zrange(
+            keys.event_key(event_id, "seats", prefix), 0, -1, withscores=True
+        )
+        sections = await redis.hgetall(keys.event_key(event_id, "sections", prefix))
+        skus = []
+        if ev.get("kind") == "stock":
+            skus = await sku_rows(redis, prefix, event_id)
+        async with conn.transaction():
+            await conn.execute(Q["insert_event"], event_id)
+            await conn.executemany(
+                Q["insert_seat"],
+                [
+                    (event_id, str(seat), float(rank), sections.get(str(seat), ""))
+                    for seat, rank in seats
+                ],
+            )
+            await conn.executemany(Q["insert_event_sku"], skus)
+            await conn.execute(Q["insert_event_config"], *config_row(event_id, ev, len(seats)))
+    return True

@@ -1,0 +1,85 @@
+"""The ledger writers' consumer group on the outboxes.
+
+The idle writer's wait: a blocking XREADGROUP on the outboxes themselves, so a decision
+made while the writer has nothing to do is read the moment it is added, not at the end of a
+pause (the write-behind lag was the idle interval plus a batch).
+
+One call covers the outboxes of every event on one server; on a Redis Cluster a command may
+name keys of one slot only, so there is one call per slot, all waiting at once (each event's
+keys share its hash tag: engine/keys.py). What a call returns is delivered to this consumer
+(pending in the group) and becomes the event's next batch; a call cut short (an outage, a
+stream deleted meanwhile) leaves what it read pending, and the writer's next take of the event
+reads its own pending entries first.
+
+Each writer process is its own consumer: a stopped one is removed from the group once idle for
+CONSUMER_IDLE_MS with nothing pending."""
+
+import asyncio
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from engine import keys
+from engine.cluster import is_cluster
+from engine.reads import LEDGER_GROUP
+
+CONSUMER_IDLE_MS = 3_600_000  # a writer gone this long, with nothing pending, leaves the group
+# The wait ends this long before the client's own socket timeout would cut it as an outage.
+TIMEOUT_SHARE = 0.5
+
+
+def block_ms(redis: "aioredis.Redis", timeout_s: float) -> int:
+    """The blocking read's bound: `timeout_s`, within half the client's socket timeout."""
+    pool_kwargs = (
+        redis.nodes_manager.connection_kwargs  # type: ignore[attr-defined]
+        if is_cluster(redis)
+        else redis.connection_pool.connection_kwargs
+    )
+    socket_s = pool_kwargs.get("socket_timeout")
+    if socket_s:
+        timeout_s = min(timeout_s, socket_s * TIMEOUT_SHARE)
+    return max(1, int(timeout_s * 1000))
+
+
+async def read_new(
+    redis: "aioredis.Redis",
+    streams: dict[str, str],
+    *,
+    consumer: str,
+    count: int,
+    timeout_s: float,
+) -> dict[str, list[tuple[str, Any]]]:
+    """Wait up to `timeout_s` for entries never delivered before in the outboxes `streams`
+    (event id -> stream key), at most `count` per stream; returns them by event id."""
+    groups: dict[int, dict[Any, Any]] = {}
+    for event_id, stream in streams.items():
+        slot = keys.slot_of(event_id) if is_cluster(redis) else 0
+        groups.setdefault(slot, {})[stream] = ">"
+    wait = block_ms(redis, timeout_s)
+    replies: list[Any] = await asyncio.gather(
+        *(
+            redis.xreadgroup(LEDGER_GROUP, consumer, group, count=count, block=wait)
+            for group in groups.values()
+        )
+    )
+    event_of = {stream: event_id for event_id, stream in streams.items()}
+    found: dict[str, list[tuple[str, Any]]] = {}
+    for reply in replies:
+        for stream, entries in reply or []:
+            if entries:
+                found[event_of[stream]] = list(entries)
+    return found
+
+
+async def forget_idle_consumers(redis: "aioredis.Redis", stream: str, consumer: str) -> list[str]:
+    """Writers that stopped stay in the group; those other than `consumer` with nothing
+    pending and idle for CONSUMER_IDLE_MS go. One with entries pending is kept whatever its
+    age: deleting it would drop them from the group's pending list, and the ledger would never
+    get them (XAUTOCLAIM takes them over instead)."""
+    gone = []
+    for c in await redis.xinfo_consumers(stream, LEDGER_GROUP):
+        name = str(c["name"])
+        if name != consumer and not c["pending"] and c["idle"] > CONSUMER_IDLE_MS:
+            await redis.xgroup_delconsumer(stream, LEDGER_GROUP, name)
+            gone.append(name)
+    return gone

@@ -1,0 +1,70 @@
+"""An idle ledger writer waits on the outboxes themselves (a blocking read), not on a timer: a
+decision made while it waits is in the ledger long before its idle interval ends. On real
+Redis and real PostgreSQL."""
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from engine import keys
+from engine.store import Store
+from persistence import writer as w
+from persistence.database import create_pool
+from persistence.writer import LedgerWriter
+from tests.conftest import open_sale
+from tests.helpers import wait_until
+from tests.integration.test_ledger import ledger_dsn
+
+__all__ = ["ledger_dsn"]  # a fixture of test_ledger
+pytestmark = [pytest.mark.redis, pytest.mark.postgres]
+
+IDLE_S = 4.0  # the writer's idle interval: a decision waiting on it would wait this long
+
+
+@pytest.fixture
+async def pool(ledger_dsn: str) -> AsyncIterator[asyncpg.Pool]:
+    p = await create_pool(ledger_dsn, size_max=2, timeout_s=5)
+    yield p
+    await p.close()
+
+
+async def recorded(pool: asyncpg.Pool, hold_id: str) -> bool:
+    async with pool.acquire() as conn:
+        n = await conn.fetchval(
+            "select count(*) from decisions where hold_id = $1 and terminal", hold_id
+        )
+    return bool(n)
+
+
+async def test_an_idle_writer_records_each_events_decision_as_it_is_made(
+    real_store: Store, pool: asyncpg.Pool
+) -> None:
+    sales = [await open_sale(real_store, 10) for _ in range(3)]
+    writer = LedgerWriter(
+        real_store.client, pool, prefix=real_store.prefix, consumer="wake", batch_max=50
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(writer.run(stop, idle_s=IDLE_S))
+    try:
+        # Every event prepared (its group made, its config mirrored): the writer is idle now.
+        await wait_until(lambda: len(writer._groups) == 3, timeout_s=10)
+        await asyncio.sleep(0.3)
+        for round_ in range(2):  # twice: the wait resumes after the decisions it woke for
+            for n, sale in enumerate(sales):
+                hold_id = f"h{round_}-{n}"
+                await real_store.claim(sale.event_id, f"u{round_}-{n}", hold_id)
+                started = time.monotonic()
+                await real_store.release(sale.event_id, hold_id, f"u{round_}-{n}")
+                while not await recorded(pool, hold_id):
+                    assert time.monotonic() - started < IDLE_S / 2, "waited on the timer"
+                    await asyncio.sleep(0.02)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 2 * IDLE_S)
+    for sale in sales:  # nothing left pending: every entry read was written and acknowledged
+        stream = keys.event_key(sale.event_id, "outbox", real_store.prefix)
+        assert (await real_store.client.xpending(stream, w.GROUP))["pending"] == 0
+    assert writer.stats.entries == 6 and not writer._ahead
