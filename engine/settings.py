@@ -97,7 +97,7 @@ class Settings:
     sold_out_memory_ms: int = 250  # ... for at most this long without a fresh SOLD_OUT
     claim_window: int = 1024  # API: claims of one event in flight per process (0: no gate)
     sweep_interval_ms: int = 200  # pause between sweeps when nothing was due
-    sweep_batch_max: int = 200  # holds examined per script call
+    sweep_batch_max: int = 50  # holds examined per script call (ADR 0033)
     sweep_rounds_max: int = 50  # script calls per event per sweep (bounds one pass)
     # Ended holds without a charge are dropped from Redis once the ledger has them and this
     # long has passed since their decision: longer than any client retries a claim (ADR 0018).

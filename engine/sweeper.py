@@ -30,7 +30,7 @@ class Sweeper:
         store: Store,
         *,
         interval_ms: int = 200,
-        batch_max: int = 200,
+        batch_max: int = 50,
         rounds_max: int = 50,
     ) -> None:
         assert interval_ms > 0 and batch_max > 0 and rounds_max > 0

@@ -33,7 +33,7 @@ ENGINE: Group = (
         "ONSALE_SOLD_OUT_MEMORY_MS": "... for at most this long without Redis (default 250)",
         "ONSALE_CLAIM_WINDOW": "claims of one event in flight per process (1024; 0: no gate)",
         "ONSALE_SWEEP_INTERVAL_MS": "pause between sweeps with nothing due (default 200)",
-        "ONSALE_SWEEP_BATCH_MAX": "holds examined per sweep call (default 200)",
+        "ONSALE_SWEEP_BATCH_MAX": "holds examined per sweep call (default 50)",
         "ONSALE_SWEEP_ROUNDS_MAX": "sweep calls per event per pass (default 50)",
         "ONSALE_TRIM_RETENTION_MS": "ended holds kept in Redis this long (default 600000)",
         "ONSALE_TRIM_INTERVAL_MS": "pause between trim passes (default 5000)",
