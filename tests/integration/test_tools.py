@@ -99,6 +99,11 @@ def test_ledger_bench_smoke() -> None:
     assert "staged" in out and "row by row" in out
 
 
+def test_token_cost_smoke() -> None:
+    out = run_tool("loadtest.token_cost", "--rounds", "1", "--loops", "20")
+    assert "JWT RS256" in out and "JWT ES256" in out and "demo" in out
+
+
 def test_confirm_cost_smoke() -> None:
     out = run_tool(
         "loadtest.confirm_cost", "--sales", "6", "--concurrency", "3",
