@@ -158,6 +158,10 @@ class Jwks:
     def __init__(self, settings: JwtSettings) -> None:
         self.settings = settings
         self.keys: dict[str, jwt.PyJWK] = {}
+        # Bumped when a fetch finds the published keys changed: tokens verified with the old
+        # set are checked again (a withdrawn key's tokens refused, ADR 0019).
+        self.generation = 0
+        self._published: dict[str, Any] = {}
         self.fetched_at = 0.0  # monotonic time of the last successful fetch
         self._early_at = -1e9  # monotonic time of the last early fetch (an unknown key id)
         self._pending: asyncio.Task[bool] | None = None
@@ -171,6 +175,10 @@ class Jwks:
         for key in jwt.PyJWKSet.from_dict(data).keys:
             if key.key_id and key.public_key_use in (None, "sig"):
                 keys[key.key_id] = key
+        published = {str(k.get("kid")): k for k in data.get("keys", []) if isinstance(k, dict)}
+        if published != self._published:
+            self._published = published
+            self.generation += 1
         self.keys = keys
         self.fetched_at = time.monotonic()
         log.info("identity provider keys: %s", ", ".join(sorted(keys)) or "none")
@@ -302,8 +310,12 @@ class Identity:
         self.admin_token = admin_token.encode()
         self.revocations = revocations or Revocations()
         self._known: dict[str, Caller] = {}
+        self._generation = 0  # of the identity provider's keys the known tokens were checked with
 
     def _verify(self, token: str) -> Caller:
+        if self.jwt is not None and self.jwt.jwks.generation != self._generation:
+            self._known.clear()  # the provider's keys changed: every token is checked again
+            self._generation = self.jwt.jwks.generation
         known = self._known.get(token)
         if known is not None and time.time() < known.expires_s:
             return known

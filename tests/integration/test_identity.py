@@ -213,6 +213,35 @@ async def test_a_rotated_key_is_fetched_once_and_forged_key_ids_are_not(
         assert idp.fetches == fetches + 1
 
 
+async def test_a_key_the_provider_withdrew_refuses_its_tokens_even_those_seen_before(
+    real_store: Store, idp: IdentityProvider
+) -> None:
+    """A verified token is remembered until it expires (the claim path checks a signature once
+    per token); the provider withdrawing its key (say, a compromised one) forgets them: the next
+    request with such a token is checked again, and refused."""
+    sale = await open_sale(real_store, 5)
+    idp.add_key("k-withdrawn")
+    try:
+        async with api(env(real_store, idp, ONSALE_JWKS_REFRESH_S="1")) as http:
+            token = idp.token("dave", kid="k-withdrawn")
+            assert (await claim(http, sale, token, "first")).status_code == 201
+            idp.published.remove("k-withdrawn")
+            fetches = idp.fetches
+            await wait_until(lambda: idp.fetches >= fetches + 2, timeout_s=10)
+            for _ in range(100):  # a 503 while the early fetch it asked for is under way
+                r = await claim(http, sale, token, "second")
+                if r.status_code != 503:
+                    break
+                await asyncio.sleep(0.02)
+            assert code(r) == (401, "unauthorized")
+            other = idp.token("erin")  # the provider's other keys are still good
+            assert (await claim(http, sale, other)).status_code == 201
+    finally:
+        if "k-withdrawn" in idp.published:
+            idp.published.remove("k-withdrawn")
+    await sale.audit_ok()
+
+
 async def test_revoking_a_login_refuses_its_older_tokens_on_every_process(
     real_store: Store, idp: IdentityProvider
 ) -> None:
