@@ -4,12 +4,16 @@ The idle writer's wait: a blocking XREADGROUP on the outboxes themselves, so a d
 made while the writer has nothing to do is read the moment it is added, not at the end of a
 pause (the write-behind lag was the idle interval plus a batch).
 
-One call covers the outboxes of every event on one server; on a Redis Cluster a command may
-name keys of one slot only, so there is one call per slot, all waiting at once (each event's
-keys share its hash tag: engine/keys.py). What a call returns is delivered to this consumer
-(pending in the group) and becomes the event's next batch; a call cut short (an outage, a
-stream deleted meanwhile) leaves what it read pending, and the writer's next take of the event
-reads its own pending entries first.
+One call covers the outboxes of every event on one server. On a Redis Cluster a command names
+keys of one slot only (each event's keys share its hash tag: engine/keys.py), so there is one
+call per slot, all at once, each holding a connection to its node. The writer goes on only once
+all have ended, so with several slots each waits at most SLOTS_BLOCK_S (a decision is read
+within that, for a pass of the writer that often while idle); past WAITS_MAX slots the writer
+pauses instead, as before (a decision is then read within the idle interval).
+
+What a call returns is delivered to this consumer (pending in the group) and becomes the
+event's next batch; a call cut short (an outage, a stream deleted meanwhile) leaves what it
+read pending, and the writer's next take of the event reads its own pending entries first.
 
 Each writer process is its own consumer: a stopped one is removed from the group once idle for
 CONSUMER_IDLE_MS with nothing pending."""
@@ -24,6 +28,8 @@ from engine.cluster import is_cluster
 from engine.reads import LEDGER_GROUP
 
 CONSUMER_IDLE_MS = 3_600_000  # a writer gone this long, with nothing pending, leaves the group
+WAITS_MAX = 16  # blocking reads at once on a cluster (one per slot), within its pool per node
+SLOTS_BLOCK_S = 0.02  # each one's wait when there are several
 # The wait ends this long before the client's own socket timeout would cut it as an outage.
 TIMEOUT_SHARE = 0.5
 
@@ -55,7 +61,10 @@ async def read_new(
     for event_id, stream in streams.items():
         slot = keys.slot_of(event_id) if is_cluster(redis) else 0
         groups.setdefault(slot, {})[stream] = ">"
-    wait = block_ms(redis, timeout_s)
+    if len(groups) > WAITS_MAX:
+        await asyncio.sleep(timeout_s)
+        return {}
+    wait = block_ms(redis, timeout_s if len(groups) == 1 else min(timeout_s, SLOTS_BLOCK_S))
     replies: list[Any] = await asyncio.gather(
         *(
             redis.xreadgroup(LEDGER_GROUP, consumer, group, count=count, block=wait)
