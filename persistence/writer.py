@@ -157,10 +157,11 @@ class LedgerWriter:
         return len(entries) + len(raw)
 
     async def wait(self, timeout_s: float) -> bool:
-        """Nothing moved: wait up to `timeout_s` on the outboxes of the events prepared
-        (persistence/ledger_group.py); what comes is each event's next batch. False with no
-        event to wait on (the caller pauses instead)."""
-        streams = {e: self._stream(e) for e in self._groups if e not in self._ahead}
+        """Nothing moved: wait up to `timeout_s` on the outboxes of the events prepared, but
+        those with entries of this writer's pending after a failure (they go on with those, in
+        stream order); what comes is each event's next batch. False: none to wait on."""
+        waiting = [e for e in self._groups if e not in self._ahead]
+        streams = {e: s for e in waiting if (s := self._stream(e)) in self._sure}
         if not streams:
             return False
         try:
@@ -177,9 +178,8 @@ class LedgerWriter:
         return True
 
     async def _read_ahead(self, event_id: str, stream: str) -> Ahead:
-        """The next new batch, read and its rows built while the one before is written (its
-        PostgreSQL work and this Python work overlap). A record that cannot be read leaves the
-        rows unbuilt: the batch's write reads it again and fails there."""
+        """The next new batch, read and its rows built while PostgreSQL writes the one before
+        (a record that cannot be read: built at its write, which fails there)."""
         entries = await self._take_new(event_id, stream)
         try:
             return Ahead(entries, batch_of(records_of(entries)))

@@ -68,3 +68,29 @@ async def test_an_idle_writer_records_each_events_decision_as_it_is_made(
         stream = keys.event_key(sale.event_id, "outbox", real_store.prefix)
         assert (await real_store.client.xpending(stream, w.GROUP))["pending"] == 0
     assert writer.stats.entries == 6 and not writer._ahead
+
+
+async def test_an_event_stuck_on_a_record_is_not_waited_past_it(
+    real_store: Store, pool: asyncpg.Pool
+) -> None:
+    """A record the writer cannot read stays pending, and the event's step fails on it at every
+    pass (one event's problem, logged; the others go on). The idle wait must not take that
+    event's newer entries as its next batch: they would reach the ledger before the stuck one,
+    out of stream order."""
+    sale = await open_sale(real_store, 10)
+    writer = LedgerWriter(
+        real_store.client, pool, prefix=real_store.prefix, consumer="stuck", batch_max=50
+    )
+    await writer.prepare(sale.event_id)
+    stream = keys.event_key(sale.event_id, "outbox", real_store.prefix)
+    await real_store.client.xadd(stream, {"unreadable": "1"})
+    with pytest.raises(KeyError):
+        await writer.step(sale.event_id)
+    await real_store.claim(sale.event_id, "u1", "h1")
+    await real_store.release(sale.event_id, "h1", "u1")  # a decision after the stuck record
+    assert await writer.wait(0.2) is False  # nothing to wait on
+    assert not writer._ahead
+    with pytest.raises(KeyError):  # still the stuck record first
+        await writer.step(sale.event_id)
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("select count(*) from decisions") == 0
