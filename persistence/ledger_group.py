@@ -69,8 +69,11 @@ async def read_new(
         *(
             redis.xreadgroup(LEDGER_GROUP, consumer, group, count=count, block=wait)
             for group in groups.values()
-        )
+        ),
+        return_exceptions=True,  # every call ended before any failure is raised
     )
+    if failed := next((r for r in replies if isinstance(r, BaseException)), None):
+        raise failed
     event_of = {stream: event_id for event_id, stream in streams.items()}
     found: dict[str, list[tuple[str, Any]]] = {}
     for reply in replies:

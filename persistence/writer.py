@@ -1,8 +1,8 @@
 """The write-behind worker: each event's outbox stream -> the PostgreSQL ledger.
 
 - Reads with a consumer group (`ledger`), in batches of at most `batch_max` entries: its own
-  pending entries after a failure, those a dead consumer left pending (XAUTOCLAIM, looked for
-  at most once a second), then new ones. A full batch has the next one read, and its rows
+  pending entries (after a failure, and once a second), those a dead consumer left pending
+  (XAUTOCLAIM, once a second), then new ones. A full batch has the next one read, and its rows
   built, while PostgreSQL writes it; idle, it waits on the outboxes with a blocking read
   (persistence/ledger_group.py): a decision is read as it is made.
 - Writes a batch in one transaction, a statement per table (persistence/ledger_apply.py, ADR
@@ -20,13 +20,13 @@
 - PostgreSQL down: the batch stays pending, the worker backs off (capped at a second,
   jittered) and catches up when it returns, its own pending batch first; Redis keeps the
   entries, and the lag is read from Redis on its own clock, so it stays true in the outage.
-- Stopped (SIGTERM): the batch in hand (and one read ahead) is committed and acknowledged,
-  then `run` returns.
+- Stopped (SIGTERM): the batch in hand (and one read ahead) is committed, then `run` returns.
 - Each process reads as its own consumer; a writer's first pass over an event removes from the
   group the consumers idle for an hour with nothing pending (stopped writers)."""
 
 import asyncio
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -55,7 +55,7 @@ GROUP = LEDGER_GROUP
 # The longest pause between two attempts during an outage: PostgreSQL's return is noticed within
 # it (one connection attempt per second costs nothing; the entries wait in Redis meanwhile).
 OUTAGE_PROBE_S = 1.0
-RECLAIM_S = 1.0  # entries a dead writer left pending are looked for at most this often
+RECLAIM_S = 1.0  # pending entries (a dead writer's, its own) are looked for this often at most
 
 
 @dataclass
@@ -82,9 +82,7 @@ class LedgerWriter:
     ) -> None:
         assert batch_max > 0
         self.redis, self.pool, self.prefix = redis, pool, prefix
-        # Outbox entries older than this AND already in the ledger are trimmed; None keeps the
-        # whole stream (the outbox-based audit needs it).
-        self.retention_ms = retention_ms
+        self.retention_ms = retention_ms  # trims what the ledger holds; None: keep the stream
         self.consumer, self.batch_max, self.claim_idle_ms = consumer, batch_max, claim_idle_ms
         self.stats = WriterStats()
         self.store = Store(redis, prefix=prefix, timeout_s=30.0, autopipeline=False)
@@ -92,9 +90,10 @@ class LedgerWriter:
         self.fencer = Fencer(self.store, pool)
         self._groups: set[str] = set()  # events whose group exists and config is mirrored
         self._ahead: dict[str, Ahead] = {}  # events' next batches, read ahead (pending)
-        # Streams where this writer has no entries pending but those in hand (it reads its own
-        # pending entries again only after a failure), and when it last looked for a dead one's.
+        # Streams where this writer has no entries pending but those in hand (its own pending
+        # read again after a failure, or once a second), and when it last looked at them.
         self._sure: set[str] = set()
+        self._fenced: set[str] = set()  # events seen fenced by their last step
         self._looked_at: dict[str, float] = {}
 
     def _stream(self, event_id: str) -> str:
@@ -119,9 +118,8 @@ class LedgerWriter:
 
     async def step(self, event_id: str) -> int:
         """Move at most one batch of one event's outbox, and one of its raw callbacks, into
-        the ledger; returns the entries handled (both streams). A full batch of new entries
-        (a backlog) has the next one read from Redis while it is written: that read-ahead
-        batch is this step's next one for the event (`flush` writes those left at a stop)."""
+        the ledger; returns the entries handled (both streams). A full batch of new entries has
+        the next read while it is written (`flush` writes those left at a stop)."""
         try:
             return await self._step(event_id)
         except BaseException:  # entries it read may be left pending: its next takes look
@@ -130,9 +128,15 @@ class LedgerWriter:
 
     async def _step(self, event_id: str) -> int:
         await self.prepare(event_id)
-        if (await self.reads.event_fields(event_id, "status"))[0] == "fenced":
-            return 0  # its Redis went back in time: what it decides now is not mirrored
         stream = self._stream(event_id)
+        if (await self.reads.event_fields(event_id, "status"))[0] == "fenced":
+            # Its Redis went back in time: what it decides now is not mirrored, nor a batch
+            # read before the fence was seen (left pending; a rebuild replaces the stream).
+            self._ahead.pop(event_id, None)
+            self._fenced.add(event_id)
+            self._sure.discard(stream)
+            return 0
+        self._fenced.discard(event_id)
         ahead = self._ahead.pop(event_id, None)
         batch = ahead.batch if ahead else None
         entries, new = (ahead.entries, True) if ahead else await self._take(event_id, stream)
@@ -147,8 +151,8 @@ class LedgerWriter:
                     reading.cancel()
                     await asyncio.gather(reading, return_exceptions=True)
                 raise
-            if reading is not None:
-                self._ahead[event_id] = await reading
+            if reading is not None and (read := await reading).entries:
+                self._ahead[event_id] = read
         raw_stream = self._raw_stream(event_id)
         raw, _new = await self._take(event_id, raw_stream)
         if raw:
@@ -160,7 +164,7 @@ class LedgerWriter:
         """Nothing moved: wait up to `timeout_s` on the outboxes of the events prepared, but
         those with entries of this writer's pending after a failure (they go on with those, in
         stream order); what comes is each event's next batch. False: none to wait on."""
-        waiting = [e for e in self._groups if e not in self._ahead]
+        waiting = [e for e in self._groups if e not in self._ahead and e not in self._fenced]
         streams = {e: s for e in waiting if (s := self._stream(e)) in self._sure}
         if not streams:
             return False
@@ -199,9 +203,8 @@ class LedgerWriter:
         self.stats.entries += len(entries)
 
     async def flush(self) -> None:
-        """Write the read-ahead batches left (a stop came between two steps); a fenced
-        event's stay pending, as its step would leave them, and so do all in an outage (the
-        next writer's take reads them)."""
+        """Write the read-ahead batches left (a stop came between two steps); a fenced event's
+        stay pending, and so do all in an outage (the next writer's take reads them)."""
         try:
             while self._ahead:
                 event_id, ahead = self._ahead.popitem()
@@ -213,15 +216,16 @@ class LedgerWriter:
     async def _take(
         self, event_id: str, stream: str
     ) -> tuple[list[tuple[str, dict[str, str]]], bool]:
-        """A batch of the stream, and whether it is new: first this writer's own pending
-        entries (a batch whose write failed, say while PostgreSQL was down, is taken up again on
-        the next pass, not after the idle-claim timeout), then entries a dead consumer left
-        pending, then new ones."""
-        try:
-            entries = [] if stream in self._sure else await self._read_group(stream, "0")
+        """A batch of the stream, and whether it is new: this writer's own pending entries (a
+        failed write's, on the next pass), then those a dead consumer left, then new ones."""
+        pause = min(RECLAIM_S, self.claim_idle_ms / 1000)
+        looks = time.monotonic() - self._looked_at.get(stream, -math.inf) >= pause
+        try:  # its own pending entries too once a second (a read retried after a lost reply)
+            own = looks or stream not in self._sure
+            entries = await self._read_group(stream, "0") if own else []
             if not entries:
                 self._sure.add(stream)
-                entries = await self._reclaim(stream)
+                entries = await self._reclaim(stream) if looks else []
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
@@ -232,16 +236,12 @@ class LedgerWriter:
         return await self._take_new(event_id, stream), True
 
     async def _reclaim(self, stream: str) -> list[tuple[str, Any]]:
-        """Entries a dead consumer left pending (idle `claim_idle_ms`), taken over; looked for
-        at most once per RECLAIM_S (or the idle time, if shorter) while none are found."""
-        now, pause = time.monotonic(), min(RECLAIM_S, self.claim_idle_ms / 1000)
-        if now - self._looked_at.get(stream, -pause) < pause:
-            return []
+        """Entries a dead consumer left pending (idle `claim_idle_ms`), taken over."""
         _next, entries, *_ = await self.redis.xautoclaim(
             stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch_max
         )
         self.stats.reclaimed += len(entries)
-        self._looked_at[stream] = now - (pause if entries else 0)  # found some: look again
+        self._looked_at[stream] = -math.inf if entries else time.monotonic()  # found: again
         return list(entries)
 
     async def _take_new(self, event_id: str, stream: str) -> list[tuple[str, dict[str, str]]]:
