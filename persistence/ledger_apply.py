@@ -80,21 +80,14 @@ def batch_of(records: list[tuple[str, OutboxRecord]]) -> Batch:
     )
 
 
-async def apply_records(
-    conn: asyncpg.Connection,
-    records: list[tuple[str, OutboxRecord]],
-    *,
-    bulk: bool,
-    batch: Batch | None = None,
-) -> None:
-    """Decisions appended; holds and charges moved forward in stream order; refunds and
-    stock corrections kept; merchant notifications' deliveries written (ADR 0024). `batch`:
-    the records' rows when built already (batch_of)."""
-    if not records:
+async def apply_records(conn: asyncpg.Connection, b: Batch, *, bulk: bool) -> None:
+    """A batch's records (batch_of): decisions appended; holds and charges moved forward in
+    stream order; refunds and stock corrections kept; merchant notifications' deliveries
+    written (ADR 0024)."""
+    if not b.records:
         return
-    b = batch or batch_of(records)
     rows = b.rows
-    if bulk and len(records) >= BULK_MIN:
+    if bulk and len(b.records) >= BULK_MIN:
         await conn.execute(Q["stage_decisions"])
         await conn.copy_records_to_table(
             "staged_decisions", records=b.decisions, columns=DECISION_COLUMNS
@@ -117,4 +110,4 @@ async def apply_records(
     ):
         if more:
             await conn.executemany(Q[query], more)
-    await fan_out(conn, records[0][1].event_id, [r for _s, r in records])
+    await fan_out(conn, b.records[0][1].event_id, [r for _s, r in b.records])

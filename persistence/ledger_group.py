@@ -58,9 +58,9 @@ async def read_new(
     """Wait up to `timeout_s` for entries never delivered before in the outboxes `streams`
     (event id -> stream key), at most `count` per stream; returns them by event id."""
     groups: dict[int, dict[Any, Any]] = {}
+    cluster = is_cluster(redis)
     for event_id, stream in streams.items():
-        slot = keys.slot_of(event_id) if is_cluster(redis) else 0
-        groups.setdefault(slot, {})[stream] = ">"
+        groups.setdefault(keys.slot_of(event_id) if cluster else 0, {})[stream] = ">"
     if len(groups) > WAITS_MAX:
         await asyncio.sleep(timeout_s)
         return {}

@@ -284,20 +284,20 @@ class LedgerWriter:
         """The batch in one transaction (`batch`: its rows, if built already); refused rows
         parked. True when a refused row carried a decision number the ledger already held:
         this Redis went back in time."""
-        records = batch.records if batch else records_of(entries)
+        b = batch or batch_of(records_of(entries))
         collided = False
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute(Q["insert_event"], event_id)
             try:
                 async with conn.transaction():  # savepoint: the fast path, whole batch
-                    await apply_records(conn, records, bulk=True, batch=batch)
+                    await apply_records(conn, b, bulk=True)
                 return False
             except asyncpg.IntegrityConstraintViolationError:
                 pass
-            for (sid, fields), row in zip(entries, records, strict=True):  # the slow path
+            for (sid, fields), row in zip(entries, b.records, strict=True):  # the slow path
                 try:
                     async with conn.transaction():
-                        await apply_records(conn, [row], bulk=False)
+                        await apply_records(conn, batch_of([row]), bulk=False)
                 except asyncpg.IntegrityConstraintViolationError as exc:
                     self.stats.alerts += 1
                     log.error("ledger refused %s %s: %s", event_id, sid, exc)

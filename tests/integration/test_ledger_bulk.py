@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from engine.records import OUTBOX_FIELDS, OutboxRecord
 from persistence import ledger_apply
-from persistence.ledger_apply import apply_records
+from persistence.ledger_apply import apply_records, batch_of
 from persistence.migrate import migrate
 from tests.pg import private_database
 
@@ -111,7 +111,7 @@ async def write(
     for a, b in itertools.pairwise(bounds):
         batch = [(sid, OutboxRecord.from_fields(f)) for sid, f in entries[a:b]]
         async with conn.transaction():
-            await apply_records(conn, batch, bulk=bulk)
+            await apply_records(conn, batch_of(batch), bulk=bulk)
 
 
 async def ledger(conn: asyncpg.Connection, event_id: str) -> dict[str, list[tuple[Any, ...]]]:
