@@ -17,28 +17,73 @@ local PROVIDER_REFUNDED, DISPUTED, CHARGED_BACK = 'PROVIDER_REFUNDED', 'DISPUTED
 -- The enforced deadline policy is `policy` after a grace of `policy_grace_ms` (0: none), named
 -- `policy_name` in every record with its version (1 until the event's first policy change); a
 -- candidate may run in shadow beside it (lua/event_policy.lua, ADR 0020).
+-- The config is read in two parts (ADR 0034): at once the fields every call or a claim needs
+-- (does the event exist, is it on sale, the claim's limits), the rest (policies, currency, the
+-- record's fields) on the first use of one of them in the same call. Each field is a hash
+-- lookup that costs the call time, and a refused or plain claim uses none of the rest.
+local CONFIG_HOT = { 'status', 'opens_at_ms', 'hold_ttl_ms', 'kind', 'max_party', 'login_cap' }
+local CONFIG_REST = { 'id', 'quarantine_ms', 'policy', 'currency', 'reversal_policy',
+  'policy_grace_ms', 'policy_version', 'shadow_policy', 'shadow_version', 'locations' }
+
+local function config_rest(cfg)
+  local v = redis.call('HMGET', K_EVENT, unpack(CONFIG_REST))
+  local grace_ms = tonumber(v[6]) or 0
+  cfg.id, cfg.quarantine_ms, cfg.policy = v[1], tonumber(v[2]), v[3]
+  cfg.currency, cfg.reversal_policy, cfg.grace_ms = v[4] or 'EUR', v[5] or 'manual', grace_ms
+  cfg.policy_name = grace_ms > 0 and string.format('grace:%d', grace_ms) or v[3]
+  cfg.policy_version, cfg.shadow_policy = tonumber(v[7]) or 1, v[8] or ''
+  cfg.shadow_version, cfg.locations = tonumber(v[9]) or 0, v[10] or ''
+end
+
+-- Reading a field the first part did not read fills in the rest, once (then no metatable).
+local CONFIG_LAZY = { __index = function(cfg, field)
+  setmetatable(cfg, nil)
+  config_rest(cfg)
+  return rawget(cfg, field)
+end }
+
 local function config()
-  local v = redis.call('HMGET', K_EVENT, 'id', 'status', 'opens_at_ms', 'hold_ttl_ms',
-    'quarantine_ms', 'policy', 'currency', 'reversal_policy', 'policy_grace_ms',
-    'policy_version', 'shadow_policy', 'shadow_version', 'kind', 'locations', 'max_party',
-    'login_cap')
+  local v = redis.call('HMGET', K_EVENT, unpack(CONFIG_HOT))
   if not v[1] then return nil end
-  local grace_ms = tonumber(v[9]) or 0
-  return { id = v[1], status = v[2], opens_at_ms = tonumber(v[3]) or 0,
-           hold_ttl_ms = tonumber(v[4]), quarantine_ms = tonumber(v[5]), policy = v[6],
-           currency = v[7] or 'EUR', reversal_policy = v[8] or 'manual', grace_ms = grace_ms,
-           policy_name = grace_ms > 0 and string.format('grace:%d', grace_ms) or v[6],
-           policy_version = tonumber(v[10]) or 1, shadow_policy = v[11] or '',
-           shadow_version = tonumber(v[12]) or 0, kind = v[13] or 'seats', locations = v[14] or '',
-           max_party = tonumber(v[15]) or 0, login_cap = tonumber(v[16]) }
+  return setmetatable({ status = v[1], opens_at_ms = tonumber(v[2]) or 0,
+    hold_ttl_ms = tonumber(v[3]), kind = v[4] or 'seats', max_party = tonumber(v[5]) or 0,
+    login_cap = tonumber(v[6]) or false }, CONFIG_LAZY)  -- false, not nil: a read of nil is lazy
+end
+
+-- The whole config now: before a script changes fields of it in place (lua/event_policy.lua).
+local function config_full(cfg)
+  if getmetatable(cfg) == CONFIG_LAZY then
+    setmetatable(cfg, nil)
+    config_rest(cfg)
+  end
+  return cfg
+end
+
+-- A hold's fields that a fresh claim leaves empty are stored only once set (ADR 0034): the
+-- claim encodes six fields, not fourteen. A hold read without one reads its empty value.
+local HOLD_EMPTY = { __index = { charge = '', blocking = '', winner = '', until_ms = 0,
+  decided_ms = 0, reason = '', charges = '' } }
+
+local function hold_of(raw)
+  return setmetatable(cjson.decode(raw), HOLD_EMPTY)
 end
 
 local function get_hold(hold_id)
   if HOLDS[hold_id] == nil then
     local raw = redis.call('HGET', K_HOLDS, hold_id)
-    HOLDS[hold_id] = raw and cjson.decode(raw) or false
+    HOLDS[hold_id] = raw and hold_of(raw) or false
   end
   return HOLDS[hold_id] or nil
+end
+
+-- The first of two holds that exists, both read at once (a claim's replay looks in two windows).
+local function get_hold_either(a, b)
+  if HOLDS[a] == nil and HOLDS[b] == nil then
+    local raw = redis.call('HMGET', K_HOLDS, a, b)
+    HOLDS[a] = raw[1] and hold_of(raw[1]) or false
+    HOLDS[b] = raw[2] and hold_of(raw[2]) or false
+  end
+  return get_hold(a) or get_hold(b)
 end
 
 local function put_hold(h)

@@ -72,7 +72,7 @@ repeat
   cursor = page[1]
   for i = 1, #page[2], 2 do
     local id = page[2][i]
-    if HOLDS[id] == nil then HOLDS[id] = cjson.decode(page[2][i + 1]) end
+    if HOLDS[id] == nil then HOLDS[id] = hold_of(page[2][i + 1]) end
     local h = HOLDS[id]
     if h and cancel_hold(h) then done = done + 1 end
     examined = examined + 1

@@ -27,7 +27,7 @@ for i, name in ipairs(names) do
 end
 local ctx = context()
 if not ctx then return { 'NOT_FOUND', '', 0, '', 0, '' } end
-local cfg = ctx.cfg
+local cfg = config_full(ctx.cfg)
 local previous = redis.call('HGET', K_EVENT, 'policy_previous') or ''
 
 local function reply(code)

@@ -45,7 +45,7 @@ local existing
 if window_ms > 0 then
   local base, window = hold_id, math.floor(ctx.now / window_ms)
   hold_id = string.format('%s:%.0f', base, window)
-  existing = get_hold(hold_id) or get_hold(string.format('%s:%.0f', base, window - 1))
+  existing = get_hold_either(hold_id, string.format('%s:%.0f', base, window - 1))
 else
   existing = get_hold(hold_id)
 end
@@ -126,9 +126,8 @@ if prev then
   hold_end(ctx, prev, RELEASED, 'replaced_by_new_claim')
 end
 
-local h = { id = hold_id, login = login, state = RESERVED, created_ms = ctx.now,
-  expires_ms = ctx.now + ctx.cfg.hold_ttl_ms, charge = '', blocking = '', winner = '',
-  until_ms = 0, decided_ms = 0, reason = '', charges = '' }
+local h = setmetatable({ id = hold_id, login = login, state = RESERVED, created_ms = ctx.now,
+  expires_ms = ctx.now + ctx.cfg.hold_ttl_ms }, HOLD_EMPTY)
 local seat
 if stock then
   seat = stock_take(plan, h)

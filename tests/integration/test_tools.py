@@ -113,6 +113,15 @@ def test_confirm_cost_smoke() -> None:
 
 
 @pytest.mark.skipif(shutil.which("redis-benchmark") is None, reason="needs redis-benchmark")
+def test_claim_ab_smoke() -> None:
+    lua_dir = str(Path(__file__).resolve().parents[2] / "lua")
+    out = run_tool(
+        "loadtest.claim_ab", lua_dir, "--rounds", "1", "--requests", "300", "--seats", "400"
+    )
+    assert "after / before" in out and "median µs" in out
+
+
+@pytest.mark.skipif(shutil.which("redis-benchmark") is None, reason="needs redis-benchmark")
 def test_persistence_cost_smoke() -> None:
     out = run_tool("loadtest.persistence_cost", "--requests", "500", "--seats", "2000")
     assert "AOF always" in out

@@ -1,5 +1,6 @@
 """hold_claim and hold_release, table by table, on fakeredis and on real Redis."""
 
+import orjson
 import pytest
 
 from engine import errors
@@ -157,4 +158,31 @@ async def test_release_with_charge_in_flight_blocks_seat_until_resolved(
     charge = await store.read.charge(sale.event_id, "cA")
     assert charge.refund_only
     assert charge.state in (ChargeState.REFUNDING, ChargeState.DECLINED)
+    await sale.audit_ok()
+
+
+async def test_a_fresh_hold_stores_only_what_the_claim_set_and_reads_back_whole(
+    store: Store,
+) -> None:
+    """A claim encodes the six fields it sets; the empty ones (charge, winner, ...) are stored
+    once set, and every reader (the scripts, `Hold.from_json`) reads a missing one as empty."""
+    sale = await open_sale(store, 3, now_ms=T0)
+    c = await store.claim(sale.event_id, "alice", "h1")
+    raw = await store.client.hget(store.key(sale.event_id, "holds"), c.hold_id)
+    assert set(orjson.loads(raw)) == {"id", "login", "state", "created_ms", "expires_ms", "seat"}
+    h = await store.read.hold(sale.event_id, c.hold_id)
+    assert h is not None
+    assert (h.state, h.charge_in_flight, h.winner, h.charge_ids, h.until_ms, h.reason) == (
+        HoldState.RESERVED,
+        "",
+        "",
+        (),
+        0,
+        "",
+    )
+    # The scripts read the missing fields as empty: a release without a charge frees the seat.
+    assert await store.release(sale.event_id, c.hold_id, "alice") == HoldState.RELEASED
+    raw = await store.client.hget(store.key(sale.event_id, "holds"), c.hold_id)
+    assert orjson.loads(raw)["reason"] != ""
+    assert (await store.read.availability(sale.event_id)).free == 3
     await sale.audit_ok()
