@@ -154,6 +154,7 @@ def _store(settings: ApiSettings, client: "aioredis.Redis") -> Store:
         autopipeline=settings.engine.redis_autopipeline,
         limits=settings.limits.login(),
         idempotency_window_ms=settings.engine.trim_retention_ms,
+        hold_record=settings.engine.hold_record,
         wait=settings.engine.replica_wait(client),
     )
 

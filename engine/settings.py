@@ -45,6 +45,14 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
 
 
 PROVIDERS = ("simulator", "stripe")  # ONSALE_PROVIDER: which payment provider (ADR 0023)
+HOLD_RECORDS = ("sparse", "full")  # ONSALE_HOLD_RECORD (ADR 0034)
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    value = env.get(name) or default
+    if value not in choices:
+        raise MissingSetting(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,9 @@ class Settings:
     trim_retention_ms: int = 600_000
     trim_interval_ms: int = 5_000  # pause between trim passes when nothing was left over
     trim_without_ledger: bool = False  # trim events with no ledger group by the retention alone
+    # API: a new hold stores only the fields its claim set (sparse), or every field (full), as
+    # versions before ADR 0034 read it: a rolling upgrade from one (docs/deploy.md).
+    hold_record: str = "sparse"
     # Answer a batch of script calls only once this many replicas of each server involved
     # hold it (WAIT, engine/replicas.py, ADR 0030); 0: do not wait.
     redis_wait_replicas: int = 0
@@ -145,6 +156,7 @@ class Settings:
             trim_retention_ms=int_setting(env, "ONSALE_TRIM_RETENTION_MS", cls.trim_retention_ms),
             trim_interval_ms=int_setting(env, "ONSALE_TRIM_INTERVAL_MS", cls.trim_interval_ms),
             trim_without_ledger=_bool(env, "ONSALE_TRIM_WITHOUT_LEDGER", cls.trim_without_ledger),
+            hold_record=_choice(env, "ONSALE_HOLD_RECORD", HOLD_RECORDS, cls.hold_record),
             redis_wait_replicas=int_setting(
                 env, "ONSALE_REDIS_WAIT_REPLICAS", cls.redis_wait_replicas, minimum=0
             ),

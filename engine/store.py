@@ -71,6 +71,7 @@ class Store:
         autopipeline: bool = True,
         limits: LoginLimits | None = None,
         idempotency_window_ms: int = 0,
+        hold_record: str = "sparse",  # "full": every field, for older readers (ADR 0034)
         wait: ReplicaWait | None = None,  # answer only what replicas hold (engine/replicas.py)
     ) -> None:
         encoder = client.get_encoder()  # type: ignore[no-untyped-call]
@@ -83,7 +84,8 @@ class Store:
         # 0: a claim's hold id is its idempotency key; else the key plus the window number
         # (lua/hold_claim.lua): the API passes the trim retention, so no hold id is ever reused.
         self._claim_limits = [
-            limits.claims_per_s, limits.claims_burst, limits.cap, idempotency_window_ms
+            limits.claims_per_s, limits.claims_burst, limits.cap, idempotency_window_ms,
+            "full" if hold_record == "full" else "",
         ]  # fmt: skip
         self._charge_limits = [limits.charges_per_s, limits.charges_burst]
         # Answers "sold out" from memory once Redis said so (engine/soldout.py); set by the

@@ -11,6 +11,8 @@ ARGV[4] claims per second per login (0: no limit)   ARGV[5] burst   ARGV[6] unit
   hold id; otherwise the hold id is ARGV[1] .. ':' .. the window number of now, and a replay is
   looked for in this window and the one before (ended holds are trimmed no sooner than one
   window after they ended, so an id is never used twice: ADR 0018)
+ARGV[8] the hold record's form: 'full' stores every field, empty ones too, as versions before
+  ADR 0034 read it (a rolling upgrade from one); anything else only the fields the claim set
 Returns {code, ...}: OK hold_id seats (comma-separated) expires_ms replaced_hold_id ('' if none)
   amount (a cart's, 0 for seats) | REPLAY hold_id seat expires_ms state amount | SOLD_OUT restocks (times the event came back from sold
   out) | NOT_ENOUGH_SEATS free (a party larger than what is free, seats are still free) |
@@ -128,6 +130,10 @@ end
 
 local h = setmetatable({ id = hold_id, login = login, state = RESERVED, created_ms = ctx.now,
   expires_ms = ctx.now + ctx.cfg.hold_ttl_ms }, HOLD_EMPTY)
+if ARGV[8] == 'full' then
+  h.charge, h.blocking, h.winner, h.until_ms, h.decided_ms, h.reason, h.charges =
+    '', '', '', 0, 0, '', ''
+end
 local seat
 if stock then
   seat = stock_take(plan, h)

@@ -36,6 +36,7 @@ ENGINE: Group = (
         "ONSALE_SWEEP_BATCH_MAX": "holds examined per sweep call (default 50)",
         "ONSALE_SWEEP_ROUNDS_MAX": "sweep calls per event per pass (default 50)",
         "ONSALE_TRIM_RETENTION_MS": "ended holds kept in Redis this long (default 600000)",
+        "ONSALE_HOLD_RECORD": "sparse (default) or full: a new hold's stored fields (ADR 0034)",
         "ONSALE_TRIM_INTERVAL_MS": "pause between trim passes (default 5000)",
         "ONSALE_TRIM_WITHOUT_LEDGER": "1: trim events no ledger reads (default 0)",
         "ONSALE_REDIS_WAIT_REPLICAS": "answer only once this many replicas hold a decision "

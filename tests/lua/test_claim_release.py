@@ -186,3 +186,19 @@ async def test_a_fresh_hold_stores_only_what_the_claim_set_and_reads_back_whole(
     assert orjson.loads(raw)["reason"] != ""
     assert (await store.read.availability(sale.event_id)).free == 3
     await sale.audit_ok()
+
+
+async def test_a_full_hold_record_stores_every_field_for_older_readers(store: Store) -> None:
+    """ONSALE_HOLD_RECORD=full (a rolling upgrade from a version before ADR 0034): a new hold
+    stores every field, the empty ones too, as the older scripts and `Hold.from_json` read it."""
+    sale = await open_sale(store, 3, now_ms=T0)
+    full = Store(store.client, scripts=store.scripts, prefix=store.prefix, hold_record="full")
+    c = await full.claim(sale.event_id, "alice", "h1")
+    raw = orjson.loads(await store.client.hget(store.key(sale.event_id, "holds"), c.hold_id))
+    assert raw == {
+        "id": c.hold_id, "login": "alice", "state": "RESERVED", "created_ms": T0,
+        "expires_ms": T0 + 480_000, "seat": "s00000", "charge": "", "blocking": "", "winner": "",
+        "until_ms": 0, "decided_ms": 0, "reason": "", "charges": "",
+    }  # fmt: skip
+    assert await store.release(sale.event_id, c.hold_id, "alice") == HoldState.RELEASED
+    await sale.audit_ok()

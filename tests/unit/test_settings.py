@@ -14,6 +14,14 @@ def test_defaults_and_overrides() -> None:
     assert (s.redis_url, s.sweep_batch_max, s.sweep_interval_ms) == ("redis://x:1/0", 50, 200)
 
 
+def test_the_hold_record_is_sparse_unless_full_is_asked_for() -> None:
+    url = {"ONSALE_REDIS_URL": "redis://x"}
+    assert Settings.from_env(url).hold_record == "sparse"
+    assert Settings.from_env({**url, "ONSALE_HOLD_RECORD": "full"}).hold_record == "full"
+    with pytest.raises(MissingSetting, match="ONSALE_HOLD_RECORD"):
+        Settings.from_env({**url, "ONSALE_HOLD_RECORD": "json"})
+
+
 @pytest.mark.parametrize("bad", ["abc", "0", "-5"])
 def test_bad_numbers_are_refused_naming_the_variable(bad: str) -> None:
     with pytest.raises(MissingSetting, match="ONSALE_REDIS_TIMEOUT_MS"):
