@@ -1,14 +1,15 @@
 """The claim script of two versions of lua/, side by side, each run on a fresh Redis.
 
     python -m loadtest.claim_ab BEFORE_LUA_DIR [AFTER_LUA_DIR] [--rounds 5] [--requests 50000]
-        [--seats 100000] [--redis-aof no|always]
+        [--seats 100000] [--redis-aof no|always] [--party N]
 
 For each round and each version in turn: a private redis-server on a spare port, the same
 event (`--seats` seats, open), that version's library loaded, then redis-benchmark's FCALL of
-its hold_claim with a random hold id and login per call (every call claims a seat: a write),
-as `loadtest.persistence_cost` does. A fresh server per run matters: on one server that keeps
-growing, each run pays for whatever hash or sorted set happens to double in size during it, and
-the runs differ by more than the change being measured. AFTER defaults to this checkout's lua/.
+its hold_claim with a random hold id and login per call (every call claims a seat, or with
+`--party N` the best N seats together: a write), as `loadtest.persistence_cost` does. A fresh
+server per run matters: on one server that keeps growing, each run pays for whatever hash or
+sorted set happens to double in size during it, and the runs differ by more than the change
+being measured. AFTER defaults to this checkout's lua/.
 Prints each run, then the median and the minimum of Redis's own µs per call (INFO
 commandstats) and of ops/s per version, and their ratio. A before version comes from
 `git worktree add <dir> <rev>` (then `<dir>/lua`)."""
@@ -51,8 +52,8 @@ async def one_run(tree: Path, args: argparse.Namespace) -> tuple[float, float]:
             await client.config_resetstat()
             rate = await asyncio.to_thread(
                 bench, port, args.requests, args.clients, "FCALL", function,
-                str(len(event_keys)), *event_keys, "h__rand_int__", "u__rand_int__", "",
-                *CLAIM_LIMITS,
+                str(len(event_keys)), *event_keys, "h__rand_int__", "u__rand_int__",
+                f"#{args.party}" if args.party > 1 else "", *CLAIM_LIMITS,
             )  # fmt: skip
             stats = await client.info("commandstats")
             return rate, float(stats["cmdstat_fcall"]["usec_per_call"])
@@ -77,7 +78,8 @@ async def run(trees: list[Path], args: argparse.Namespace) -> Runs:
 
 def report(runs: Runs, args: argparse.Namespace) -> None:
     t = Table(
-        title=f"hold_claim, {args.requests:,} claims x {args.rounds} fresh servers, "
+        title=f"hold_claim of {args.party} seat(s), {args.requests:,} claims x {args.rounds} "
+        "fresh servers, "
         f"{args.clients} clients, AOF {args.redis_aof}"
     )
     for col in ("lua", "µs per call (each run)", "median µs", "min µs", "median claims/s"):
@@ -107,8 +109,9 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--seats", type=int, default=100_000)
     ap.add_argument("--redis-aof", choices=("no", "always"), default="no")
+    ap.add_argument("--party", type=int, default=1, help="seats per claim (the best together)")
     args = ap.parse_args()
-    assert args.requests < args.seats, "every claim must find a free seat"
+    assert args.requests * args.party < args.seats, "every claim must find its seats"
     report(asyncio.run(run([args.before, args.after], args)), args)
     return 0
 

@@ -229,11 +229,21 @@ end
 
 local OWNER_COUNTER = { H = 'held', B = 'blocked', S = 'sold' }
 
-local function seat_take_specific(seat, hold_id)
-  if redis.call('ZREM', K_FREE, seat) == 0 then return false end
-  redis.call('HSET', K_OWNERS, seat, 'H:' .. hold_id)
-  counters('free', 'held')
-  return true
+-- The owner entry of every seat in `seats` set to `owner`, in one HSET: a party's seats are
+-- one command, not one each.
+local function owners_set(seats, owner)
+  local args = {}
+  for i, seat in ipairs(seats) do args[2 * i - 1], args[2 * i] = seat, owner end
+  redis.call('HSET', K_OWNERS, unpack(args))
+end
+
+-- These seats, all of them checked free by the caller, to a new hold.
+local function seats_take_specific(seats, hold_id)
+  if redis.call('ZREM', K_FREE, unpack(seats)) ~= #seats then
+    error({ err = 'INVARIANT seats ' .. table.concat(seats, ',') .. ' checked free but not in free set' })
+  end
+  owners_set(seats, 'H:' .. hold_id)
+  counters('free', 'held', #seats)
 end
 
 local function seat_take_best(hold_id)
@@ -246,19 +256,21 @@ end
 
 -- The best block of n adjacent free seats: consecutive ranks (r, r+1, ...) in one section,
 -- the block whose first seat ranks best. Reads the free seats in rank order, in chunks that
--- start at 4n and double, and stops at the first block. Taking seats never makes a block, so the rank where the
--- last search for n found its block (or 'none') is kept in `block_from:<n>` and the next search
--- starts there; any seat coming back on sale (seat_move) forgets every such hint. So the cost
--- stays O(n log N) per party even on a map that fragments as it sells (rows of 20, parties of
--- 6: each row leaves 2); asked only for parties (n > 1); nil when no such block is free.
+-- start at 2n and double, and stops at the first block. Taking seats never makes a block, so
+-- the rank where the last search for n found its block (or 'none') is kept in
+-- `block_from:<n>` and the next search starts there; any seat coming back on sale (seat_move)
+-- forgets every such hint. So the cost stays O(n log N) per party even on a map that
+-- fragments as it sells (rows of 20, parties of 6: each row leaves 2); asked only for parties
+-- (n > 1); nil when no such block is free.
 local BLOCK_CHUNK_MAX, BLOCK_HINTS = 256, { 'block_from:2', 'block_from:3', 'block_from:4',
   'block_from:5', 'block_from:6' }
 local function free_block(n)
   local hint = n <= #BLOCK_HINTS + 1 and 'block_from:' .. n or nil
   local from = hint and redis.call('HGET', K_EVENT, hint) or nil
   if from == 'none' then return nil end
-  local run, last_rank, last_section = {}, nil, nil
-  local offset, chunk = 0, 4 * n  -- small first (a block is usually at the front), then wider
+  -- The run of adjacent free seats so far (ids; the first one's rank, kept for the hint).
+  local run, run_from, last_rank, last_section = {}, nil, nil, nil
+  local offset, chunk = 0, 2 * n  -- small first (a block is usually at the front), then wider
   while true do
     local free = redis.call('ZRANGE', K_FREE, from or '-inf', '+inf', 'BYSCORE', 'LIMIT', offset,
       chunk, 'WITHSCORES')
@@ -271,13 +283,13 @@ local function free_block(n)
     local sections = redis.call('HMGET', K_SECTIONS, unpack(ids))
     for i, seat in ipairs(ids) do
       local rank, section = tonumber(free[2 * i]), sections[i]
-      if not (last_rank and rank == last_rank + 1 and section == last_section) then run = {} end
-      run[#run + 1] = { seat, free[2 * i] }
+      if not (last_rank and rank == last_rank + 1 and section == last_section) then
+        run, run_from = {}, free[2 * i]
+      end
+      run[#run + 1] = seat
       if #run >= n then
-        if hint then redis.call('HSET', K_EVENT, hint, run[1][2]) end
-        local block = {}
-        for _, entry in ipairs(run) do block[#block + 1] = entry[1] end
-        return block
+        if hint then redis.call('HSET', K_EVENT, hint, run_from) end
+        return run
       end
       last_rank, last_section = rank, section
     end
@@ -297,31 +309,39 @@ local function seats_take_best(n, hold_id)
   else
     redis.call('ZREM', K_FREE, unpack(block))
   end
-  for _, seat in ipairs(block) do redis.call('HSET', K_OWNERS, seat, 'H:' .. hold_id) end
+  owners_set(block, 'H:' .. hold_id)
   counters('free', 'held', #block)
   return block
 end
 
--- Move every seat owned by hold h to owner state H, B or S, or back on sale (nil).
+-- Move every seat owned by hold h to owner state H, B or S, or back on sale (nil). Every seat
+-- is checked before any is moved, and a party's seats move in one command of each kind.
 local function seat_move(h, to)
   if is_stock(h) then return stock_move(h, to) end
-  for _, seat in ipairs(seats_of(h)) do
-    local cur = redis.call('HGET', K_OWNERS, seat)
+  local seats = seats_of(h)
+  local owners, from = redis.call('HMGET', K_OWNERS, unpack(seats)), {}
+  for i, seat in ipairs(seats) do
+    local cur = owners[i]
     if (not cur) or string.sub(cur, 3) ~= h.id then
       -- A bug, not an outcome: abort loudly (InvariantViolation on the Python side).
       error({ err = 'INVARIANT seat ' .. seat .. ' not owned by hold ' .. h.id })
     end
-    local from = string.sub(cur, 1, 1)
-    if to then
-      redis.call('HSET', K_OWNERS, seat, to .. ':' .. h.id)
-      counters(OWNER_COUNTER[from], OWNER_COUNTER[to])
-    else
-      redis.call('HDEL', K_OWNERS, seat)
-      redis.call('ZADD', K_FREE, redis.call('ZSCORE', K_SEATS, seat), seat)
-      if counters(OWNER_COUNTER[from], 'free') == 1 then restocked() end
-    end
+    local state = string.sub(cur, 1, 1)  -- the same for every seat of a hold, counted apart
+    from[state] = (from[state] or 0) + 1
   end
-  if not to then redis.call('HDEL', K_EVENT, unpack(BLOCK_HINTS)) end  -- a block may be back
+  if to then
+    owners_set(seats, to .. ':' .. h.id)
+    for state, n in pairs(from) do counters(OWNER_COUNTER[state], OWNER_COUNTER[to], n) end
+    return
+  end
+  redis.call('HDEL', K_OWNERS, unpack(seats))
+  local ranks, args = redis.call('ZMSCORE', K_SEATS, unpack(seats)), {}
+  for i, seat in ipairs(seats) do args[2 * i - 1], args[2 * i] = ranks[i], seat end
+  redis.call('ZADD', K_FREE, unpack(args))
+  local free
+  for state, n in pairs(from) do free = counters(OWNER_COUNTER[state], 'free', n) end
+  if free == #seats then restocked() end  -- none was free before
+  redis.call('HDEL', K_EVENT, unpack(BLOCK_HINTS))  -- a block may be back
 end
 
 local function drop_login(h)

@@ -139,11 +139,7 @@ if stock then
   seat = stock_take(plan, h)
   h.amount = amount
 elseif #wanted > 0 then
-  for _, one in ipairs(wanted) do
-    if not seat_take_specific(one, hold_id) then
-      error({ err = 'INVARIANT seat ' .. one .. ' checked free but not in free set' })
-    end
-  end
+  seats_take_specific(wanted, hold_id)
   seat = table.concat(wanted, ',')
 elseif n == 1 then
   seat = seat_take_best(hold_id)  -- checked above: a seat is free

@@ -133,6 +133,26 @@ async def test_a_party_moves_as_one_through_expiry_and_confirmation(store: Store
     await sale.audit_ok()
 
 
+async def test_a_party_back_on_sale_is_one_restock_and_its_seats_keep_their_ranks(
+    store: Store,
+) -> None:
+    """Every seat of a party moves in one step: released on a sold-out event, its seats come
+    back with their own ranks, the event counts one restock (0 -> 3 free), not one per seat,
+    and the block hints are forgotten (the block is found again)."""
+    sale = await venue(store, {"A": [1, 2, 3], "B": [7, 8]})
+    party = await store.claim(sale.event_id, "fam", "h1", quantity=3)
+    await store.claim(sale.event_id, "duo", "h2", quantity=2)
+    event_key = store.keys(sale.event_id)[0]
+    restocks = int(await store.client.hget(event_key, "restocks") or 0)
+    assert await store.release(sale.event_id, "h1", "fam") == HoldState.RELEASED
+    assert int(await store.client.hget(event_key, "restocks") or 0) == restocks + 1
+    free = await store.client.zrange(store.keys(sale.event_id)[2], 0, -1, withscores=True)
+    assert free == [("A1", 1.0), ("A2", 2.0), ("A3", 3.0)]
+    again = await store.claim(sale.event_id, "fam2", "h3", quantity=3)
+    assert again.seat_ids == party.seat_ids
+    await sale.audit_ok()
+
+
 async def test_a_party_in_flight_at_its_deadline_is_quarantined_whole(store: Store) -> None:
     sale = await venue(store, {"A": [1, 2, 3]})
     await store.claim(sale.event_id, "fam", "h1", quantity=3)
