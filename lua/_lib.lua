@@ -229,6 +229,10 @@ end
 
 local OWNER_COUNTER = { H = 'held', B = 'blocked', S = 'sold' }
 
+-- The most seats one hold owns, whatever the event's max_party: a hold's seats go into one
+-- command (Lua unpacks at most about 8,000 values), so a larger one would fail halfway.
+local HOLD_SEATS_MAX = 1000
+
 -- The owner entry of every seat in `seats` set to `owner`, in one HSET: a party's seats are
 -- one command, not one each.
 local function owners_set(seats, owner)
@@ -319,15 +323,16 @@ end
 local function seat_move(h, to)
   if is_stock(h) then return stock_move(h, to) end
   local seats = seats_of(h)
-  local owners, from = redis.call('HMGET', K_OWNERS, unpack(seats)), {}
+  if #seats == 0 then return end
+  local owners, from, seen = redis.call('HMGET', K_OWNERS, unpack(seats)), {}, {}
   for i, seat in ipairs(seats) do
     local cur = owners[i]
-    if (not cur) or string.sub(cur, 3) ~= h.id then
+    if (not cur) or string.sub(cur, 3) ~= h.id or seen[seat] then
       -- A bug, not an outcome: abort loudly (InvariantViolation on the Python side).
-      error({ err = 'INVARIANT seat ' .. seat .. ' not owned by hold ' .. h.id })
+      error({ err = 'INVARIANT seat ' .. seat .. ' not owned once by hold ' .. h.id })
     end
     local state = string.sub(cur, 1, 1)  -- the same for every seat of a hold, counted apart
-    from[state] = (from[state] or 0) + 1
+    from[state], seen[seat] = (from[state] or 0) + 1, true
   end
   if to then
     owners_set(seats, to .. ':' .. h.id)

@@ -16,7 +16,7 @@ ARGV[8] the hold record's form: 'full' stores every field, empty ones too, as ve
 Returns {code, ...}: OK hold_id seats (comma-separated) expires_ms replaced_hold_id ('' if none)
   amount (a cart's, 0 for seats) | REPLAY hold_id seat expires_ms state amount | SOLD_OUT restocks (times the event came back from sold
   out) | NOT_ENOUGH_SEATS free (a party larger than what is free, seats are still free) |
-  PARTY_TOO_LARGE max_party | SEAT_TAKEN | UNKNOWN_SEAT | NOT_OPEN opens_at_ms | NOT_FOUND |
+  PARTY_TOO_LARGE max_party (the event's, 1000 at most in any event) | SEAT_TAKEN | UNKNOWN_SEAT | NOT_OPEN opens_at_ms | NOT_FOUND |
   CHARGE_IN_FLIGHT previous_hold_id | IDEMPOTENCY_KEY_REUSED | RATE_LIMITED retry_after_ms |
   LIMIT_EXCEEDED cap | WRONG_KIND kind (seats asked of a stock event, or stock of a seat event) |
   UNKNOWN_SKU sku | UNKNOWN_LOCATION location | INSUFFICIENT_STOCK sku most_available |
@@ -86,8 +86,10 @@ elseif want ~= '' then
   for seat in string.gmatch(want, '[^,]+') do wanted[#wanted + 1] = seat end
   n = #wanted
 end
-if not stock and ctx.cfg.max_party > 0 and n > ctx.cfg.max_party then
-  return { 'PARTY_TOO_LARGE', ctx.cfg.max_party }
+if not stock then
+  local max_party = ctx.cfg.max_party > 0 and math.min(ctx.cfg.max_party, HOLD_SEATS_MAX)
+    or HOLD_SEATS_MAX
+  if n > max_party then return { 'PARTY_TOO_LARGE', max_party } end
 end
 
 if ctx.cfg.login_cap then cap = ctx.cfg.login_cap end

@@ -153,6 +153,26 @@ async def test_a_party_back_on_sale_is_one_restock_and_its_seats_keep_their_rank
     await sale.audit_ok()
 
 
+async def test_no_hold_owns_more_than_a_thousand_seats_whatever_the_event_allows(
+    store: Store,
+) -> None:
+    """An event without max_party still refuses a party over 1,000 seats (a hold's seats go
+    into one command, and Lua unpacks at most about 8,000 values): refused before anything is
+    written, specific seats or n best."""
+    sale = await venue(store, {"A": [float(r) for r in range(1, 1102)]})
+    with pytest.raises(errors.PartyTooLarge) as refused:
+        await store.claim(sale.event_id, "big", "b1", quantity=1001)
+    assert refused.value.public_details() == {"max_party": 1000}
+    with pytest.raises(errors.PartyTooLarge):
+        await store.claim(sale.event_id, "big", "b2", seats=[f"A{r}" for r in range(1, 1002)])
+    assert (await store.read.availability(sale.event_id)).free == 1101
+    party = await store.claim(sale.event_id, "big", "b3", quantity=1000)
+    assert len(party.seat_ids) == 1000
+    assert await store.release(sale.event_id, "b3", "big") == HoldState.RELEASED
+    assert (await store.read.availability(sale.event_id)).free == 1101
+    await sale.audit_ok()
+
+
 async def test_a_party_in_flight_at_its_deadline_is_quarantined_whole(store: Store) -> None:
     sale = await venue(store, {"A": [1, 2, 3]})
     await store.claim(sale.event_id, "fam", "h1", quantity=3)
