@@ -43,9 +43,11 @@ if ARGV[1] == 'HOLD' then
       amount = amount + line.qty * tonumber(redis.call('HGET', K_STOCK, line.sku .. ':price') or 0)
     end
   elseif seated then
-    local seats = seats_of({ seat = seat })  -- a party's seats, comma-separated
+    local seats, seen = seats_of({ seat = seat }), {}  -- a party's seats, comma-separated
     for _, one in ipairs(seats) do
-      if not redis.call('ZSCORE', K_FREE, one) then return { 'SEAT_NOT_FREE' } end
+      -- A seat listed twice is not free the second time: taking it once would count it twice.
+      if seen[one] or not redis.call('ZSCORE', K_FREE, one) then return { 'SEAT_NOT_FREE' } end
+      seen[one] = true
     end
     for _, one in ipairs(seats) do
       redis.call('ZREM', K_FREE, one)

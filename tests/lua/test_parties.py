@@ -212,23 +212,27 @@ async def test_a_rebuild_restores_a_sold_party_whole_or_not_at_all(store: Store)
     clash = await store.restore.hold("rebuilt", "h2", "other", "A3,A2", "c2", T0)
     assert clash == "SEAT_NOT_FREE"
     assert (await store.read.availability("rebuilt")).free == 1  # A3 was not taken either
+    twice = await store.restore.hold("rebuilt", "h3", "other", "A3,A3", "c3", T0)
+    assert twice == "SEAT_NOT_FREE"  # a ledger row listing a seat twice takes nothing
+    a = await store.read.availability("rebuilt")
+    assert (a.sold, a.free) == (2, 1)
 
 
 async def test_the_best_block_is_found_across_the_chunks_the_script_reads(store: Store) -> None:
-    """The script reads free seats 4n at a time first (16 for a party of 4), then in doubling
-    chunks: a block whose seats straddle two chunks (free positions 14-17 here) is still found,
+    """The script reads free seats 2n at a time first (8 for a party of 4), then in doubling
+    chunks: a block whose seats straddle two chunks (free positions 6-9 here) is still found,
     and is still the best one."""
     sale = await venue(store, {"A": [float(r) for r in range(1, 401)]})
-    for r in range(2, 30, 2):  # take every even rank up to 28: A1, A3, ... A27 stay free
+    for r in range(2, 13, 2):  # take every even rank up to 12: A1, A3, ... A11 stay free
         await store.claim(sale.event_id, f"x{r}", f"x{r}", f"A{r}")
-    # Free by rank: A1, A3, ..., A27 (14 seats, no two adjacent), then A29, A30, A31, ...
+    # Free by rank: A1, A3, ..., A11 (6 seats, no two adjacent), then A13, A14, A15, ...
     party = await store.claim(sale.event_id, "fam", "f1", quantity=4)
-    assert party.seat_ids == ("A29", "A30", "A31", "A32")
-    # Past several chunks: 40 more isolated seats before the next block.
-    for r in range(34, 114, 2):
+    assert party.seat_ids == ("A13", "A14", "A15", "A16")
+    # Past several chunks (8, 16, 32 seats): 41 more isolated seats before the next block.
+    for r in range(18, 98, 2):
         await store.claim(sale.event_id, f"y{r}", f"y{r}", f"A{r}")
     party2 = await store.claim(sale.event_id, "fam2", "f2", quantity=4)
-    assert party2.seat_ids == ("A113", "A114", "A115", "A116")  # A113 is free: odd
+    assert party2.seat_ids == ("A97", "A98", "A99", "A100")  # A97 is free: odd
     await sale.audit_ok()
 
 
