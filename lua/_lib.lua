@@ -318,17 +318,38 @@ local function seats_take_best(n, hold_id)
   return block
 end
 
+-- Move the seat of a one-seat hold (most holds): the commands of one seat, no tables.
+local function one_seat_move(h, seat, to)
+  local cur = redis.call('HGET', K_OWNERS, seat)
+  if (not cur) or string.sub(cur, 3) ~= h.id then
+    -- A bug, not an outcome: abort loudly (InvariantViolation on the Python side).
+    error({ err = 'INVARIANT seat ' .. seat .. ' not owned once by hold ' .. h.id })
+  end
+  local from = OWNER_COUNTER[string.sub(cur, 1, 1)]
+  if to then
+    redis.call('HSET', K_OWNERS, seat, to .. ':' .. h.id)
+    counters(from, OWNER_COUNTER[to])
+    return
+  end
+  redis.call('HDEL', K_OWNERS, seat)
+  redis.call('ZADD', K_FREE, redis.call('ZSCORE', K_SEATS, seat), seat)
+  if counters(from, 'free') == 1 then restocked() end
+  redis.call('HDEL', K_EVENT, unpack(BLOCK_HINTS))  -- a block may be back
+end
+
 -- Move every seat owned by hold h to owner state H, B or S, or back on sale (nil). Every seat
 -- is checked before any is moved, and a party's seats move in one command of each kind.
 local function seat_move(h, to)
   if is_stock(h) then return stock_move(h, to) end
   local seats = seats_of(h)
-  if #seats == 0 then return end
+  if #seats <= 1 then
+    if seats[1] then one_seat_move(h, seats[1], to) end
+    return
+  end
   local owners, from, seen = redis.call('HMGET', K_OWNERS, unpack(seats)), {}, {}
   for i, seat in ipairs(seats) do
     local cur = owners[i]
     if (not cur) or string.sub(cur, 3) ~= h.id or seen[seat] then
-      -- A bug, not an outcome: abort loudly (InvariantViolation on the Python side).
       error({ err = 'INVARIANT seat ' .. seat .. ' not owned once by hold ' .. h.id })
     end
     local state = string.sub(cur, 1, 1)  -- the same for every seat of a hold, counted apart
