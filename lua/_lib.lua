@@ -60,7 +60,7 @@ local function config_full(cfg)
 end
 
 -- A hold's fields that a fresh claim leaves empty are stored only once set (ADR 0034): the
--- claim encodes six fields, not fourteen. A hold read without one reads its empty value.
+-- claim encodes six fields, not thirteen. A hold read without one reads its empty value.
 local HOLD_EMPTY = { __index = { charge = '', blocking = '', winner = '', until_ms = 0,
   decided_ms = 0, reason = '', charges = '' } }
 
