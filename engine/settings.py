@@ -133,9 +133,7 @@ class Settings:
         url = env.get("ONSALE_REDIS_URL")
         if not url:
             raise MissingSetting("ONSALE_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
-        provider = env.get("ONSALE_PROVIDER") or cls.provider
-        if provider not in PROVIDERS:
-            raise MissingSetting(f"ONSALE_PROVIDER must be one of {', '.join(PROVIDERS)}")
+        provider = _choice(env, "ONSALE_PROVIDER", PROVIDERS, cls.provider)
         return cls(
             redis_url=url,
             key_prefix=env.get("ONSALE_KEY_PREFIX") or cls.key_prefix,

@@ -133,8 +133,7 @@ end
 local h = setmetatable({ id = hold_id, login = login, state = RESERVED, created_ms = ctx.now,
   expires_ms = ctx.now + ctx.cfg.hold_ttl_ms }, HOLD_EMPTY)
 if ARGV[8] == 'full' then
-  h.charge, h.blocking, h.winner, h.until_ms, h.decided_ms, h.reason, h.charges =
-    '', '', '', 0, 0, '', ''
+  for field, empty in pairs(HOLD_EMPTY.__index) do h[field] = empty end
 end
 local seat
 if stock then
