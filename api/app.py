@@ -214,7 +214,9 @@ def create_app(settings: ApiSettings, hooks: WebhookDbSettings | None = None) ->
     )
     # The T0 route skips Starlette's middleware and router (api/hotpath.py, ADR 0013); it stays
     # in ROUTES too, for the OpenAPI check and for anyone mounting the plain app.
-    return HotRoute(app, "POST", CLAIM_PATH, checkout.claim, lane=refusal_lane)
+    # With `onsale serve` the connection looks at a claim before it becomes an ASGI call
+    # (api/early_lane.py, ADR 0035): most T0 refusals are answered there.
+    return HotRoute(app, "POST", CLAIM_PATH, checkout.claim, lane=refusal_lane, early=True)
 
 
 def settle_gc(gen0: int) -> None:

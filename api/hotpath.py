@@ -25,16 +25,27 @@ Lane = Callable[[Scope, Receive, Send, Next], Awaitable[None]]
 
 
 class HotRoute:
+    early = False  # the connection may hold this route's requests (api/early_lane.py)
+
     def __init__(
-        self, app: ASGIApp, method: str, path: str, handler: Handler, lane: Lane | None = None
+        self,
+        app: ASGIApp,
+        method: str,
+        path: str,
+        handler: Handler,
+        lane: Lane | None = None,
+        *,
+        early: bool = False,
     ) -> None:
         """`path` uses Starlette's `{name}` syntax; each parameter matches one path segment.
         `lane`: given the raw ASGI call and the way to the handler, it answers itself or sends
-        the request on (api/refusal_lane.py)."""
+        the request on (api/refusal_lane.py). `early`: `onsale serve`'s connections look at a
+        request of this route before it becomes an ASGI call (the claim, ADR 0035)."""
         self.app = app
         self.method = method
         self.handler = handler
         self.lane = lane
+        self.early = early
         parts = re.split(r"\{(\w+)\}", path)  # literal, name, literal, name, ...
         self.pattern = re.compile(
             "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>[^/]+)" for i, p in enumerate(parts))

@@ -69,11 +69,19 @@ class Metrics:
         self.decisions = Counter(
             "onsale_decisions_total", "API-made decisions by kind", ["kind"], registry=self.registry
         )
+        self.early_lane = Counter(
+            "onsale_early_lane",
+            "Claims their connection held before ASGI (api/early_lane.py): answered there, or "
+            "passed on as ASGI requests",
+            ["outcome"],
+            registry=self.registry,
+        )
         if multiprocess_dir() is None:
             add_process_collectors(self.registry)
         # Labelled children looked up once: labels() takes a lock and builds a key each call.
         self._latency: dict[tuple[str, int], Any] = {}
         self._claims: dict[str, Any] = {}
+        self._early: dict[str, Any] = {}
         self._store = StoreSeries(store, self.registry) if store is not None else None
 
     def observe(self, route: str, status: int, seconds: float) -> None:
@@ -86,6 +94,13 @@ class Metrics:
         child = self._claims.get(result)
         if child is None:
             child = self._claims[result] = self.claims.labels(result)
+        child.inc()
+
+    def early(self, outcome: str) -> None:
+        """A claim its connection held: `answered` there, or `passed` on to ASGI."""
+        child = self._early.get(outcome)
+        if child is None:
+            child = self._early[outcome] = self.early_lane.labels(outcome)
         child.inc()
 
     def copy_store(self) -> None:

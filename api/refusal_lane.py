@@ -16,7 +16,13 @@ Idempotency-Key the normal path would refuse, several of them, a body without a 
 or over the limit) goes the normal way, which answers it as before. The answers are the normal
 path's, made by the same wrapper (status, body, headers, request id, access line, metrics); only
 the order of checks differs: on a remembered sold-out event a claim with a bad token or body is
-told `sold_out`."""
+told `sold_out`.
+
+With `onsale serve` a claim usually gets here already looked at: its connection held it at the
+gate with no ASGI request (api/early_lane.py, ADR 0035) and answered it there when refused; what
+reaches this lane then is its verdict, under EARLY: a place in flight taken (the claim goes on
+to the normal path), or a wait that failed (answered here). The rules of both are the ones
+below (`readable`, `refused_after`)."""
 
 import time
 
@@ -29,8 +35,10 @@ from api.errors import from_engine
 from api.hotpath import Next
 from engine import keys
 from engine.errors import EngineError, SoldOut, StoreUnavailable
+from engine.soldout import SoldOutMemory
 
 SLOT = "onsale.gate_slot"  # scope key: this claim holds a place at its event's gate
+EARLY = "onsale.early"  # scope key: its connection's verdict (api/early_lane.py)
 REFUSAL = "onsale.refusal"  # scope key: the refusal the lane answers
 ROUTE = "claim"  # the metrics' and access log's name of the claim route (api/routes/checkout)
 HEADERS = (b"authorization", b"idempotency-key", b"content-length", b"transfer-encoding")
@@ -67,14 +75,35 @@ def _claim_of(c: Context, event_id: str, found: dict[bytes, bytes]) -> tuple[str
     return keys.hold_key(event_id, login, key), token, login
 
 
-def _readable(c: Context, event_id: str, scope: Scope) -> tuple[str, str, str] | None:
+def readable(
+    c: Context, event_id: str, scope: Scope, body_max: int | None = None
+) -> tuple[str, str, str] | None:
+    """(hold id, token, login) of a claim the lane may answer, read from its headers: None
+    when it goes the normal way. `body_max`: the largest Content-Length taken (the body limit
+    by default)."""
     found = _headers(scope)
     if found is None or not keys.valid_id(event_id) or b"transfer-encoding" in found:
         return None
     length = found.get(b"content-length")
-    if length is None or not length.isdigit() or int(length) > c.settings.body_max_bytes:
+    limit = c.settings.body_max_bytes if body_max is None else body_max
+    if length is None or not length.isdigit() or int(length) > limit:
         return None
     return _claim_of(c, event_id, found)
+
+
+def refused_after(
+    c: Context, memory: SoldOutMemory, event_id: str, refused: bool, claim: tuple[str, str, str]
+) -> bool:
+    """The gate's verdict (True: refused), a retry's token checked. A claim let through only
+    because its hold exists (a retry) goes on only if its token is good; a forged one is told
+    what everyone else is (its answer must not say whether the hold exists) and gives its place
+    in flight back."""
+    hold_id, token, login = claim
+    retry = not refused and hold_id and memory.remembers(event_id)
+    if retry and c.identity.names(token, login) is False:
+        memory.release(event_id)
+        return True
+    return refused
 
 
 async def _body(receive: Receive) -> list[Message] | None:
@@ -104,7 +133,11 @@ async def refusal_lane(scope: Scope, receive: Receive, send: Send, proceed: Next
     c: Context | None = getattr(scope["app"].state, "ctx", None)
     memory = c.store.sold_out if c is not None else None
     event_id = scope["path_params"]["event_id"]
-    claim = _readable(c, event_id, scope) if c is not None and memory is not None else None
+    early = scope.pop(EARLY, None)
+    if early is not None and c is not None and memory is not None:
+        await _after_early(scope, receive, send, proceed, (early, memory))
+        return
+    claim = readable(c, event_id, scope) if c is not None and memory is not None else None
     if c is None or memory is None or claim is None:
         await proceed(scope, receive, send)  # the normal path waits at the gate itself
         return
@@ -112,27 +145,38 @@ async def refusal_lane(scope: Scope, receive: Receive, send: Send, proceed: Next
     messages = await _body(receive)
     if messages is None:
         return
-    hold_id, token, login = claim
     try:
-        refused = await memory.admit(event_id, hold_id or "-", c.store.timeout_s)
+        refused = await memory.admit(event_id, claim[0] or "-", c.store.timeout_s)
     except StoreUnavailable as exc:
         await _answer(scope, receive, send, exc)
         return
-    # Let through only because its hold exists: a retry, if its token is good. A forged one is
-    # told what everyone else is (its answer must not say whether the hold exists).
-    retry = not refused and hold_id and memory.remembers(event_id)
-    if retry and c.identity.names(token, login) is False:
-        memory.release(event_id)
-        refused = True
-    if refused:
+    if refused_after(c, memory, event_id, refused, claim):
         await _answer(scope, receive, send, SoldOut())
         return
     scope[SLOT] = True  # a place in flight: the store's claim takes it over (api checkout)
+    await _holding_place(scope, _replay(messages, receive), send, proceed, memory)
+
+
+async def _after_early(
+    scope: Scope, receive: Receive, send: Send, proceed: Next, got: tuple[object, SoldOutMemory]
+) -> None:
+    """Its connection's verdict: a failed wait (an EngineError) is answered; otherwise the
+    claim holds a place in flight (SLOT) and goes on to the normal path."""
+    early, memory = got
+    if isinstance(early, EngineError):
+        await _answer(scope, receive, send, early)
+        return
+    await _holding_place(scope, receive, send, proceed, memory)
+
+
+async def _holding_place(
+    scope: Scope, receive: Receive, send: Send, proceed: Next, memory: SoldOutMemory
+) -> None:
     try:
-        await proceed(scope, _replay(messages, receive), send)
+        await proceed(scope, receive, send)
     finally:
         if scope.pop(SLOT, False):  # stopped before Redis (401, 400, no admission, ...)
-            memory.release(event_id)
+            memory.release(scope["path_params"]["event_id"])
 
 
 async def _answer(scope: Scope, receive: Receive, send: Send, exc: EngineError) -> None:

@@ -37,6 +37,9 @@ class HttpBounds:
     header_timeout_s: int = 10  # a request's first byte to the end of its headers
     body_timeout_s: int = 30  # the end of the headers to the end of the body (whole body)
     idle_s: int = 75  # connected, nothing sent yet; and between requests (keep-alive)
+    # 1: a claim is looked at by its connection before it becomes an ASGI request, and most T0
+    # refusals are answered there (api/early_lane.py, ADR 0035); 0: every request is ASGI's.
+    early_lane: int = 1
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "HttpBounds":
@@ -45,6 +48,7 @@ class HttpBounds:
             body_timeout_s=int_setting(env, "ONSALE_HTTP_BODY_TIMEOUT_S", cls.body_timeout_s),
             # Clients connect before T0 and wait: uvicorn's 5 s default would drop them.
             idle_s=int_setting(env, "ONSALE_HTTP_KEEPALIVE_S", cls.idle_s),
+            early_lane=int_setting(env, "ONSALE_EARLY_LANE", cls.early_lane),
         )
 
 

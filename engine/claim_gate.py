@@ -33,12 +33,18 @@ class Gate:
     due: list["Due"] = field(default_factory=list)
     timer: asyncio.TimerHandle | None = None
     timer_at: float = 0.0
+    to_wake: int = 0  # claims `wake_all` still has to wake, WAKE_CHUNK per loop iteration
 
 
 START = 128  # claims of one event in flight from this process before any has won
 GROW = 1  # more in flight per claim that won: the window doubles each round trip
 ENTER_PAUSE_S = 0.5  # the longest a memory being made holds the event's waiting claims back
 PATIENCE = 5  # a claim waits at most this many store timeouts in all, however busy the gate
+# Claims `wake_all` wakes per loop iteration: between two chunks the loop reads its sockets
+# (a restock message, a probe's reply, new claims). At T0 a memory answers thousands of waiting
+# claims at once, and woken together they held the loop for a quarter of a second: the memory
+# lapsed before its probe could be read, and a restock heard meanwhile waited for all of them.
+WAKE_CHUNK = 64
 GC_PAUSE_S = 1.0  # the collector is paused at most this long per wave of waiting claims
 _ORDER = itertools.count()  # ties in a gate's `due` heap: first come, first looked at
 
@@ -80,18 +86,10 @@ class Gates:
         loop = asyncio.get_running_loop()
         arrived, woken = loop.time(), False
         while True:
-            gate = self.by_event.get(event_id)  # again after a wait: emptied and dropped?
-            if refuses():
-                if woken and gate is not None:
-                    wake(gate, 1)  # answered without a place: the next one asks too
-                    self._drop_if_idle(event_id, gate)
-                return True
-            if gate is None:
-                gate = self.by_event[event_id] = Gate(min(START, self.window), loop.time())
-            paused = paused_until()
-            if gate.inflight < gate.limit and not paused and (woken or not gate.waiting):
-                gate.inflight += 1  # a newcomer queues behind those waiting
-                return False
+            verdict = self.ask(event_id, refuses, paused_until, woken)
+            if isinstance(verdict, bool):
+                return verdict
+            gate, paused = verdict
             self.stats.held += int(not woken)
             self._park(loop.time())
             try:
@@ -99,6 +97,64 @@ class Gates:
             finally:
                 self._unpark()
             woken = True
+
+    def ask(
+        self,
+        event_id: str,
+        refuses: Callable[[], bool],
+        paused_until: Callable[[], float],
+        woken: bool,
+    ) -> "bool | tuple[Gate, float]":
+        """One look at the gate, as `admit` takes it each time (`woken`: after a wait). True:
+        refused; False: a place in flight is taken; (gate, pause's end or 0.0): wait in it."""
+        gate = self.by_event.get(event_id)  # again after a wait: emptied and dropped?
+        if refuses():
+            if woken and gate is not None:
+                if not gate.to_wake:  # (a `wake_all` under way wakes the next ones itself)
+                    wake(gate, 1)  # answered without a place: the next one asks too
+                self._drop_if_idle(event_id, gate)
+            return True
+        if gate is None:
+            loop = asyncio.get_running_loop()
+            gate = self.by_event[event_id] = Gate(min(START, self.window), loop.time())
+        paused = paused_until()
+        if gate.inflight < gate.limit and not paused and (woken or not gate.waiting):
+            gate.inflight += 1  # a newcomer queues behind those waiting
+            return False
+        return gate, paused
+
+    def wait_then(
+        self,
+        event_id: str,
+        wait: "tuple[Gate, float]",
+        arrived: float,
+        wait_s: float,
+        woken: bool,
+        then: Callable[["asyncio.Future[None]"], None],
+    ) -> "asyncio.Future[None]":
+        """`admit`'s wait without a task, for a claim the connection holds (api/early_lane.py):
+        `then(turn)` runs when the turn ends, given (ask again, `woken`), failed
+        (StoreUnavailable: waited too long, `arrived` being the claim's first look) or
+        cancelled (the claim went away: cancel the returned turn). A claim that leaves after
+        its turn was given passes it on (`pass_turn`)."""
+        gate, paused = wait
+        self.stats.held += int(not woken)
+        self._park(asyncio.get_running_loop().time())
+        turn = _queue(gate, _give_up(gate, arrived, wait_s), paused, event_id)
+
+        def ended(turn: "asyncio.Future[None]") -> None:
+            self._unpark()
+            then(turn)
+
+        turn.add_done_callback(ended)
+        return turn
+
+    def pass_turn(self, event_id: str) -> None:
+        """A claim given its turn went away without using it: the next one has it."""
+        gate = self.by_event.get(event_id)
+        if gate is not None:
+            wake(gate, 1)
+            self._drop_if_idle(event_id, gate)
 
     def _park(self, now: float) -> None:
         """A claim starts waiting. At T0 thousands wait at once, and everything each holds
@@ -156,9 +212,26 @@ class Gates:
             gate.timer, gate.due = None, []
 
     def wake_all(self, event_id: str) -> None:
+        """Every claim waiting now asks again, WAKE_CHUNK of them per loop iteration, in
+        order."""
         gate = self.by_event.get(event_id)
         if gate is not None:
-            wake(gate, len(gate.waiting))
+            pending = gate.to_wake
+            gate.to_wake = len(gate.waiting)
+            if not pending:  # else the chunks already scheduled wake the new count too
+                self._wake_chunk(event_id, gate)
+
+    def _wake_chunk(self, event_id: str, gate: Gate) -> None:
+        if self.by_event.get(event_id) is not gate:
+            gate.to_wake = 0
+            return
+        n = min(WAKE_CHUNK, gate.to_wake)
+        gate.to_wake -= n
+        wake(gate, n)
+        if gate.to_wake > 0 and gate.waiting:
+            asyncio.get_running_loop().call_soon(self._wake_chunk, event_id, gate)
+        else:
+            gate.to_wake = 0
 
 
 def _give_up(gate: Gate, arrived: float, wait_s: float) -> Callable[[], float]:
@@ -171,16 +244,9 @@ async def _wait(gate: Gate, give_up: Callable[[], float], paused: float, event_i
     """Wait in the queue for a turn, until a pause's end (`paused`, 0.0 for none: then ask
     again) or `give_up()` (then StoreUnavailable), which moves on while Redis answers the
     event's claims: the claim keeps its place meanwhile. A turn given to a claim that leaves
-    passes to the next. The gate's one timer looks at each waiting claim when it is due (at a
-    T0 burst every claim waits here: `asyncio.wait` with a timeout cost 10-15 us of each, a
-    timer per claim about 7)."""
-    loop = asyncio.get_running_loop()
-    turn: asyncio.Future[None] = loop.create_future()
-    gate.waiting.append(turn)
+    passes to the next."""
+    turn = _queue(gate, give_up, paused, event_id)
     try:
-        _look(gate, (0.0, next(_ORDER), turn, give_up, paused, event_id), loop.time())
-        if not turn.done():
-            _arm(gate, loop, gate.due[0][0])
         await turn
     except BaseException:
         if turn.done() and not turn.cancelled() and turn.exception() is None:
@@ -188,6 +254,22 @@ async def _wait(gate: Gate, give_up: Callable[[], float], paused: float, event_i
         raise
     finally:
         turn.cancel()  # a turn not given is skipped by `wake`
+
+
+def _queue(
+    gate: Gate, give_up: Callable[[], float], paused: float, event_id: str
+) -> "asyncio.Future[None]":
+    """A place at the back of the queue: the turn, set when the claim may ask again (or failed
+    with StoreUnavailable when it gives up). The gate's one timer looks at each waiting claim
+    when it is due (at a T0 burst every claim waits here: `asyncio.wait` with a timeout cost
+    10-15 us of each, a timer per claim about 7)."""
+    loop = asyncio.get_running_loop()
+    turn: asyncio.Future[None] = loop.create_future()
+    gate.waiting.append(turn)
+    _look(gate, (0.0, next(_ORDER), turn, give_up, paused, event_id), loop.time())
+    if not turn.done():
+        _arm(gate, loop, gate.due[0][0])
+    return turn
 
 
 def _look(gate: Gate, entry: Due, now: float) -> None:

@@ -61,7 +61,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from engine import keys
-from engine.claim_gate import ENTER_PAUSE_S, Gates
+from engine.claim_gate import ENTER_PAUSE_S, Gate, Gates
 from engine.cluster import is_cluster
 from engine.loops import repeat
 
@@ -164,6 +164,19 @@ class SoldOutMemory:
             lambda: self.refuses(event_id, hold_id),
             lambda: self._paused_until(event_id),
             wait_s,
+        )
+
+    def ask(self, event_id: str, hold_id: str, woken: bool) -> "bool | tuple[Gate, float]":
+        """`admit`'s one look, for a claim its connection holds without a task (api/early_lane.py):
+        True: refused; False: a place in flight taken; else wait in the gate (`gates.wait_then`)
+        and ask again, `woken`, when the turn comes."""
+        if self.gates.window <= 0:
+            return self.refuses(event_id, hold_id)
+        return self.gates.ask(
+            event_id,
+            lambda: self.refuses(event_id, hold_id),
+            lambda: self._paused_until(event_id),
+            woken,
         )
 
     def _paused_until(self, event_id: str) -> float:

@@ -15,6 +15,7 @@ from loadtest.invariants import Verdict
 ENGINE_COUNTERS = {
     "onsale_pipeline_calls_total": "script calls sent to Redis",
     "onsale_sold_out_answered_total": "claims refused from memory",
+    'onsale_early_lane_total{outcome="answered"}': "of them answered by their connection",
     "onsale_claims_held_total": "claims that waited at the gate",
     "onsale_sold_out_probes_total": "claims sent on to renew the memory",
     "onsale_pipeline_expired_total": "calls failed unsent (queued too long)",

@@ -112,6 +112,7 @@ HTTP: Group = (
         "ONSALE_HTTP_HEADER_TIMEOUT_S": "a request's headers must arrive within (default 10)",
         "ONSALE_HTTP_BODY_TIMEOUT_S": "... and its body within (default 30)",
         "ONSALE_HTTP_KEEPALIVE_S": "idle connection kept, before and between requests (default 75)",
+        "ONSALE_EARLY_LANE": "1: most T0 refusals answered by their connection (ADR 0035); 0: off",
     },
 )
 WEBHOOK_DB: Group = (

@@ -83,13 +83,16 @@ def _serve(args: argparse.Namespace) -> int:
 def serve_options() -> dict[str, Any]:
     """uvicorn's configuration of `onsale serve`; the benchmark baselines are served alike.
     The HTTP bounds (ONSALE_HTTP_*_S) are read here, once, and handed to every connection."""
+    from api.early_lane import LaneProtocol
     from api.transport import BoundedHttpToolsProtocol, HttpBounds
 
     bounds = HttpBounds.from_env(os.environ)
+    # httptools, with header, body and first-request timeouts (api/transport.py), and the claims
+    # its connection answers before ASGI (api/early_lane.py, ADR 0035) unless turned off
+    protocol = LaneProtocol if bounds.early_lane else BoundedHttpToolsProtocol
     return {
         "loop": "uvloop",
-        # httptools, with header, body and first-request timeouts (api/transport.py)
-        "http": functools.partial(BoundedHttpToolsProtocol, bounds=bounds),
+        "http": functools.partial(protocol, bounds=bounds),
         "log_level": "warning",
         "log_config": uvicorn_config(os.environ),  # applied again in each worker process
         "access_log": False,  # the API writes its own, with request ids (api/logs.py)
@@ -117,6 +120,7 @@ def startup_summary(
             "body": bounds.body_timeout_s,
             "idle": bounds.idle_s,
         },
+        "early_lane": bool(bounds.early_lane),
         "redis": redact_url(engine.redis_url),
         "key_prefix": engine.key_prefix,
         "redis_timeout_ms": engine.redis_timeout_ms,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engine import errors
-from engine.claim_gate import GC_PAUSE_S, PATIENCE
+from engine.claim_gate import GC_PAUSE_S, PATIENCE, WAKE_CHUNK
 from engine.cluster import is_cluster
 from engine.soldout import KEEP_S, SoldOutMemory, _Memory
 from engine.store import Store
@@ -464,5 +464,43 @@ def test_a_memory_being_made_pauses_the_gate_for_half_a_second_at_most() -> None
         assert await m.admit("e", "k2", 5.0) is False  # let through once the pause ended
         assert 0.4 < loop.time() - started < 1.5
         await m.stop()
+
+    asyncio.run(run())
+
+
+def test_claims_woken_together_ask_a_chunk_per_loop_iteration_in_order() -> None:
+    """`wake_all` (a memory entered: every waiting claim asks again) wakes WAKE_CHUNK claims
+    per loop iteration, in arrival order, so the loop reads its sockets between chunks: woken
+    all at once, 5,000 refusals held the loop long enough for the memory to lapse before its
+    probe was read. A claim refused while a sweep is under way does not wake one more (the
+    sweep reaches it), so a chunk stays a chunk; every claim is answered in the end."""
+
+    async def run() -> None:
+        m = SoldOutMemory(None, "p", window=1)  # type: ignore[arg-type]
+        n = 3 * WAKE_CHUNK + 5
+        assert await m.admit("e", "first", 5.0) is False  # the one place: the rest wait
+        refused = {"on": False}
+        m.refuses = lambda _e, _h: refused["on"]  # type: ignore[method-assign]
+        order: list[int] = []
+
+        async def claim(i: int) -> None:
+            assert await m.admit("e", f"k{i}", 5.0) is True
+            order.append(i)
+
+        waiting = [asyncio.create_task(claim(i)) for i in range(n)]
+        await asyncio.sleep(0.01)
+        assert m.gates.parked == n
+        refused["on"] = True  # the memory: each woken claim is refused
+        m.gates.wake_all("e")
+        per_iteration = []
+        while len(order) < n:
+            before = len(order)
+            await asyncio.sleep(0)
+            per_iteration.append(len(order) - before)
+        assert max(per_iteration) <= WAKE_CHUNK
+        assert sum(1 for k in per_iteration if k) >= 4  # 3 full chunks and the rest
+        assert order == list(range(n))
+        await asyncio.gather(*waiting)
+        assert m.gates.parked == 0
 
     asyncio.run(run())
