@@ -16,8 +16,10 @@ and access line. Everything else goes on as an ASGI request, exactly as before:
   `store_unavailable`, answered there);
 - what the lane cannot read (`refusal_lane.readable`: no Content-Length, a repeated header, an
   unreadable token or Idempotency-Key, ...), a body over BODY_MAX, `Expect: 100-continue`, a
-  request pipelined behind another on its connection, a process without the sold-out memory,
-  and any app whose claim route is not marked `early` (the PostgreSQL baseline).
+  request pipelined behind another on its connection, a claim while the connection's writes
+  are paused (the ASGI path waits for the drain), a process without the sold-out memory, and
+  any app whose claim route is not marked `early` (the PostgreSQL baseline);
+- a claim the lane failed on (a bug: logged, its place given back).
 
 A held request keeps uvicorn's own bookkeeping: its cycle is built as usual and only its task is
 not started. A request pipelined behind it waits in uvicorn's queue and starts once it is
@@ -29,6 +31,7 @@ uvicorn 0.54's HttpToolsProtocol (`_start_asgi_task`, `on_response_complete`, th
 
 import asyncio
 import copy
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -44,9 +47,11 @@ from api.errors import STATUS, from_engine
 from api.hotpath import HotRoute
 from api.logs import request_id_from
 from api.transport import BoundedHttpToolsProtocol
-from engine.errors import EngineError, SoldOut
+from engine.errors import EngineError, SoldOut, StoreUnavailable
 from engine.logs import REQUEST_ID
 from engine.soldout import SoldOutMemory
+
+log = logging.getLogger("onsale.api")
 
 BODY_MAX = 4096  # a claim's body is tens of bytes; a larger one is read by the ASGI lane
 FORWARDED = (b"x-forwarded-for", b"x-forwarded-proto")
@@ -61,6 +66,7 @@ class Held:
     claim: tuple[str, str, str]  # (hold id or "", token, login) as refusal_lane.readable reads them
     started: float  # time.perf_counter() at the end of its headers (its access line's start)
     arrived: float = 0.0  # loop time of its first look at the gate
+    placed: bool = False  # it holds a place in flight not yet handed on (given back on a bug)
     turn: "asyncio.Future[None] | None" = None  # its place in the gate's queue while it waits
 
 
@@ -84,6 +90,13 @@ class LaneProtocol(BoundedHttpToolsProtocol):
 
     # -- uvicorn's hooks --------------------------------------------------------------------
 
+    def on_message_begin(self) -> None:
+        # A refusal written while this packet is parsed armed the keep-alive timer (uvicorn
+        # cancels it at a packet's first byte): a request that follows in the same packet must
+        # not run under it.
+        self._unset_keepalive_if_required()
+        super().on_message_begin()
+
     def on_headers_complete(self) -> None:
         self._fresh = True
         try:
@@ -92,6 +105,8 @@ class LaneProtocol(BoundedHttpToolsProtocol):
             self._fresh = False
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        if self._fresh and self.transport.is_closing():
+            return  # read after an answer that closed the connection: nobody to answer
         if self._fresh and app is self.app and self._route is not None:
             self._held = self._hold(cycle)
             if self._held is not None:
@@ -119,10 +134,24 @@ class LaneProtocol(BoundedHttpToolsProtocol):
         return c if c is not None and c.store.sold_out is not None else None
 
     def _hold(self, cycle: RequestResponseCycle) -> Held | None:
+        """The claim held, or None: an ASGI request. Not while writes are paused (a client
+        that does not read its answers): the ASGI path waits for the drain, this lane would
+        not."""
         assert self._route is not None
         scope = cycle.scope
         if scope["method"] != self._route.method or self.expect_100_continue:
             return None
+        if self.flow.write_paused:
+            return None
+        try:
+            return self._readable(cycle)
+        except Exception:  # a bug: never a 400 from the parser (it calls this)
+            log.exception("early lane: reading a claim")
+            return None
+
+    def _readable(self, cycle: RequestResponseCycle) -> Held | None:
+        assert self._route is not None
+        scope = cycle.scope
         found = self._route.pattern.fullmatch(scope["path"])
         c = self._context() if found is not None else None
         if found is None or c is None:
@@ -134,7 +163,20 @@ class LaneProtocol(BoundedHttpToolsProtocol):
 
     def _look(self, held: Held, woken: bool) -> None:
         """The gate's verdict, as the ASGI lane's `admit` takes it: answered sold_out here, a
-        place in flight taken (on to ASGI), or a wait in the gate's queue."""
+        place in flight taken (on to ASGI), or a wait in the gate's queue. A failure here is
+        a bug: it is logged and the claim goes on to ASGI, its place (if it took one) given
+        back first; never a hung connection, never the parser's 400."""
+        try:
+            self._ask(held, woken)
+        except Exception:
+            log.exception("early lane: claim on %s", held.event_id)
+            c = self._context()
+            if held.placed and c is not None and c.store.sold_out is not None:
+                c.store.sold_out.release(held.event_id)
+            if self._held is held:
+                self._go_on(held, None)
+
+    def _ask(self, held: Held, woken: bool) -> None:
         c = self._context()
         if c is None:  # the app stopped meanwhile: the normal path answers
             self._go_on(held, None)
@@ -153,26 +195,31 @@ class LaneProtocol(BoundedHttpToolsProtocol):
                 woken,
                 lambda turn: self._turn_ended(memory, held, turn),
             )
-        elif lane.refused_after(c, memory, held.event_id, verdict, held.claim):
+            return
+        held.placed = not verdict
+        if lane.refused_after(c, memory, held.event_id, verdict, held.claim):
+            held.placed = False  # (given back by refused_after)
             self._sold_out(c, held)
         else:
             # a place in flight: the store's claim takes it over (api/routes/checkout.py)
             held.cycle.scope[lane.SLOT] = True  # type: ignore[literal-required]
+            held.placed = False
             self._go_on(held, True)
 
     def _turn_ended(self, memory: SoldOutMemory, held: Held, turn: "asyncio.Future[None]") -> None:
         if turn.cancelled():
             return
         failed = turn.exception()
-        if held is not self._held:  # the client went away
+        if held is not self._held or self._context() is None:  # gone, or the app stopped
             if failed is None:
                 memory.gates.pass_turn(held.event_id)
+            if held is self._held:
+                self._go_on(held, None)
             return
         held.turn = None
-        if isinstance(failed, EngineError):  # waited too long: 503, answered by the ASGI lane
-            self._go_on(held, failed)
-        elif failed is not None:
-            raise failed  # a bug: the loop's exception handler logs it
+        if failed is not None:  # waited too long (StoreUnavailable): 503, from the ASGI lane
+            error = failed if isinstance(failed, EngineError) else StoreUnavailable(repr(failed))
+            self._go_on(held, error)
         else:
             self._look(held, woken=True)
 
@@ -191,22 +238,24 @@ class LaneProtocol(BoundedHttpToolsProtocol):
     def _sold_out(self, c: Context, held: Held) -> None:
         """The ASGI lane's answer to this refusal (the claim route's `endpoint` around
         `from_engine(SoldOut())`), written here in one write."""
-        self._held = None
         cycle, scope = held.cycle, held.cycle.scope
         rid = request_id_from(scope["headers"])
         headers = self.server_state.default_headers
         data = self._answers.sold_out(scope, rid, headers, cycle.keep_alive)
-        c.metrics.claimed(SoldOut.code)
-        c.metrics.early("answered")
+        self._held = None
         cycle.response_complete = True
         self.transport.write(data)
-        seconds = time.perf_counter() - held.started
-        c.metrics.observe(lane.ROUTE, SOLD_OUT_STATUS, seconds)
-        if c.access is not None:
-            c.access.write(rid, self._as_app_sees(scope), SOLD_OUT_STATUS, seconds)
-        if not cycle.keep_alive:
-            self.transport.close()
-        self.on_response_complete()
+        try:  # the answer is out: a failure from here on is only logged (_look)
+            seconds = time.perf_counter() - held.started
+            c.metrics.claimed(SoldOut.code)
+            c.metrics.early("answered")
+            c.metrics.observe(lane.ROUTE, SOLD_OUT_STATUS, seconds)
+            if c.access is not None:
+                c.access.write(rid, self._as_app_sees(scope), SOLD_OUT_STATUS, seconds)
+        finally:
+            if not cycle.keep_alive:
+                self.transport.close()
+            self.on_response_complete()
 
     def _as_app_sees(self, scope: Any) -> Any:
         """The scope as the app would see it: uvicorn's proxy middleware, run on a copy, sets

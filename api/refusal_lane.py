@@ -137,6 +137,8 @@ async def refusal_lane(scope: Scope, receive: Receive, send: Send, proceed: Next
     if early is not None and c is not None and memory is not None:
         await _after_early(scope, receive, send, proceed, (early, memory))
         return
+    if early is not None:  # the app stopped since: its memory (and the place) went with it
+        scope.pop(SLOT, None)
     claim = readable(c, event_id, scope) if c is not None and memory is not None else None
     if c is None or memory is None or claim is None:
         await proceed(scope, receive, send)  # the normal path waits at the gate itself

@@ -49,7 +49,10 @@ class Served:
 
 
 @pytest.fixture
-async def served(real_store: Store) -> AsyncIterator[Served]:
+async def served(real_store: Store, request: pytest.FixtureRequest) -> AsyncIterator[Served]:
+    """`onsale serve`'s protocol around the API, in this process; `indirect` parameters:
+    keep_alive_s (uvicorn's own default otherwise)."""
+    options: dict[str, Any] = getattr(request, "param", {})
     env = {
         "ONSALE_REDIS_URL": REDIS_URL,
         "ONSALE_KEY_PREFIX": real_store.prefix,
@@ -76,6 +79,7 @@ async def served(real_store: Store) -> AsyncIterator[Served]:
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=10,
+        timeout_keep_alive=options.get("keep_alive_s", 5),
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
@@ -471,3 +475,111 @@ def test_only_a_claim_route_marked_early_is_held() -> None:
     early = HotRoute(app, "POST", "/x/{event_id}", app, early=True)  # type: ignore[arg-type]
     assert claim_route(early) is early
     assert claim_route(uvicorn.middleware.proxy_headers.ProxyHeadersMiddleware(early)) is early
+
+
+def connection_of(served: Served) -> Any:
+    """The server side of the one connection open."""
+    (conn,) = served.server.server_state.connections
+    return conn
+
+
+async def test_a_client_that_does_not_read_its_answers_is_answered_the_asgi_way(
+    served: Served, real_store: Store
+) -> None:
+    """While the connection's writes are paused (its client is not reading), a claim is not
+    held: the ASGI path waits for the buffer to drain before it answers, so a client that
+    sends and never reads cannot grow the server's buffer without bound."""
+    sale = await sold_out_and_remembered(served, real_store)
+    client = await Client.open(served.port)
+    await client.send(HEALTHZ)
+    assert (await client.answer()).status == 200
+    conn = connection_of(served)
+    conn.pause_writing()  # what the transport does past its high-water mark
+    answered = served.early("answered")
+    await client.send(claim_request(sale.event_id, "n", "kn"))
+    with contextlib.suppress(TimeoutError):
+        await client.answer(timeout_s=0.3)
+        pytest.fail("answered while writes were paused")
+    conn.resume_writing()
+    got = await client.answer()
+    assert (got.status, orjson.loads(got.body)["error"]["code"]) == (409, "sold_out")
+    assert served.early("answered") == answered  # the ASGI lane answered it
+    client.close()
+
+
+@pytest.mark.parametrize("served", [{"keep_alive_s": 1}], indirect=True)
+async def test_a_request_after_a_refusal_in_the_same_packet_is_not_cut_by_keep_alive(
+    served: Served, real_store: Store
+) -> None:
+    """A refusal written while its packet is parsed arms the keep-alive timer; the request
+    that follows in the same packet (its headers still arriving) must not be cut by it."""
+    sale = await sold_out_and_remembered(served, real_store)
+    client = await Client.open(served.port)
+    await client.send(claim_request(sale.event_id, "o", "ko") + b"GET /healthz HTTP/1.1\r\n")
+    assert (await client.answer()).status == 409
+    await asyncio.sleep(1.5)  # past the keep-alive bound, within the header bound (10 s)
+    await client.send(b"Host: onsale\r\n\r\n")
+    assert (await client.answer()).status == 200
+    client.close()
+
+
+async def test_a_request_read_after_an_answer_that_closed_the_connection_is_not_run(
+    served: Served, real_store: Store
+) -> None:
+    """The server is stopping while a claim's body is still on its way: the refusal closes
+    the connection, and a claim that came in the same packet after it (the parser still takes
+    the connection for kept alive) is read but never run: nobody could be told its answer."""
+    sale = await sold_out_and_remembered(served, real_store)
+    before = served.ctx.metrics._claims["sold_out"]._value.get()
+    client = await Client.open(served.port)
+    first = claim_request(sale.event_id, "q", "kq")
+    await client.send(first[:-2])  # all but its body
+    await wait_until(lambda: any(c._held for c in served.server.server_state.connections))
+    connection_of(served).shutdown()  # what a graceful stop does to each connection
+    await client.send(first[-2:] + claim_request(sale.event_id, "r", "kr"))
+    got = await client.answer()
+    assert got.status == 409 and got.headers["connection"] == "close"
+    assert await client.closed()
+    await asyncio.sleep(0.2)
+    assert served.ctx.metrics._claims["sold_out"]._value.get() == before + 1
+    client.close()
+
+
+@pytest.mark.parametrize("fails", ["answer", "woken look"])
+async def test_a_failure_in_the_lane_is_logged_and_the_claim_answered_the_asgi_way(
+    served: Served, real_store: Store, monkeypatch: pytest.MonkeyPatch, fails: str
+) -> None:
+    """A bug in the lane (here: its answer template, or the gate's look after a wait) never
+    turns into the parser's 400 or a hung connection: the claim goes on to ASGI, any place it
+    held is given back, and it is answered."""
+    from api import early_lane
+
+    sale = await sold_out_and_remembered(served, real_store)
+    memory = served.ctx.store.sold_out
+    if fails == "answer":
+
+        def broken(*_args: Any) -> bytes:
+            raise RuntimeError("broken template")
+
+        monkeypatch.setattr(early_lane.ANSWERS, "sold_out", broken)
+    else:
+        gate_event = (await open_sale(real_store, 5)).event_id
+        full_gate(served, gate_event)
+        real_ask = memory.ask
+
+        def ask(event_id: str, hold_id: str, woken: bool) -> Any:
+            if woken:
+                raise RuntimeError("broken look")
+            return real_ask(event_id, hold_id, woken)
+
+        monkeypatch.setattr(memory, "ask", ask)
+    event_id = sale.event_id if fails == "answer" else gate_event
+    client = await Client.open(served.port)
+    await client.send(claim_request(event_id, "s", "ks"))
+    if fails == "woken look":
+        gate = memory.gates.by_event[event_id]
+        await wait_until(lambda: len(gate.waiting) == 1)
+        memory.release(event_id)
+    got = await client.answer()
+    assert got.status == (409 if fails == "answer" else 201)
+    client.close()
