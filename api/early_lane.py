@@ -87,6 +87,7 @@ class LaneProtocol(BoundedHttpToolsProtocol):
         self._fresh = False  # inside on_headers_complete: a task started now is a new request's
         self._held: Held | None = None
         self._answers = ANSWERS
+        self._ctx: Context | None = None
 
     # -- uvicorn's hooks --------------------------------------------------------------------
 
@@ -128,10 +129,13 @@ class LaneProtocol(BoundedHttpToolsProtocol):
     # -- the lane ---------------------------------------------------------------------------
 
     def _context(self) -> Context | None:
-        assert self._route is not None
-        state = getattr(self._route.app, "state", None)  # the Starlette app's
-        c: Context | None = getattr(state, "ctx", None)  # set at startup
-        return c if c is not None and c.store.sold_out is not None else None
+        """The app's context (set at its startup), once it has a sold-out memory."""
+        if self._ctx is None:
+            assert self._route is not None
+            state = getattr(self._route.app, "state", None)  # the Starlette app's
+            c: Context | None = getattr(state, "ctx", None)
+            self._ctx = c if c is not None and c.store.sold_out is not None else None
+        return self._ctx
 
     def _hold(self, cycle: RequestResponseCycle) -> Held | None:
         """The claim held, or None: an ASGI request. Not while writes are paused (a client
