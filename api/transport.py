@@ -29,7 +29,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from engine.settings import int_setting
+from engine.settings import _bool, int_setting
 
 
 @dataclass(frozen=True)  # no slots: from_env reads the defaults off the class
@@ -39,7 +39,7 @@ class HttpBounds:
     idle_s: int = 75  # connected, nothing sent yet; and between requests (keep-alive)
     # 1: a claim is looked at by its connection before it becomes an ASGI request, and most T0
     # refusals are answered there (api/early_lane.py, ADR 0035); 0: every request is ASGI's.
-    early_lane: int = 1
+    early_lane: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "HttpBounds":
@@ -48,7 +48,7 @@ class HttpBounds:
             body_timeout_s=int_setting(env, "ONSALE_HTTP_BODY_TIMEOUT_S", cls.body_timeout_s),
             # Clients connect before T0 and wait: uvicorn's 5 s default would drop them.
             idle_s=int_setting(env, "ONSALE_HTTP_KEEPALIVE_S", cls.idle_s),
-            early_lane=int_setting(env, "ONSALE_EARLY_LANE", cls.early_lane),
+            early_lane=_bool(env, "ONSALE_EARLY_LANE", cls.early_lane),
         )
 
 

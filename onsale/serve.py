@@ -120,7 +120,7 @@ def startup_summary(
             "body": bounds.body_timeout_s,
             "idle": bounds.idle_s,
         },
-        "early_lane": bool(bounds.early_lane),
+        "early_lane": bounds.early_lane,
         "redis": redact_url(engine.redis_url),
         "key_prefix": engine.key_prefix,
         "redis_timeout_ms": engine.redis_timeout_ms,

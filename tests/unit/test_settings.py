@@ -38,6 +38,22 @@ def test_a_bad_keep_alive_is_a_clear_setting_error(monkeypatch: pytest.MonkeyPat
     assert serve_options()["timeout_keep_alive"] == 30
 
 
+def test_the_early_lane_is_on_by_default_and_can_be_turned_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from api.early_lane import LaneProtocol
+    from api.transport import BoundedHttpToolsProtocol
+    from onsale.cli import serve_options
+
+    monkeypatch.delenv("ONSALE_EARLY_LANE", raising=False)
+    assert serve_options()["http"].func is LaneProtocol
+    monkeypatch.setenv("ONSALE_EARLY_LANE", "0")
+    assert serve_options()["http"].func is BoundedHttpToolsProtocol
+    monkeypatch.setenv("ONSALE_EARLY_LANE", "sometimes")
+    with pytest.raises(MissingSetting, match="ONSALE_EARLY_LANE"):
+        serve_options()
+
+
 API_ENV = {
     "ONSALE_REDIS_URL": "redis://x",
     **API_TEST_ENV,
