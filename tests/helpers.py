@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.errors import ChargeNotFound
 from engine.holds import Charge, OutcomeResult, ProviderOutcome, ProviderReversal
-from tests.conftest import Sale
+from tests.conftest import REDIS_URL, Sale
 
 _event_ids = itertools.count()
 
@@ -80,3 +80,26 @@ async def wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> N
             return
         await asyncio.sleep(step_s)
     raise AssertionError(f"condition not met within {timeout_s}s")
+
+
+def memory_api_env(prefix: str, token_secret: str, **extra: str) -> dict[str, str]:
+    """The environment of an API made in a test process for the sold-out lanes' tests: real
+    Redis under `prefix`, demo logins signed with `token_secret`, no per-login limits,
+    decisions told at once (no ledger), and a sold-out memory that does not lapse while a test
+    runs."""
+    import secrets
+
+    return {
+        "ONSALE_REDIS_URL": REDIS_URL,
+        "ONSALE_KEY_PREFIX": prefix,
+        "ONSALE_TOKEN_SECRET": token_secret,
+        "ONSALE_ADMIN_TOKEN": secrets.token_urlsafe(32),
+        "ONSALE_WEBHOOK_SECRET": secrets.token_urlsafe(32),
+        "ONSALE_DEMO_LOGIN": "1",
+        "ONSALE_CLAIMS_PER_S": "0",
+        "ONSALE_LOGIN_CAP": "0",
+        "ONSALE_PROVIDER_URL": "http://127.0.0.1:9",
+        "ONSALE_CONFIRM_AFTER": "redis",
+        "ONSALE_SOLD_OUT_MEMORY_MS": "600000",
+        **extra,
+    }

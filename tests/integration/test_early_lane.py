@@ -28,8 +28,8 @@ from api.settings import ApiSettings
 from api.transport import HttpBounds
 from engine.store import Store
 from loadtest.stack import spare_port
-from tests.conftest import REDIS_URL, Sale, open_sale
-from tests.helpers import wait_until
+from tests.conftest import Sale, open_sale
+from tests.helpers import memory_api_env, wait_until
 
 pytestmark = [pytest.mark.redis]
 
@@ -53,20 +53,7 @@ async def served(real_store: Store, request: pytest.FixtureRequest) -> AsyncIter
     """`onsale serve`'s protocol around the API, in this process; `indirect` parameters:
     keep_alive_s (uvicorn's own default otherwise)."""
     options: dict[str, Any] = getattr(request, "param", {})
-    env = {
-        "ONSALE_REDIS_URL": REDIS_URL,
-        "ONSALE_KEY_PREFIX": real_store.prefix,
-        "ONSALE_TOKEN_SECRET": TOKENS,
-        "ONSALE_ADMIN_TOKEN": secrets.token_urlsafe(32),
-        "ONSALE_WEBHOOK_SECRET": secrets.token_urlsafe(32),
-        "ONSALE_DEMO_LOGIN": "1",
-        "ONSALE_CLAIMS_PER_S": "0",
-        "ONSALE_LOGIN_CAP": "0",
-        "ONSALE_PROVIDER_URL": "http://127.0.0.1:9",
-        "ONSALE_CONFIRM_AFTER": "redis",
-        "ONSALE_SOLD_OUT_MEMORY_MS": "60000",  # no lapse while a test runs
-        "ONSALE_GC_GEN0": "0",  # the collector as pytest left it
-    }
+    env = memory_api_env(real_store.prefix, TOKENS, ONSALE_GC_GEN0="0")  # pytest's collector
     app = create_app(ApiSettings.from_env(env))
     port = spare_port()
     config = uvicorn.Config(

@@ -33,7 +33,7 @@ from api.transport import BoundedHttpToolsProtocol, HttpBounds
 from engine.errors import SoldOut
 from loadtest.stack import spare_port
 from tests.conftest import REDIS_URL, _drop_prefix, new_prefix, open_sale
-from tests.helpers import wait_until
+from tests.helpers import memory_api_env, wait_until
 
 pytestmark = [pytest.mark.redis]
 
@@ -90,20 +90,7 @@ def _hold_id(event_id: str, login: str, key: str) -> str:
 @pytest.fixture(scope="module")
 def pair() -> Iterator[Pair]:
     prefix = new_prefix()
-    env = {
-        "ONSALE_REDIS_URL": REDIS_URL,
-        "ONSALE_KEY_PREFIX": prefix,
-        "ONSALE_TOKEN_SECRET": TOKENS,
-        "ONSALE_ADMIN_TOKEN": secrets.token_urlsafe(32),
-        "ONSALE_WEBHOOK_SECRET": secrets.token_urlsafe(32),
-        "ONSALE_DEMO_LOGIN": "1",
-        "ONSALE_CLAIMS_PER_S": "0",
-        "ONSALE_LOGIN_CAP": "0",
-        "ONSALE_PROVIDER_URL": "http://127.0.0.1:9",
-        "ONSALE_CONFIRM_AFTER": "redis",
-        "ONSALE_SOLD_OUT_MEMORY_MS": "600000",  # no lapse while the test runs
-        "ONSALE_GC_GEN0": "0",
-    }
+    env = memory_api_env(prefix, TOKENS, ONSALE_GC_GEN0="0")
     app = create_app(ApiSettings.from_env(env))
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)

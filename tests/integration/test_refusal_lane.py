@@ -16,8 +16,8 @@ from api.app import create_app
 from api.identity import DemoTokens
 from api.settings import ApiSettings
 from engine.store import Store
-from tests.conftest import REDIS_URL, open_sale
-from tests.helpers import wait_until
+from tests.conftest import open_sale
+from tests.helpers import memory_api_env, wait_until
 
 pytestmark = [pytest.mark.redis]
 
@@ -27,19 +27,7 @@ TOKENS = secrets.token_urlsafe(32)
 
 @pytest.fixture
 async def api(real_store: Store) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
-    env = {
-        "ONSALE_REDIS_URL": REDIS_URL,
-        "ONSALE_KEY_PREFIX": real_store.prefix,
-        "ONSALE_TOKEN_SECRET": TOKENS,
-        "ONSALE_ADMIN_TOKEN": ADMIN,
-        "ONSALE_WEBHOOK_SECRET": secrets.token_urlsafe(32),
-        "ONSALE_DEMO_LOGIN": "1",
-        "ONSALE_CLAIMS_PER_S": "0",
-        "ONSALE_LOGIN_CAP": "0",
-        "ONSALE_PROVIDER_URL": "http://127.0.0.1:9",
-        "ONSALE_CONFIRM_AFTER": "redis",
-        "ONSALE_SOLD_OUT_MEMORY_MS": "60000",  # no lapse while a test runs
-    }
+    env = memory_api_env(real_store.prefix, TOKENS, ONSALE_ADMIN_TOKEN=ADMIN)
     app = create_app(ApiSettings.from_env(env))
     async with (
         app.router.lifespan_context(app),
