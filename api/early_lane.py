@@ -86,8 +86,7 @@ class LaneProtocol(BoundedHttpToolsProtocol):
         self._proxy = self.app if isinstance(self.app, ProxyHeadersMiddleware) else None
         self._fresh = False  # inside on_headers_complete: a task started now is a new request's
         self._held: Held | None = None
-        self._answers = ANSWERS
-        self._ctx: Context | None = None
+        self._ctx: Context | None = None  # the app's, once found (a held claim implies it)
 
     # -- uvicorn's hooks --------------------------------------------------------------------
 
@@ -174,19 +173,19 @@ class LaneProtocol(BoundedHttpToolsProtocol):
             self._ask(held, woken)
         except Exception:
             log.exception("early lane: claim on %s", held.event_id)
-            c = self._context()
-            if held.placed and c is not None and c.store.sold_out is not None:
-                c.store.sold_out.release(held.event_id)
+            if held.placed:
+                self._memory().release(held.event_id)
             if self._held is held:
                 self._go_on(held, None)
 
+    def _memory(self) -> SoldOutMemory:
+        """The app's sold-out memory: found before any claim was held (`_readable`)."""
+        assert self._ctx is not None and self._ctx.store.sold_out is not None
+        return self._ctx.store.sold_out
+
     def _ask(self, held: Held, woken: bool) -> None:
-        c = self._context()
-        if c is None:  # the app stopped meanwhile: the normal path answers
-            self._go_on(held, None)
-            return
-        memory = c.store.sold_out
-        assert memory is not None
+        c, memory = self._ctx, self._memory()
+        assert c is not None
         if not woken:
             held.arrived = self.loop.time()
         verdict = memory.ask(held.event_id, held.claim[0] or "-", woken)
@@ -214,11 +213,9 @@ class LaneProtocol(BoundedHttpToolsProtocol):
         if turn.cancelled():
             return
         failed = turn.exception()
-        if held is not self._held or self._context() is None:  # gone, or the app stopped
+        if held is not self._held:  # the client went away
             if failed is None:
                 memory.gates.pass_turn(held.event_id)
-            if held is self._held:
-                self._go_on(held, None)
             return
         held.turn = None
         if failed is not None:  # waited too long (StoreUnavailable): 503, from the ASGI lane
@@ -230,9 +227,8 @@ class LaneProtocol(BoundedHttpToolsProtocol):
     def _go_on(self, held: Held, verdict: bool | EngineError | None) -> None:
         """On as an ASGI request (None: the ASGI lane looks at it afresh)."""
         self._held = None
-        c = self._context()
-        if c is not None:
-            c.metrics.early("passed")
+        assert self._ctx is not None
+        self._ctx.metrics.early("passed")
         scope = held.cycle.scope
         scope[STARTED] = held.started  # type: ignore[literal-required]
         if verdict is not None:
@@ -245,7 +241,7 @@ class LaneProtocol(BoundedHttpToolsProtocol):
         cycle, scope = held.cycle, held.cycle.scope
         rid = request_id_from(scope["headers"])
         headers = self.server_state.default_headers
-        data = self._answers.sold_out(scope, rid, headers, cycle.keep_alive)
+        data = ANSWERS.sold_out(scope, rid, headers, cycle.keep_alive)
         self._held = None
         cycle.response_complete = True
         self.transport.write(data)

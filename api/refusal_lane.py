@@ -134,11 +134,10 @@ async def refusal_lane(scope: Scope, receive: Receive, send: Send, proceed: Next
     memory = c.store.sold_out if c is not None else None
     event_id = scope["path_params"]["event_id"]
     early = scope.pop(EARLY, None)
-    if early is not None and c is not None and memory is not None:
-        await _after_early(scope, receive, send, proceed, (early, memory))
+    if early is not None:  # set only where the app's memory was found (api/early_lane.py)
+        assert memory is not None
+        await _after_early(scope, receive, send, proceed, early, memory)
         return
-    if early is not None:  # the app stopped since: its memory (and the place) went with it
-        scope.pop(SLOT, None)
     claim = readable(c, event_id, scope) if c is not None and memory is not None else None
     if c is None or memory is None or claim is None:
         await proceed(scope, receive, send)  # the normal path waits at the gate itself
@@ -160,11 +159,15 @@ async def refusal_lane(scope: Scope, receive: Receive, send: Send, proceed: Next
 
 
 async def _after_early(
-    scope: Scope, receive: Receive, send: Send, proceed: Next, got: tuple[object, SoldOutMemory]
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    proceed: Next,
+    early: object,
+    memory: SoldOutMemory,
 ) -> None:
     """Its connection's verdict: a failed wait (an EngineError) is answered; otherwise the
     claim holds a place in flight (SLOT) and goes on to the normal path."""
-    early, memory = got
     if isinstance(early, EngineError):
         await _answer(scope, receive, send, early)
         return
