@@ -30,6 +30,9 @@ class Marker(StrEnum):
     SEAT_FREED = "SEAT_FREED"  # a released hold's blocked seat is back on sale
     REFUND_ONLY = "REFUND_ONLY"  # a charge marked resolve-by-refund: if it captures, refunded
     REREFUND = "REREFUND"  # a capture after REFUNDED re-requests the idempotent refund
+    # A refund or dispute that arrived before the capture it follows (or a dispute's end before
+    # its start): kept on the charge, applied when its predecessor lands (ADR 0036).
+    MOVE_NOTED = "MOVE_NOTED"
     ALERT = "ALERT"  # a provider message refused or only partly applied (kind alert)
     GRACE = "GRACE"  # deadline passed with a charge in flight: live for the policy's grace
     # Policy changes (kind policy; `id` is the change's version, ADR 0020).

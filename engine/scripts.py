@@ -92,9 +92,10 @@ class ReversalCode(StrEnum):
     REFUND = "REFUND"  # dispute won after the seat was revoked: the money goes back
     CHARGED_BACK = "CHARGED_BACK"
     DUPLICATE = "DUPLICATE"
+    NOTED = "NOTED"  # before its predecessor: applied once that lands (lua/_money.lua, ADR 0036)
     CONTRADICTION = "CONTRADICTION"
     MISMATCH = "MISMATCH"
-    RETRY_LATER = "RETRY_LATER"
+    RETRY_LATER = "RETRY_LATER"  # the event is being rebuilt: nothing recorded
     NOT_FOUND = "NOT_FOUND"
 
 

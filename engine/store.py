@@ -324,7 +324,7 @@ class Store:
             await self._refuse_truthfully(event_id, code)  # lost: the provider retries later
             raise errors.EventNotFound(event_id)
         if code == OutcomeCode.RETRY_LATER:  # the event is being rebuilt: nothing was recorded
-            raise errors.StoreUnavailable(f"event {event_id} is not open; retry later")
+            raise errors.Recovering(f"event {event_id} is being rebuilt; retry later")
         return OutcomeResult.of_reply(code, reply)
 
     async def apply_reversal(self, event_id: str, reversal: ProviderReversal) -> OutcomeResult:
@@ -347,8 +347,8 @@ class Store:
         if code == ReversalCode.NOT_FOUND:
             await self._refuse_truthfully(event_id, code)
             raise errors.EventNotFound(event_id)
-        if code == ReversalCode.RETRY_LATER:  # rebuilding, or the capture has not landed yet
-            raise errors.StoreUnavailable(f"reversal for {reversal.charge_id}: retry later")
+        if code == ReversalCode.RETRY_LATER:  # the event is being rebuilt: nothing was recorded
+            raise errors.Recovering(f"event {event_id} is being rebuilt; retry later")
         return OutcomeResult.of_reply(code, reply)
 
     async def revoke_hold(self, event_id: str, hold_id: str, actor: str) -> None:

@@ -2,15 +2,16 @@
 
 `source(name)` reads one file via importlib.resources. `library()` is the text engine/scripts.py
 loads with FUNCTION LOAD (ADR 0032): the shared definitions (lua/_keys.lua, the clock,
-_lib.lua, _stock.lua, _queue.lua) once, then each transition script as the body of a registered
-function, `<name>_<tag>`, that binds the call's keys first. The library is named
+_lib.lua, _money.lua, _stock.lua, _queue.lua) once, then each transition script as the body of
+a registered function, `<name>_<tag>`, that binds the call's keys first. The library is named
 `onsale_<tag>`, its tag a hash of its text: two versions of the code (a rolling deploy, the
 tests' clock) live side by side on one server and never call each other's functions."""
 
 import hashlib
 from importlib import resources
 
-PRELUDES = ("_keys", "_clock", "_lib", "_stock", "_queue")  # _clock: _clock_server or _test
+# _clock: _clock_server or _clock_test
+PRELUDES = ("_keys", "_clock", "_lib", "_money", "_stock", "_queue")
 
 
 def source(name: str) -> str:

@@ -16,7 +16,9 @@ failure go REFUNDING (never a resurrected hold); captured money we cannot tie to
 REFUNDING as an orphan whose refund the refund worker first checks with the provider; a provider
 event id already seen returns its recorded reply and changes nothing; an attempt id maps to one
 charge forever; a capture past its hold's deadline is recorded with what the shadow deadline
-policy, if one runs, would have decided (it acts on nothing, ADR 0020). ]]
+policy, if one runs, would have decided (it acts on nothing, ADR 0020); a refund or dispute
+noted before this capture applies right after it, as if delivered in order (ADR 0036); a capture
+for another amount than asked, 0 included, closes its attempt down the refund path. ]]
 local pev, key, attempt, intent, outcome = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local status, amount_raw, currency = ARGV[6], ARGV[7], ARGV[8]
 local m_event, m_hold, m_charge = ARGV[9], ARGV[10], ARGV[11]
@@ -140,9 +142,10 @@ if #money > 0 then
   local why = 'mismatch:' .. table.concat(money, ',')
   raise_alert(ctx, 'pev/' .. pev, h, c, why, claimed)
   local open = c.state == CHARGING or c.state == DECLINED or c.state == FAILED
-  if outcome == CAPTURED and open and amount > 0 then
-    -- Captured, but not what we sold (before or after the provider's own decline): it can never
-    -- win; give it back, and the hold stops waiting for it.
+  if outcome == CAPTURED and open then
+    -- Captured, but not what we sold (before or after the provider's own decline; 0 included:
+    -- the provider says the attempt is captured): it can never win, so the attempt is closed;
+    -- whatever it took goes back, and the hold stops waiting for it and may pay again.
     local from = c.state
     c.state = REFUNDING
     c.captured = amount
@@ -151,6 +154,7 @@ if #money > 0 then
     redis.call('ZADD', K_REFUNDS, ctx.now, c.id)
     charge_record(ctx, c, from, h, why)
     if h and from == CHARGING then charge_resolved(ctx, h, c, 'charge_refunded') end
+    moves_due(ctx, c, h)
     code = 'REFUND'
   else
     code = 'MISMATCH'
@@ -200,6 +204,9 @@ if c.state == CHARGING then
     if h then charge_resolved(ctx, h, c, 'charge_' .. string.lower(outcome)) end
     code = outcome
   end
+  -- Money the provider moved before this capture reached us (a refund, a dispute) applies now,
+  -- as if delivered in order (lua/_money.lua, ADR 0036).
+  if outcome == CAPTURED then moves_due(ctx, c, h) end
 elseif outcome == CAPTURED and (c.state == CAPTURED or c.state == REFUNDING) then
   code = c.state == CAPTURED and 'CONFIRMED' or 'REFUND'
 elseif outcome == CAPTURED and c.state == REFUNDED then
@@ -219,6 +226,7 @@ elseif outcome == CAPTURED and (c.state == DECLINED or c.state == FAILED) then
   redis.call('ZADD', K_REFUNDS, ctx.now, c.id)
   charge_record(ctx, c, from, h, why)
   raise_alert(ctx, 'pev/' .. pev, h, c, why, claimed)
+  moves_due(ctx, c, h)
   code = 'REFUND'
 elseif outcome == CAPTURED then
   -- An old capture message for money that has moved since (refunded at the provider,

@@ -5,7 +5,8 @@ ARGV[4] REFUND|DISPUTE_OPENED|DISPUTE_WON|DISPUTE_LOST   ARGV[5] amount (minor u
 ARGV[6] currency   ARGV[7] metadata event id
 Returns {code, ...}: code charge_id charge_state hold_id hold_state first_seen(1|0), code one of
   REFUNDED | MONEY_LEFT | DISPUTED | REINSTATED | REFUND | CHARGED_BACK | DUPLICATE |
-  CONTRADICTION | MISMATCH | RETRY_LATER | NOT_FOUND
+  NOTED | CONTRADICTION | MISMATCH | RETRY_LATER | NOT_FOUND
+  (RETRY_LATER only while the event is being rebuilt: nothing is recorded)
 Invariants: a refund we asked for (REFUNDING) becomes REFUNDED; a refund or dispute of a winning
 charge is never silent: the charge moves to PROVIDER_REFUNDED or DISPUTED and its hold to
 EXCEPTION (seat still assigned, for ops) or REVOKED (seat back on sale), by the event's reversal
@@ -13,7 +14,9 @@ policy; a dispute of money we were giving back stops that refund; a won dispute 
 its money back, or, if the seat was revoked (or never had it) meanwhile, sends the money back to
 the buyer; a message that does not match the charge's binding (key, event,
 currency) changes nothing but an alert; the first terminal record of a charge or hold is never
-repeated; a movement reported before the capture it reverses is retried later. ]]
+repeated; a movement reported before the capture it follows (or a dispute's end before its
+start) is verified, noted on the charge (NOTED, answered 200) and applied when its predecessor
+lands (lua/_money.lua): every delivery order ends as the in-order one does (ADR 0036). ]]
 local pev, key, attempt, kind = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local amount_raw, currency, m_event = ARGV[5], ARGV[6], ARGV[7]
 if pev == '' or attempt == '' then return redis.error_reply('BAD_ARGS event and attempt ids') end
@@ -38,11 +41,12 @@ end
 
 local by_attempt = redis.call('HGET', K_ATTEMPTS, attempt)
 local c = by_attempt and get_charge(by_attempt) or nil
-if not c and key ~= '' and get_charge(key) then
-  -- Our charge, but its capture has not reached us yet (reordered delivery): nothing is
-  -- recorded, the provider retries, and the capture binds the attempt first.
-  local k = get_charge(key)
-  return { 'RETRY_LATER', k.id, k.state, k.hold, '', 1 }
+-- An attempt not bound yet: its capture has not reached us (reordered delivery). The movement
+-- is verified against the charge the key names and noted there for that capture to apply.
+local unbound = false
+if not c and key ~= '' then
+  c = get_charge(key)
+  unbound = c ~= nil
 end
 if not c then
   raise_alert(ctx, 'pev/' .. pev, nil, nil, 'unknown_charge:' .. string.lower(kind), claimed)
@@ -58,96 +62,20 @@ if #problems > 0 then
   raise_alert(ctx, 'pev/' .. pev, h, c, 'mismatch:' .. table.concat(problems, ','), claimed)
   return finish('MISMATCH', c, h)
 end
--- A movement reported before the capture it reverses: let the capture land first.
-if c.state == CHARGING then return { 'RETRY_LATER', c.id, c.state, c.hold, h and h.state or '', 1 } end
+local move = { pev = pev, kind = kind, attempt = attempt, amount = amount_raw,
+  claimed = claimed }
+if unbound then
+  move_note(ctx, c, h, move)
+  return finish('NOTED', c, h)
+end
 local amount = tonumber(amount_raw)
 local held = c.amount
 if (c.captured or 0) > 0 then held = c.captured end
-if amount ~= held then
+if not move_early(c, kind) and amount ~= held then
   -- Partial movements are not modelled: the whole charge is treated as moved, and ops see it.
   raise_alert(ctx, 'pev/' .. pev, h, c, 'partial_or_wrong_amount:' .. string.lower(kind), claimed)
 end
-
-local wins = h and h.winner == c.id
-local reason = 'provider_' .. string.lower(kind)
-local code
-if kind == 'REFUND' then
-  if c.state == REFUNDING then
-    c.state = REFUNDED
-    c.decided_ms = ctx.now
-    redis.call('ZREM', K_REFUNDS, c.id)
-    charge_record(ctx, c, REFUNDING, h, c.reason)
-    code = 'REFUNDED'
-  elseif c.state == CAPTURED then
-    c.state = PROVIDER_REFUNDED
-    charge_record(ctx, c, CAPTURED, h, reason, pev)
-    if wins and h.state == CONFIRMED then
-      hold_after_sale(ctx, h, ctx.cfg.reversal_policy == 'revoke' and REVOKED or EXCEPTION,
-        'money_refunded_at_provider', pev)
-    end
-    code = 'MONEY_LEFT'
-  elseif c.state == REFUNDED or c.state == PROVIDER_REFUNDED then
-    code = 'DUPLICATE'
-  else
-    raise_alert(ctx, 'pev/' .. pev, h, c, 'refund_while_' .. c.state, claimed)
-    code = 'CONTRADICTION'
-  end
-elseif kind == 'DISPUTE_OPENED' then
-  if c.state == CAPTURED then
-    c.state = DISPUTED
-    charge_record(ctx, c, CAPTURED, h, reason, pev)
-    if wins and h.state == CONFIRMED then
-      hold_after_sale(ctx, h, EXCEPTION, 'money_disputed', pev)
-    end
-    code = 'DISPUTED'
-  elseif c.state == REFUNDING then
-    -- The buyer disputed money we were about to give back: the provider withdrew it, so our
-    -- refund must not go out as well; the dispute's outcome decides what happens next.
-    c.state = DISPUTED
-    redis.call('ZREM', K_REFUNDS, c.id)
-    charge_record(ctx, c, REFUNDING, h, reason, pev)
-    code = 'DISPUTED'
-  elseif c.state == DISPUTED then
-    code = 'DUPLICATE'
-  else
-    raise_alert(ctx, 'pev/' .. pev, h, c, 'dispute_while_' .. c.state, claimed)
-    code = 'CONTRADICTION'
-  end
-elseif kind == 'DISPUTE_WON' then
-  if c.state == DISPUTED then
-    if wins and h.state == EXCEPTION then
-      c.state = CAPTURED
-      charge_record(ctx, c, DISPUTED, h, reason, pev)
-      hold_after_sale(ctx, h, CONFIRMED, 'dispute_won', pev)
-      code = 'REINSTATED'
-    else
-      -- The seat was taken back meanwhile: the money that came back has no seat to pay for.
-      c.state = REFUNDING
-      c.decided_ms = ctx.now
-      c.reason = 'dispute_won_without_seat'
-      redis.call('ZADD', K_REFUNDS, ctx.now, c.id)
-      charge_record(ctx, c, DISPUTED, h, c.reason, pev)
-      code = 'REFUND'
-    end
-  elseif c.state == CAPTURED or c.state == REFUNDING then
-    code = 'DUPLICATE'
-  else
-    raise_alert(ctx, 'pev/' .. pev, h, c, 'dispute_won_while_' .. c.state, claimed)
-    code = 'CONTRADICTION'
-  end
-else -- DISPUTE_LOST
-  if c.state == DISPUTED then
-    c.state = CHARGED_BACK
-    charge_record(ctx, c, DISPUTED, h, reason, pev)
-    if wins and h.state == EXCEPTION and ctx.cfg.reversal_policy == 'revoke' then
-      hold_after_sale(ctx, h, REVOKED, 'dispute_lost', pev)
-    end
-    code = 'CHARGED_BACK'
-  elseif c.state == CHARGED_BACK then
-    code = 'DUPLICATE'
-  else
-    raise_alert(ctx, 'pev/' .. pev, h, c, 'dispute_lost_while_' .. c.state, claimed)
-    code = 'CONTRADICTION'
-  end
-end
+local code = move_apply(ctx, c, h, move)
+-- A dispute opened may be what a noted end of that dispute waited for.
+if code ~= 'NOTED' then moves_due(ctx, c, h) end
 return finish(code, c, h)

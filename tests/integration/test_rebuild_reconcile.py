@@ -136,7 +136,7 @@ async def test_rebuild_from_the_ledger(stack: Stack, ledger: Any) -> None:
     assert report.ended_holds == len(ended) + 1
     # A callback while the event is rebuilt is told to retry: nothing is recorded.
     await store.client.hset(store.keys(event_id)[0], "status", "draft")
-    with pytest.raises(errors.StoreUnavailable):
+    with pytest.raises(errors.Recovering):
         await store.apply_outcome(event_id, ProviderOutcome("pe-x", "cx", "ax", "", "CAPTURED"))
     await store.client.hset(store.keys(event_id)[0], "status", "open")
     report_audit = await store.read.audit(event_id)

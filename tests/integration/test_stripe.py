@@ -98,3 +98,35 @@ def test_nightly_finds_what_stripe_did_without_telling_us(stack: Stack, ledger_d
     second = asyncio.run(_nightly(stack, ledger_dsn, event_id))
     assert second.discrepancies == [] and second.provider_net == second.expected_net == 0
     assert second.open_exceptions["seats_without_money"] == 1
+
+
+def test_a_refund_delivered_before_its_capture_never_sells_the_seat(stack: Stack) -> None:
+    """Stripe does not order its events. The buyer paid, the money was refunded at Stripe, and
+    `charge.refunded` reaches us before `payment_intent.succeeded`: the refund is answered 200
+    (noted, never a 503), and the success then ends as the in-order pair does: the seat is an
+    exception whose money left, never a sale; every redelivery changes nothing (ADR 0036)."""
+    stack.sim_config(loss_rate=1.0)  # the simulator delivers nothing: we deliver, in our order
+    event_id = stack.new_event(1)
+    buyer = stack.buyer(event_id, f"ria-{uuid.uuid4().hex[:6]}")
+    h = claim(stack, buyer)
+    charge_id = pay(stack, buyer, h["hold_id"])["charge_id"]
+    record = eventually(lambda: (r := stack.record(charge_id))["status"] == "captured" and r)
+    sim_post(stack, f"/v1/test/attempts/{record['attempt_id']}/refund")
+    payment = Payment.of_record(stack.record(charge_id))
+    refunded = stripe_event("event.charge.refunded.json", payment, f"evt_{uuid.uuid4().hex}")
+    succeeded = stripe_event(
+        "event.payment_intent.succeeded.json", payment, f"evt_{uuid.uuid4().hex}"
+    )
+    decisions = []
+    for event in (refunded, succeeded, refunded, succeeded):
+        r = stack.post_callback(event)
+        assert r.status_code == 200, r.text
+        decisions.append(r.json()["decision"])
+    assert decisions[0] == "NOTED"
+    state = hold_state(stack, buyer, h["hold_id"])
+    assert (state["state"], [c["state"] for c in state["charges"]]) == (
+        "EXCEPTION",
+        ["PROVIDER_REFUNDED"],
+    )
+    [listed] = exceptions(stack, event_id)["seats_without_money"]
+    assert (listed["hold_id"], listed["reason"]) == (h["hold_id"], "money_refunded_at_provider")

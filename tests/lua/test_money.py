@@ -83,11 +83,28 @@ async def test_a_capture_of_other_money_is_refunded_and_frees_the_hold(
     await sale.audit_ok()
 
 
-async def test_a_zero_capture_of_a_paid_charge_is_only_an_alert(store: Store) -> None:
+async def test_a_zero_capture_closes_the_attempt_and_frees_the_hold_to_pay_again(
+    store: Store,
+) -> None:
+    """The provider says the attempt is captured, for 0 of 1000: it can never win, so it is not
+    left in flight: it goes down the refund path (whatever it took goes back), an alert names
+    the amount, and the hold may start a new charge at once."""
     sale = await charging(store)
     res = await callback(sale, "c1", "CAPTURED", amount=0)
-    assert res.decision == "MISMATCH"
-    assert (await store.read.charge(sale.event_id, "c1")).state == ChargeState.CHARGING
+    assert (res.decision, res.charge_state, res.problems) == (
+        "REFUND",
+        ChargeState.REFUNDING,
+        "amount",
+    )
+    c = await store.read.charge(sale.event_id, "c1")
+    assert (c.captured, c.reason) == (0, "mismatch:amount")
+    h = await store.read.hold(sale.event_id, "h1")
+    assert (h.state, h.charge_in_flight) == (HoldState.RESERVED, "")
+    assert await store.read.due_refunds(sale.event_id, T0) == ["c1"]
+    [alert] = await store.read.alerts(sale.event_id)
+    assert alert.reason == "mismatch:amount"
+    await store.start_charge(sale.event_id, "h1", "alice", "c2", 100)
+    assert (await callback(sale, "c2", "CAPTURED")).decision == "CONFIRMED"
     await sale.audit_ok()
 
 
@@ -180,17 +197,61 @@ async def test_a_dispute_won_after_the_seat_was_revoked_sends_the_money_back(
     await sale.audit_ok()
 
 
-async def test_a_reversal_before_its_capture_is_retried_and_a_foreign_one_is_an_alert(
+@pytest.mark.parametrize("policy", [ReversalPolicy.MANUAL, ReversalPolicy.REVOKE])
+async def test_a_refund_before_its_capture_is_noted_and_the_capture_then_sells_nothing_silently(
+    store: Store, policy: ReversalPolicy
+) -> None:
+    """Stripe does not order its events: the refund of a winning capture may come first. It is
+    answered (NOTED, never an outage), and the capture that follows ends exactly as the in-order
+    pair does: the charge PROVIDER_REFUNDED, the hold an exception or revoked, by the event's
+    reversal policy, its seat never a silent sale; the refund's replay changes nothing."""
+    sale = await charging(store, reversal_policy=policy)
+    early = await reversal(sale, "c1", "REFUND", event_id="pr-1")
+    assert (early.decision, early.charge_state) == ("NOTED", ChargeState.CHARGING)
+    assert (await store.read.hold(sale.event_id, "h1")).state == HoldState.RESERVED
+    await callback(sale, "c1", "CAPTURED")
+    c = await store.read.charge(sale.event_id, "c1")
+    assert (c.state, c.holds_money) == (ChargeState.PROVIDER_REFUNDED, 0)
+    h = await store.read.hold(sale.event_id, "h1")
+    revoked = policy == ReversalPolicy.REVOKE
+    assert h.state == (HoldState.REVOKED if revoked else HoldState.EXCEPTION)
+    assert h.reason == "money_refunded_at_provider"
+    # manual: the seat stays assigned for ops, listed as an exception
+    assert (h.seat_id in await store.read.free_seats(sale.event_id)) == revoked
+    again = await reversal(sale, "c1", "REFUND", event_id="pr-1")
+    assert (again.decision, again.first_seen) == ("NOTED", False)
+    assert (await store.read.charge(sale.event_id, "c1")).state == ChargeState.PROVIDER_REFUNDED
+    assert await store.read.due_refunds(sale.event_id, T0 + 10**9) == []
+    foreign = await reversal(sale, "c1", "DISPUTE_OPENED", meta_event="elsewhere")
+    assert foreign.decision == "MISMATCH"
+    await sale.audit_ok()
+
+
+async def test_a_refund_before_a_capture_that_cannot_win_leaves_nothing_to_give_back(
+    store: Store,
+) -> None:
+    """The hold was given up before its money arrived: the capture would go back by our own
+    refund, but the provider already refunded it: the charge ends REFUNDED, no refund queued."""
+    sale = await charging(store)
+    await store.release(sale.event_id, "h1", "alice")
+    assert (await reversal(sale, "c1", "REFUND")).decision == "NOTED"
+    res = await callback(sale, "c1", "CAPTURED")
+    assert (res.decision, res.charge_state) == ("REFUND", ChargeState.REFUNDED)
+    assert await store.read.due_refunds(sale.event_id, T0 + 10**9) == []
+    assert len(await store.read.free_seats(sale.event_id)) == 2  # its seat is back on sale
+    await sale.audit_ok()
+
+
+async def test_a_dispute_closed_before_it_opened_applies_in_the_providers_order(
     store: Store,
 ) -> None:
     sale = await charging(store)
-    with pytest.raises(errors.StoreUnavailable):  # 503: the provider retries after the capture
-        await reversal(sale, "c1", "REFUND", event_id="pr-1")
     await callback(sale, "c1", "CAPTURED")
-    assert (await reversal(sale, "c1", "REFUND", event_id="pr-1")).decision == "MONEY_LEFT"
-    foreign = await reversal(sale, "c1", "DISPUTE_OPENED", meta_event="elsewhere")
-    assert foreign.decision == "MISMATCH"
-    assert (await store.read.charge(sale.event_id, "c1")).state == ChargeState.PROVIDER_REFUNDED
+    assert (await reversal(sale, "c1", "DISPUTE_WON")).decision == "NOTED"
+    assert (await store.read.hold(sale.event_id, "h1")).state == HoldState.CONFIRMED
+    opened = await reversal(sale, "c1", "DISPUTE_OPENED")
+    assert (opened.decision, opened.charge_state) == ("DISPUTED", ChargeState.CAPTURED)
+    assert (await store.read.hold(sale.event_id, "h1")).state == HoldState.CONFIRMED
     await sale.audit_ok()
 
 

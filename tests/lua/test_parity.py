@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from engine.errors import NotAnException, StoreUnavailable
+from engine.errors import NotAnException
 from engine.states import (
     CHARGE_TRANSITIONS,
     HOLD_TRANSITIONS,
@@ -112,10 +112,9 @@ async def apply_hold_event(store: Store, sale: Sale, event: HoldEvent) -> None:
             winner = await store.read.charge(sale.event_id, h.winner)
             if winner.state == ChargeState.DISPUTED:
                 kind = "DISPUTE_LOST"  # for a disputed winner, money leaves when it is lost
-        # A charge still CHARGING has no money to move yet: the provider is told to retry.
+        # A charge still CHARGING has no money to move yet: the movement is only noted.
         if charge_id != "never-started":  # no charge, no money the provider could move
-            with contextlib.suppress(StoreUnavailable):
-                await reversal(sale, charge_id, kind)
+            await reversal(sale, charge_id, kind)
 
 
 def hold_policy(state: HoldState, event: HoldEvent) -> LatePolicy:
@@ -193,8 +192,7 @@ async def apply_charge_event(store: Store, sale: Sale, event: ChargeEvent) -> No
             ChargeEvent.DISPUTE_WON_NO_SEAT: "DISPUTE_WON",
             ChargeEvent.DISPUTE_LOST: "DISPUTE_LOST",
         }[event]
-        with contextlib.suppress(StoreUnavailable):  # CHARGING: nothing to move yet, retried
-            await reversal(sale, "c1", kind)
+        await reversal(sale, "c1", kind)  # CHARGING: nothing to move yet, only noted
 
 
 # A capture after a refund only means something once the charge was captured before; a capture

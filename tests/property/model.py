@@ -76,6 +76,8 @@ class Model(Seats):
             return self._other_amount(event_id, c, h, outcome, amount)
         if c.state == ChargeState.CHARGING:
             code = self._decide(c, h, outcome, amount)
+            if outcome == "CAPTURED":
+                self._moves_due(c, h)  # what the provider moved before this capture reached us
         else:
             code = self._after_decision(event_id, c, outcome, amount)
         return self._finish(event_id, code, c, h, "")
@@ -121,7 +123,7 @@ class Model(Seats):
         self.alerts.add(f"pev/{event_id}")
         code = "MISMATCH"
         before = c.state
-        if outcome == "CAPTURED" and before in OPEN_STATES and amount > 0:
+        if outcome == "CAPTURED" and before in OPEN_STATES:  # 0 too: the attempt is closed
             c.captured = amount
             charging = before == ChargeState.CHARGING
             self._charge_to(
@@ -130,6 +132,7 @@ class Model(Seats):
             self.refunds.add(c.charge_id)
             if h is not None and charging:
                 self._charge_resolved(h, c)
+            self._moves_due(c, h)
             code = "REFUND"
         return self._finish(event_id, code, c, h, "amount")
 
@@ -170,6 +173,7 @@ class Model(Seats):
             self._charge_to(c, ChargeEvent.CAPTURE_CONTRADICTS)
             self.refunds.add(c.charge_id)
             self.alerts.add(f"pev/{event_id}")
+            self._moves_due(c, self.holds.get(c.hold_id))
             return "REFUND"
         if outcome == "CAPTURED":
             return "STALE"  # the money moved since (refunded at the provider, disputed)
@@ -203,13 +207,14 @@ class Model(Seats):
 
     def reversal(self, event_id: str, key: str, attempt: str, kind: str, amount: int) -> Reply:
         """Money the provider moved after a capture (charge_reversal), truthful about the event
-        and currency."""
+        and currency. One that arrives before its predecessor (the capture, or the dispute's
+        opening) is noted and applied when that lands, in the provider's order (ADR 0036)."""
         if event_id in self.callbacks:
             return (*self.callbacks[event_id][:5], "0")
         c = self.charges.get(self.attempts.get(attempt, ""))
-        if c is None and key in self.charges:
-            k = self.charges[key]  # its capture has not reached us: nothing is recorded
-            return ("RETRY_LATER", k.charge_id, k.state, k.hold_id, "", "1")
+        unbound = c is None and key in self.charges
+        if unbound:
+            c = self.charges[key]  # its capture has not reached us: noted on the key's charge
         if c is None:
             self.alerts.add(f"pev/{event_id}")
             return self._finish(event_id, "MISMATCH", None, None, "", key)[:6]
@@ -217,15 +222,49 @@ class Model(Seats):
         if key != c.key:
             self.alerts.add(f"pev/{event_id}")
             return self._finish(event_id, "MISMATCH", c, h, "")[:6]
-        if c.state == ChargeState.CHARGING:  # reported before its capture: nothing recorded
-            return ("RETRY_LATER", c.charge_id, c.state, c.hold_id, h.state if h else "", "1")
-        if amount != c.captured:
+        if unbound or self._early(c, kind):
+            self.charges.get(c.key, c).early.append((attempt, kind, event_id))
+            return self._finish(event_id, "NOTED", c, h, "")[:6]
+        if amount != (c.captured or c.amount):
             self.alerts.add(f"pev/{event_id}")  # partial or wrong amount: the whole charge moved
+        code = self._move(c, h, kind, event_id)
+        self._moves_due(c, h)
+        return self._finish(event_id, code, c, h, "")[:6]
+
+    @staticmethod
+    def _early(c: MCharge, kind: str) -> bool:
+        """Before its predecessor: no capture seen yet, or a dispute's end before its start."""
+        if c.state in OPEN_STATES:
+            return True
+        return kind in ("DISPUTE_WON", "DISPUTE_LOST") and c.state != S.DISPUTED and not c.disputed
+
+    def _move(self, c: MCharge, h: MHold | None, kind: str, event_id: str) -> str:
         wins = h if h is not None and h.winner == c.charge_id else None
-        code = getattr(self, REVERSALS[kind])(c, wins)
+        code: str = getattr(self, REVERSALS[kind])(c, wins)
         if code == "CONTRADICTION":
             self.alerts.add(f"pev/{event_id}")
-        return self._finish(event_id, code, c, h, "")[:6]
+        return code
+
+    def _moves_due(self, c: MCharge, h: MHold | None) -> None:
+        """The movements noted for c's attempt, in arrival order, each once its predecessor
+        is there; the rest keep waiting."""
+        parent = self.charges.get(c.key, c)
+        due = [m for m in parent.early if m[0] == c.attempt]
+        if not due:
+            return
+        kept = [m for m in parent.early if m[0] != c.attempt]
+        progress = True
+        while progress:
+            progress = False
+            waiting = []
+            for move in due:
+                if self._early(c, move[1]):
+                    waiting.append(move)
+                else:
+                    self._move(c, h, move[1], move[2])
+                    progress = True
+            due = waiting
+        parent.early = kept + due
 
     def _revoking(self) -> bool:
         return self.reversal_policy == ReversalPolicy.REVOKE
@@ -247,6 +286,10 @@ class Model(Seats):
         return "CONTRADICTION"
 
     def _dispute_opened(self, c: MCharge, wins: MHold | None) -> str:
+        if c.disputed:  # one dispute per charge: the same one notified again
+            return "DUPLICATE"
+        if c.state in (S.CAPTURED, S.REFUNDING):
+            c.disputed = True
         if c.state == S.CAPTURED:
             self._charge_to(c, ChargeEvent.DISPUTE_OPENED)
             if wins is not None and wins.state == HoldState.CONFIRMED:
@@ -282,25 +325,32 @@ class Model(Seats):
 @dataclass
 class Provider:
     """The payment provider's side, played by the test: the money it holds per attempt. Money is
-    captured once per attempt, at its first coherent CAPTURED message with an amount > 0 (replays
-    and duplicate notifications move none); a refund (ours or its own) returns what it holds; a
-    dispute opened withdraws it, a dispute won puts it back, a dispute lost keeps it gone."""
+    captured once per attempt, at its first coherent CAPTURED message (0 included: then it holds
+    nothing; replays and duplicate notifications move none); a refund (ours or its own) returns
+    what it holds; a dispute opened withdraws it, a dispute won puts it back, a dispute lost
+    keeps it gone; one dispute per attempt."""
 
     keys: dict[str, str] = field(default_factory=dict)  # attempt -> the key its messages name
     captured: dict[str, int] = field(default_factory=dict)  # attempt -> amount captured
     net: dict[str, int] = field(default_factory=dict)  # attempt -> money it holds now
     disputed: dict[str, int] = field(default_factory=dict)  # attempt -> withdrawn, dispute open
+    made: list[tuple[str, str]] = field(default_factory=list)  # movements made: (attempt, kind)
+    # Attempts it captured whose capture message has not reached the engine yet: what it holds
+    # for them is on its way, not missing.
+    unheard: set[str] = field(default_factory=set)
 
     def told(self, attempt: str, key: str) -> None:
         self.keys.setdefault(attempt, key)
 
     def capture(self, attempt: str, amount: int) -> None:
-        if amount > 0 and attempt not in self.captured:
+        if attempt not in self.captured:  # 0 too: the attempt's one capture, of nothing
             self.captured[attempt] = amount
             self.net[attempt] = amount
 
     def can(self, attempt: str, kind: str) -> bool:
         """Whether the provider can make this movement now (else it only notifies again)."""
+        if kind == "DISPUTE_OPENED" and (attempt, kind) in self.made:
+            return False  # one dispute per charge, as at Stripe
         if kind in ("REFUND", "DISPUTE_OPENED"):
             return self.net.get(attempt, 0) > 0
         return attempt in self.disputed
@@ -308,6 +358,7 @@ class Provider:
     def move(self, attempt: str, kind: str) -> None:
         if not self.can(attempt, kind):
             return
+        self.made.append((attempt, kind))
         if kind == "REFUND":
             self.net[attempt] = 0
         elif kind == "DISPUTE_OPENED":
@@ -319,4 +370,5 @@ class Provider:
             del self.disputed[attempt]
 
     def holding(self) -> dict[str, int]:
-        return {a: n for a, n in self.net.items() if n}
+        """What it holds for attempts whose capture the engine has heard of."""
+        return {a: n for a, n in self.net.items() if n and a not in self.unheard}

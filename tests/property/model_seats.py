@@ -63,6 +63,9 @@ class MCharge:
     captured: int = 0  # what the provider reported captured
     orphan: bool = False  # captured money tied to no charge of ours
     final: bool = False  # its one terminal record exists
+    disputed: bool = False  # a dispute was ever opened on it
+    # Movements noted before their predecessor (on the key's charge): (attempt, kind, event id).
+    early: list[tuple[str, str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.key = self.key or self.charge_id

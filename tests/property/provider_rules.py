@@ -55,6 +55,8 @@ class ProviderRules:
         status = status or STATUS_OF[outcome]
         if isinstance(amount, EllipsisType):
             amount = self.price_of(key)
+        if attempt in self.provider.unheard and outcome == "CAPTURED" and amount is not None:
+            amount = self.provider.captured[attempt]  # the message of a capture it already made
         if event_id not in self.model.callbacks:  # a replay moves no money
             self.deliveries.append(
                 ("charge_outcome_v2", (event_id, key, attempt, outcome, status, amount))
@@ -62,6 +64,7 @@ class ProviderRules:
             self.provider.told(attempt, key)
             if outcome == "CAPTURED" and status == "captured" and amount is not None:
                 self.provider.capture(attempt, amount)
+                self.provider.unheard.discard(attempt)
         ours = self.model.charges.get(key)
         hold = ours.hold_id if ours is not None else ""
         party = self.model.holds[hold] if hold else None
@@ -80,8 +83,7 @@ class ProviderRules:
         expected = self.model.reversal(event_id, key, attempt, kind, amount)
         if first:  # a replay moves no money; a duplicate notification finds nothing to move
             self.provider.move(attempt, kind)
-            if expected[0] != "RETRY_LATER":  # recorded: replays return the same reply
-                self.deliveries.append(("charge_reversal", (event_id, key, attempt, kind)))
+            self.deliveries.append(("charge_reversal", (event_id, key, attempt, kind)))
         argv: list[Any] = [event_id, key, attempt, kind, amount, "EUR", self.event_id]
         self.both("charge_reversal", argv, expected)
 
@@ -174,18 +176,34 @@ class ProviderRules:
     @rule(data=st.data())
     def provider_reversal(self, data: st.DataObject) -> None:
         """The provider moves money on its own after a capture: its own refund, a dispute opened,
-        won or lost (mostly of a sold seat's money). Else it notifies a movement again, or one of
-        an attempt whose capture has not reached us (retried later)."""
+        won or lost (mostly of a sold seat's money). Or it captures a charge and moves that money
+        at once, the capture's message still on its way (delivered later, like a replay: the
+        movement is noted and applied when it lands, ADR 0036). Or it notifies a movement it made
+        again (a new provider event about the same movement)."""
         told = sorted(self.provider.keys)
         moves = [(a, k) for a in told for k in REVERSALS if self.provider.can(a, k)]
         sold = [(a, k) for a, k in moves if self.wins(a)]
-        early = [f"att-{c}" for c in self.charge_ids if f"att-{c}" not in self.provider.keys]
+        charging = [
+            c
+            for c in self.charge_ids
+            if self.model.charges[c].state == "CHARGING" and f"att-{c}" not in self.provider.keys
+        ]
         pick = data.draw(st.integers(0, 3), label="movement")
         if moves and pick:
             attempt, kind = data.draw(st.sampled_from(sold if sold and pick > 1 else moves))
+        elif charging and data.draw(st.booleans(), label="before its capture's message"):
+            charge_id = data.draw(st.sampled_from(charging))
+            attempt, amount = f"att-{charge_id}", self.price_of(charge_id)
+            self.provider.told(attempt, charge_id)
+            self.provider.capture(attempt, amount)
+            self.provider.unheard.add(attempt)
+            kind = data.draw(st.sampled_from(["REFUND", "DISPUTE_OPENED"]))
+            on_its_way = (self.fresh("pe"), charge_id, attempt, "CAPTURED", "captured", amount)
+            self.deliveries.append(("charge_outcome_v2", on_its_way))
+        elif self.provider.made:
+            attempt, kind = data.draw(st.sampled_from(self.provider.made))
         else:
-            attempt = data.draw(st.sampled_from(told + early))
-            kind = data.draw(st.sampled_from(REVERSALS))
+            return
         key = self.provider.keys.get(attempt, attempt.removeprefix("att-"))
         self.reverse(self.fresh("pe"), key, attempt, kind)
 
