@@ -29,13 +29,18 @@ down:
 ## process; PYTEST_WORKERS=0 runs it in one process); then, alone: the browser tests (a page's
 ## timing on two shared cores) and the OpenAPI fuzzing module (xdist does not schedule
 ## schemathesis's generated tests). A run in which a collected test never reported fails
-## (tests/conftest.py).
+## (tests/conftest.py). Every part runs even when an earlier one failed; then one table of the
+## parts (.reports/*.xml) and a closing line with how many tests ran, passed and failed.
 PYTEST_WORKERS ?= 2
 ALONE := tests/browser tests/integration/test_openapi.py
 test: venv up
+	@rm -rf .reports; mkdir -p .reports; status=0; \
 	$(SERVICES) && $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --cov --cov-report= \
-		$(addprefix --ignore=,$(ALONE))
-	$(SERVICES) && $(BIN)/pytest --cov --cov-append --cov-report=term $(ALONE)
+		--junitxml=.reports/suite.xml $(addprefix --ignore=,$(ALONE)) || status=1; \
+	$(SERVICES) && $(BIN)/pytest --cov --cov-append --cov-report=term \
+		--junitxml=.reports/alone.xml $(ALONE) || status=1; \
+	$(BIN)/python .ci/summary.py .reports/suite.xml .reports/alone.xml || status=1; \
+	exit $$status
 
 ## Fast loop: every test that needs no server (unit tests and every script test on fakeredis).
 FAST := -m "not redis and not postgres and not slow"
@@ -107,4 +112,4 @@ migrate: venv up
 	$(SERVICES) && $(BIN)/onsale migrate
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .reports

@@ -95,7 +95,7 @@ class Reads:
 
     async def availability(self, event_id: str) -> Availability:
         raw = await self._read(self.client.hgetall(self._key(event_id, "event")))
-        if not raw:
+        if "status" not in raw:  # none, or only a rebuild's first marks: not an event yet
             if await self.recovering(event_id):
                 raise errors.Recovering(f"event {event_id} is being recovered; retry later")
             raise errors.EventNotFound(event_id)

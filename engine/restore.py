@@ -75,12 +75,24 @@ class Restore:
         )
         return RestoreCode(reply[0])
 
-    async def mark(self, event_id: str, at_ms: int, last_seq: int = 0) -> None:
-        """Decisions older than this were not made by this Redis: the outbox does not hold them
-        (the ledger does), and the audit does not expect them there. The next decision is
-        numbered after the ledger's last one (ADR 0017)."""
+    async def begin(self, event_id: str, last_seq: int) -> None:
+        """The first write of a rebuild, before the event exists again: marked rebuilding (the
+        ledger writer's look and a fence leave it alone, reads answer "recovering") and its
+        decisions numbered after the ledger's last one, so a decision made while it is rebuilt
+        (the refund worker acting on a restored refund) never takes a number the ledger holds."""
         event = self._key(event_id, "event")
-        await self._read(self.client.hset(event, items=["restored_at_ms", at_ms, "seq", last_seq]))
+        await self._read(self.client.hset(event, items=["rebuilding", "1", "seq", last_seq]))
+        await self._read(self.client.hdel(keys.lost_events(self.prefix), event_id))
+
+    async def mark(self, event_id: str, at_ms: int) -> None:
+        """Decisions older than this were not made by this Redis: the outbox does not hold them
+        (the ledger does), and the audit does not expect them there (ADR 0017)."""
+        await self._read(self.client.hset(self._key(event_id, "event"), "restored_at_ms", at_ms))
+
+    async def half_built(self, event_id: str) -> bool:
+        """A rebuild began and did not finish (it failed, or its process died)."""
+        flag = await self._read(self.client.hget(self._key(event_id, "event"), "rebuilding"))
+        return flag in ("1", b"1")
 
     async def mark_refused(self, event_id: str, hold_id: str, reason: str) -> None:
         """The ledger refused a decision of this hold: its sale, if it has one, is never told."""

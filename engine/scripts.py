@@ -173,6 +173,8 @@ class CancelCode(StrEnum):
 class FenceCode(StrEnum):
     FENCED = "FENCED"
     ALREADY_FENCED = "ALREADY_FENCED"
+    REBUILDING = "REBUILDING"  # never fenced half built; CURRENT: caught up with the ledger
+    CURRENT = "CURRENT"
     NOT_FOUND = "NOT_FOUND"
 
 
@@ -240,8 +242,7 @@ class QueueUseCode(StrEnum):
     NOT_FOUND = "NOT_FOUND"
 
 
-# One refusal table per script: the error each refusing reply code raises, used by the store
-# and by the PostgreSQL baseline (which answers the same claims).
+# One refusal table per script: the error each refusing code raises (store, PostgreSQL baseline).
 CLAIM_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType(
     {
         ClaimCode.SOLD_OUT: errors.SoldOut,

@@ -81,15 +81,13 @@ class Store:
         self.prefix = prefix
         self.timeout_s = timeout_s
         self.limits = limits = limits or LoginLimits()
-        # 0: a claim's hold id is its idempotency key; else the key plus the window number
-        # (lua/hold_claim.lua): the API passes the trim retention, so no hold id is ever reused.
+        # 0: a claim's hold id is its idempotency key; else key + window (lua/hold_claim.lua).
         self._claim_limits = [
             limits.claims_per_s, limits.claims_burst, limits.cap, idempotency_window_ms,
             "full" if hold_record == "full" else "",
         ]  # fmt: skip
         self._charge_limits = [limits.charges_per_s, limits.charges_burst]
-        # Answers "sold out" from memory once Redis said so (engine/soldout.py); set by the
-        # API, which also runs its listener.
+        # "Sold out" from memory once Redis said so (engine/soldout.py); set by the API.
         self.sold_out: SoldOutMemory | None = None
         self._keys: dict[str, list[str]] = {}
         self.read = Reads(client, prefix=prefix, timeout_s=timeout_s)  # views, workers, audit
@@ -280,9 +278,11 @@ class Store:
         if code in ("NOT_OPEN", "NOT_FOUND") and await self.read.recovering(event_id):
             raise errors.Recovering(f"event {event_id} is being recovered; retry later")
 
-    async def fence(self, event_id: str, reason: str) -> FenceCode:
-        """Stop deciding anything for the event until it is rebuilt (ADR 0017)."""
-        return FenceCode((await self._run("event_fence", event_id, [reason]))[0])
+    async def fence(self, event_id: str, reason: str, ledger_seq: int | None = None) -> FenceCode:
+        """Stop deciding for the event until rebuilt (ADR 0017): never while it is rebuilt, nor
+        once its number reached `ledger_seq`."""
+        seq = "" if ledger_seq is None else ledger_seq
+        return FenceCode((await self._run("event_fence", event_id, [reason, seq]))[0])
 
     async def abandon_charge(self, event_id: str, hold_id: str, login: str, charge_id: str) -> bool:
         """The client stopped waiting for `charge_id`: True once it is resolve-by-refund (now or

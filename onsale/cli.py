@@ -240,7 +240,8 @@ def _print_reconcile(console: Console, reports: list["EventReport"], left: int) 
         t.add_row(cls, str(len(rows)), str(fixed), str(len(rows) - fixed))
     console.print(t)
     m = Table(title="money per event (provider holds = our charges say) and open exceptions")
-    for col in ("event", "provider holds", "charges say", "seats w/o money", "parked", "refunding"):
+    cols = ("event", "provider holds", "charges say", "seats w/o money", "parked", "refunding")
+    for col in (*cols, "alerts"):
         m.add_column(col, justify="left" if col == "event" else "right")
     for r in reports:
         ex = r.open_exceptions
@@ -251,6 +252,7 @@ def _print_reconcile(console: Console, reports: list["EventReport"], left: int) 
             str(ex.get("seats_without_money", 0)),
             str(ex.get("refunds_parked", 0)),
             str(ex.get("refunds_pending", 0)),
+            str(ex.get("alerts", 0)),
         )
     console.print(m)
     console.print(f"{left} unrepaired" if left else "clean: nothing left unrepaired")

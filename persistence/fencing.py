@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from engine.scripts import FenceCode
 from engine.store import Store
 from persistence.queries import Q
 
@@ -55,8 +56,9 @@ class Fencer:
                     continue
                 last = int(await conn.fetchval(Q["event_last_seq"], event_id))
                 if status is not None and int(seq or 0) < last:
-                    await self.fence(event_id, f"redis decision number {seq or 0} < ledger {last}")
-                    report.fenced.append(event_id)
+                    reason = f"redis decision number {seq or 0} < ledger {last}"
+                    if await self.fence(event_id, reason, last) == FenceCode.FENCED:
+                        report.fenced.append(event_id)
         return report
 
     async def _state(self, event_id: str) -> tuple[str | None, str | None, str | None]:
@@ -69,6 +71,8 @@ class Fencer:
         log.error("event %s: the ledger has it, Redis does not; rebuild it", event_id)
         await self.store.restore.mark_lost(event_id)
 
-    async def fence(self, event_id: str, reason: str) -> None:
-        log.error("event %s fenced: %s; rebuild it from the ledger", event_id, reason)
-        await self.store.fence(event_id, reason)
+    async def fence(self, event_id: str, reason: str, ledger_seq: int | None = None) -> FenceCode:
+        code = await self.store.fence(event_id, reason, ledger_seq)
+        if code == FenceCode.FENCED:
+            log.error("event %s fenced: %s; rebuild it from the ledger", event_id, reason)
+        return code

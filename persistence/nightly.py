@@ -4,8 +4,9 @@ by), so a charge with several attempts is never a false discrepancy. Every discr
 reported by class; what can be repaired safely is repaired through the same verifying scripts a
 callback goes through, and a repair counts only when a re-check confirms it; the rest is left for
 a person. Exit 0 only when nothing is left unrepaired. Open exceptions (seats whose money left,
-parked refunds, alerts) are listed beside the discrepancies: they are known and visible, not a
-disagreement between the three records.
+parked and pending refunds, and alerts: provider messages refused or only partly applied, such
+as a capture of another amount, 0 included) are listed beside the discrepancies: they are known
+and visible, not a disagreement between the three records.
 
 Classes:
 - captured_without_seat_not_refunded: the provider holds money for an attempt that is neither the
@@ -111,6 +112,7 @@ class _Event:
         self.charges: dict[str, Charge] = {}
         self.holds: dict[str, Hold] = {}
         self.by_attempt: dict[str, str] = {}
+        self.alerts = 0  # provider messages refused or only partly applied (a wrong amount)
         self.ledger_winners: set[str] = set()  # winning charges of the ledger's sales
 
     def found(self, cls: str, entity: str, detail: str, repaired: bool) -> None:
@@ -120,6 +122,7 @@ class _Event:
         self.charges = {c.charge_id: c for c in await self.store.read.scan_charges(self.event_id)}
         self.holds = await self.store.read.holds(self.event_id)
         self.by_attempt = await self.store.read.attempts(self.event_id)
+        self.alerts = len(await self.store.read.alerts(self.event_id))
 
     def charge_of(self, attempt_id: str) -> Charge | None:
         charge_id = self.by_attempt.get(attempt_id)
@@ -327,6 +330,7 @@ class _Event:
         ex["refunds_pending"] = sum(
             c.state == ChargeState.REFUNDING and not c.parked for c in self.charges.values()
         )
+        ex["alerts"] = self.alerts
 
 
 async def reconcile_event(

@@ -95,7 +95,8 @@ async def _make_room(
 ) -> list[str]:
     if not await store.read.event_exists(event_id):
         return []
-    if not force:
+    # A rebuild that began and did not finish is finished by the next run: it starts over.
+    if not force and not await store.restore.half_built(event_id):
         raise RebuildRefused(f"event {event_id} still exists in Redis; pass --force to replace it")
     superseded = await _superseded(store, conn, event_id)
     await store.restore.drop_event(event_id)
@@ -114,15 +115,15 @@ async def rebuild(
         raise RebuildRefused(f"the ledger has no configuration for event {event_id}")
     superseded = await _make_room(store, conn, event_id, force=force)
     report = RebuildReport(event_id, superseded=superseded)
+    # Rebuilding and numbered after the ledger before anything else is written (ADR 0017).
+    await store.restore.begin(event_id, await conn.fetchval(Q["event_last_seq"], event_id))
     create = _create_stock if config["kind"] == "stock" else _create
     report.seats, amount_of = await create(store, conn, event_id, config)
     await _restore_policies(store, conn, event_id)
-    await store.restore.rebuilding(event_id, on=True)
     winners = await _restore_holds(store, conn, event_id, report)
     paying = await _restore_paying(store, conn, event_id, report)
     await _restore_charges(store, conn, event_id, amount_of, winners, paying, report)
-    last_seq = await conn.fetchval(Q["event_last_seq"], event_id)
-    await store.restore.mark(event_id, await store.read.server_time_ms(), last_seq)
+    await store.restore.mark(event_id, await store.read.server_time_ms())
     await _reopen(store, conn, event_id, config["opens_at_ms"])
     await store.restore.rebuilding(event_id, on=False)
     return report

@@ -86,10 +86,13 @@ async def test_pooled_connections_to_a_restarted_redis_are_replaced_not_failed(
     await asyncio.gather(*(store.read.availability("ev") for _ in range(20)))
     private_redis.kill()
     private_redis.start()  # empty, while nobody was calling
-    # The first call after it is a script call on a dead pooled connection: sent once more.
+    # The first call after it is a script call on a dead pooled connection, answered by the new
+    # server: redis-py (8 and later) finds the closed socket when it takes the connection from
+    # the pool and reconnects; an older one, or a socket whose close has not arrived yet, fails
+    # on first use and the pipeline sends the batch once more (so 0 or 1 resends, never 503).
     with pytest.raises(errors.EventNotFound):
         await store.claim("ev", "early", "e0")
-    assert store.pipeline is not None and store.pipeline.stats.resent == 1
+    assert store.pipeline is not None and store.pipeline.stats.resent <= 1
     await store.create_event("ev", seats(40), hold_ttl_ms=60_000, quarantine_ms=60_000)
     await store.open_sale("ev")
     reads = await asyncio.gather(*(store.read.availability("ev") for _ in range(20)))

@@ -259,7 +259,6 @@ def test_a_client_key_reused_across_events_buys_nothing_twice(
 @pytest.mark.parametrize(
     ("data", "problem"),
     [
-        ({"amount": 0}, "amount"),
         ({"amount": -5}, "amount"),
         ({"amount": "4500"}, "amount"),
         ({"amount": None}, "amount"),
@@ -286,6 +285,38 @@ def test_an_incoherent_capture_message_confirms_nothing_and_moves_no_money(
     assert (state["state"], state["charges"][0]["state"]) == ("RESERVED", "CHARGING")
     # Nothing moved at the provider either: let it fail so the event ends clean.
     stack.send(buyer.release(h["hold_id"]))
+
+
+def test_a_zero_capture_closes_the_attempt_and_reconciliation_lists_it(
+    stack: Stack, ledger_dsn: str
+) -> None:
+    """A signed capture of 0 for a charge of 1000: the attempt can never win, so it is closed
+    (refund requested, the hold free to pay again, never left in flight until its deadline), and
+    the nightly run lists it beside the money (an alert, a refund pending)."""
+    event_id = stack.new_event(1)
+    buyer = stack.buyer(event_id, f"zed-{uuid.uuid4().hex[:6]}")
+    h = claim(stack, buyer)
+    stack.sim_config(late_rate=1.0, late_delay_ms=600_000)  # the real outcome will not come
+    first = pay(stack, buyer, h["hold_id"])["charge_id"]
+    stack.sim_config(late_rate=0.0)
+    attempt = attempt_of(stack, first)
+    claimed = {"status": "captured", "amount": 0}
+    sim_post(stack, f"/v1/test/attempts/{attempt}/callback", type="charge.captured", data=claimed)
+    state = eventually(
+        lambda: (
+            (s := hold_state(stack, buyer, h["hold_id"]))["charges"][0]["state"] != "CHARGING" and s
+        )
+    )
+    assert state["state"] == "RESERVED" and state["charges"][0]["state"] in (
+        "REFUNDING",
+        "REFUNDED",
+    )
+    [alert] = exceptions(stack, event_id)["alerts"]
+    assert alert["reason"] == "mismatch:amount"
+    report = asyncio.run(_nightly(stack, ledger_dsn, event_id))
+    assert report.open_exceptions["alerts"] == 1
+    second = pay(stack, buyer, h["hold_id"])["charge_id"]
+    assert eventually(state_is(stack, buyer, h["hold_id"], "CONFIRMED"))["winner"] == second
 
 
 @pytest.mark.parametrize("captured", [{"amount": 1}, {"amount": 9999}, {"currency": "USD"}])

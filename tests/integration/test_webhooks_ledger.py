@@ -203,8 +203,10 @@ async def test_a_delivery_past_its_age_fails_and_a_replay_sends_it_again(
     await settle(sender, pool)
     [failed] = await deliveries(pool)
     assert (failed["status"], failed["last_status"]) == ("failed", 503)
+    # How many attempts fit in 200 ms depends on the machine's load (one, on a busy one): the
+    # retries and their backoff are the claim of the test above; this one is the age.
     attempts = failed["attempts"]
-    assert attempts >= 2
+    assert attempts >= 1
     receiver.status = 200
     api = WebhookDb(WebhookDbSettings(pg_dsn=ledger_dsn))
     try:

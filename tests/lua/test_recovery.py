@@ -96,3 +96,32 @@ async def test_a_restored_charge_the_provider_moves_afterwards_keeps_the_audit_c
     assert await store.refund_result(sale.event_id, "c1", refunded=True) == "REFUNDED"
     assert (await store.read.charge(sale.event_id, "c1")).reason != "restored"
     await again.audit_ok()
+
+
+async def test_a_fence_never_lands_on_a_rebuild_nor_on_an_event_that_caught_up(
+    store: Store,
+) -> None:
+    """The ledger writer's look may be older than the rebuild it races: the fence is decided in
+    the script, against the event as it is now (issue: a rebuild fenced half built)."""
+    sale = await open_sale(store, 2)
+    await store.claim(sale.event_id, "ann", "h1")  # decision number 0: no decision yet
+    await store.restore.drop_event(sale.event_id)
+    # The rebuild's first write: rebuilding, numbered after the ledger's last decision (7).
+    await store.restore.begin(sale.event_id, 7)
+    with pytest.raises(errors.Recovering):  # the event is not there yet: recovering, not 404
+        await store.read.availability(sale.event_id)
+    await store.create_event(sale.event_id, seats(2), hold_ttl_ms=60_000, quarantine_ms=60_000)
+    assert await store.fence(sale.event_id, "writer look", 7) == FenceCode.REBUILDING
+    assert await store.fence(sale.event_id, "ledger refused") == FenceCode.REBUILDING
+    assert await store.restore.half_built(sale.event_id)
+    await store.open_sale(sale.event_id)
+    await store.restore.rebuilding(sale.event_id, on=False)
+    assert not await store.restore.half_built(sale.event_id)
+    await store.claim(sale.event_id, "bob", "h2")
+    await store.release(sale.event_id, "h2", "bob")  # a decision: numbered 8, after the ledger
+    assert (await store.read.outbox(sale.event_id))[-1]["seq"] == "8"
+    # A look taken before the rebuild (Redis at 0 < ledger 7) comes too late: nothing happens.
+    assert await store.fence(sale.event_id, "stale look", 7) == FenceCode.CURRENT
+    assert (await store.read.availability(sale.event_id)).free == 2
+    # Behind the ledger now, and not rebuilding: fenced.
+    assert await store.fence(sale.event_id, "behind", 9) == FenceCode.FENCED
