@@ -11,6 +11,7 @@ from api.errors import STATUS
 from api.settings import ApiSettings
 from api.validate import LIMITS
 from engine import errors
+from engine.records import Marker
 from engine.sections import SectionsInterleaved
 from engine.states import ChargeState, HoldState
 
@@ -35,6 +36,13 @@ STATE_SCHEMAS: dict[str, dict[str, Any]] = {
         "example": HoldState.CONFIRMED.value,
     },
     "ChargeState": {"type": "string", "enum": [*ChargeState], "example": "CHARGING"},
+    "RecordMarker": {
+        "type": "string",
+        "enum": [*Marker],
+        "description": "A ledger decision's `to` that is not a hold's or a charge's state "
+        "(docs/spec.md): e.g. REFUND_ONLY, a charge marked resolve-by-refund.",
+        "example": Marker.REFUND_ONLY.value,
+    },
 }
 CURSOR_NEXT = {
     "type": "string",
@@ -226,6 +234,11 @@ ERROR_SCHEMA: dict[str, Any] = {
                 "blocked": {**INT, "description": "stock_below_zero: units late payments block"},
                 "sold": {**INT, "description": "stock_below_zero: units sold there"},
                 "sale_status": {**STR, "description": "sale_closed: closed or cancelled"},
+                "first_request": {
+                    "type": "object",
+                    "description": "idempotency_key_reused: what the key's first request holds "
+                    "(its seat_ids, or its lines and amount)",
+                },
             },
         }
     },

@@ -28,6 +28,11 @@ from api.openapi_parts import (
 )
 
 EXPIRES = 1767261900000
+SERVER_TIME = {
+    **AT_MS,
+    "description": "the server's (Redis) clock now, which decides T0 and every deadline: count "
+    "them down by it, not by the device's clock",
+}
 LINE_EXAMPLE = {"sku": "wheel-700c", "location": "east", "quantity": 2}
 
 HELD_LINE = record(
@@ -113,6 +118,7 @@ HOLD = record(
         "given_up": {**BOOL, "description": "QUARANTINED and released by its owner"},
         "charges": array(ref("HoldCharge")),
         "order": nullable(ref("Order")),
+        "server_time_ms": SERVER_TIME,
     },
     {
         "hold_id": HOLD_ID,
@@ -128,8 +134,9 @@ HOLD = record(
         "given_up": False,
         "charges": [HOLD_CHARGE["example"]],
         "order": ORDER["example"],
+        "server_time_ms": 1767261604120,
     },
-    optional=("lines", "amount"),
+    optional=("lines", "amount", "server_time_ms"),
     description="A hold, its charges, and what it owns: seat_id and seat_ids, or a stock "
     "hold's lines and amount (seat_id null). A CONFIRMED hold, once the sale is told, has its "
     "`order`; null otherwise.",
@@ -193,13 +200,19 @@ EVENT_AVAILABILITY = record(
         "free": INT,
         "held": INT,
         "blocked": INT,
-        "sold": INT,
+        "sold": {
+            **INT,
+            "description": "sold seats (units), those of holds in EXCEPTION included: their "
+            "money left and they wait for an operator; the admin orders listing has confirmed "
+            "orders only, the exceptions view the rest",
+        },
         "price_minor": AMOUNT,
         "hold_ttl_ms": INT,
         "waiting_room": {
             "type": "boolean",
             "description": "the event has a waiting room: claims need an admission (ADR 0029)",
         },
+        "server_time_ms": SERVER_TIME,
     },
     {
         "event_id": EVENT_ID,
@@ -213,6 +226,7 @@ EVENT_AVAILABILITY = record(
         "price_minor": 4500,
         "hold_ttl_ms": 480000,
         "waiting_room": False,
+        "server_time_ms": 1767261604120,
     },
     description="The event's counters (units, for a stock event).",
 )
@@ -246,8 +260,8 @@ STOCK_SKU = record(
     },
 )
 STOCK_TABLE = record(
-    {"event_id": ID, "skus": array(ref("StockSku"))},
-    {"event_id": "bike-parts", "skus": [STOCK_SKU["example"]]},
+    {"event_id": ID, "skus": array(ref("StockSku")), "server_time_ms": SERVER_TIME},
+    {"event_id": "bike-parts", "skus": [STOCK_SKU["example"]], "server_time_ms": 1767261604120},
     description="on_hand = available + held + blocked + sold at every location; a SKU's "
     "`available` is the sum over its locations.",
 )

@@ -161,7 +161,8 @@ class ChargeNotInFlight(EngineError):
 
 class IdempotencyKeyReused(EngineError):
     code = "idempotency_key_reused"
-    summary = "this Idempotency-Key was used for another request"
+    summary = "this Idempotency-Key was used for another request; send a new key"
+    public = ("first_request",)  # what the key's first request holds (a claim: its seats)
 
 
 class StoreUnavailable(EngineError):

@@ -3,6 +3,7 @@
 The claim is the hot path: token check (CPU only), one FCALL, no PostgreSQL. A claim of
 stock lines (ADR 0022) is answered with its amount from the same script call."""
 
+import asyncio
 import os
 import uuid
 from dataclasses import dataclass
@@ -23,14 +24,16 @@ from engine import errors, keys
 from engine.holds import Charge, Claimed, Hold
 from engine.providers import ProviderRefused, ProviderTimeout
 from engine.states import HoldState
-from engine.stock import StockLine
+from engine.stock import StockLine, lines_of
 
 
 @endpoint("availability")
 async def availability(request: Request) -> Response:
     c = ctx(request)
     event_id = path_id(request, "event_id")
-    a = await c.store.read.availability(event_id)
+    a, now_ms = await asyncio.gather(
+        c.store.read.availability(event_id), c.store.read.server_time_ms()
+    )
     room = await waiting.rooms(request).room(event_id)
     return json_response(
         {
@@ -45,6 +48,7 @@ async def availability(request: Request) -> Response:
             "price_minor": a.price_minor,
             "hold_ttl_ms": a.hold_ttl_ms,
             "waiting_room": room is not None,  # ADR 0029: claims then need an admission
+            "server_time_ms": now_ms,  # the clock that decides T0 and every deadline
         }
     )
 
@@ -71,6 +75,22 @@ class Wanted:
     seat_ids: tuple[str, ...] = ()
     quantity: int = 1
     lines: tuple[StockLine, ...] = ()
+
+    def answered_by(self, claimed: Claimed) -> bool:
+        """Whether a hold found by this claim's Idempotency-Key is what this body asks for:
+        the same seats, the same number of best seats, the same lines (a line's location as
+        asked, or any when it named none)."""
+        if self.lines:
+            held = sorted((x.sku, x.quantity, x.location) for x in lines_of(claimed.seat_id))
+            asked = sorted((x.sku, x.quantity, x.location) for x in self.lines)
+            return len(held) == len(asked) and all(
+                h[:2] == a[:2] and a[2] in ("", h[2]) for h, a in zip(held, asked, strict=True)
+            )
+        if claimed.is_stock:
+            return False
+        if self.seat_ids:
+            return set(claimed.seat_ids) == set(self.seat_ids)
+        return len(claimed.seat_ids) == self.quantity
 
 
 ASKED = ("seat_id", "seat_ids", "quantity", "lines")
@@ -157,13 +177,20 @@ async def claim(request: Request) -> Response:
     except Exception as exc:
         c.metrics.claimed(getattr(exc, "code", "error"))
         raise
+    if claimed.replay and not wanted.answered_by(claimed):
+        # Stripe's convention: a key sent again with another body is a client bug, said at once.
+        c.metrics.claimed(errors.IdempotencyKeyReused.code)
+        raise errors.IdempotencyKeyReused(
+            f"the key made hold {claimed.hold_id} ({claimed.seat_id}) with another body",
+            first_request=goods_view(claimed),
+        )
     c.metrics.claimed("replay" if claimed.replay else "ok")
     if claimed.is_stock:  # a cart (or its replay): its lines and amount
         return claimed_response(claimed, claimed.amount)
     return claimed_response(claimed)
 
 
-def goods_view(h: Hold) -> dict[str, object]:
+def goods_view(h: Hold | Claimed) -> dict[str, object]:
     """What the hold owns: its seats, or a stock hold's lines and their amount."""
     if h.is_stock:
         return {"seat_id": None, "seat_ids": [], "lines": lines_view(h.seat_id), "amount": h.amount}
@@ -230,11 +257,14 @@ async def hold_status(request: Request) -> Response:
     c = ctx(request)
     event_id, _login, h = await owned_hold(request)
     durable = c.settings.confirm_after != "ledger" or await sale_durable(c.store, event_id, h)
-    charges = await c.store.read.charges(event_id, h.charge_ids)
+    charges, now_ms = await asyncio.gather(
+        c.store.read.charges(event_id, h.charge_ids), c.store.read.server_time_ms()
+    )
     currency: str | None = ""
     if durable and h.state == HoldState.CONFIRMED:  # its order names the event's currency
         (currency,) = await c.store.read.event_fields(event_id, "currency")
-    return json_response(hold_view(h, charges, durable=durable, currency=currency or "EUR"))
+    view = hold_view(h, charges, durable=durable, currency=currency or "EUR")
+    return json_response({**view, "server_time_ms": now_ms})  # the clock of its deadline
 
 
 # A hold that ended otherwise cannot be given up: the 409 names why (and carries its state).

@@ -3,6 +3,7 @@ availability per SKU and location (public), and stock corrections (admin). Claim
 lines go through the claim route (api/routes/checkout.py); every later step is the seat
 engine's own."""
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,7 +98,10 @@ async def stock_table(request: Request) -> Response:
     """Availability per SKU and location: one read of the event's stock hash, never a scan."""
     c = ctx(request)
     event_id = path_id(request, "event_id")
-    table = await c.store.stock.table(event_id)  # EventNotFound, WrongKind for a seat event
+    # EventNotFound, WrongKind for a seat event
+    table, now_ms = await asyncio.gather(
+        c.store.stock.table(event_id), c.store.read.server_time_ms()
+    )
     skus = []
     for sku, entry in sorted(table.items()):
         locations = [
@@ -107,7 +111,7 @@ async def stock_table(request: Request) -> Response:
         available = sum(int(x["available"]) for x in locations)
         row = {"sku": sku, "price_minor": entry["price_minor"], "available": available}
         skus.append({**row, "locations": locations})
-    return json_response({"event_id": event_id, "skus": skus})
+    return json_response({"event_id": event_id, "skus": skus, "server_time_ms": now_ms})
 
 
 @dataclass(frozen=True, slots=True)

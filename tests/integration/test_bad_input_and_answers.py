@@ -595,3 +595,23 @@ async def test_an_8_mib_seat_map_is_created_while_buyers_are_answered(
     # What remains is the JSON parser and the garbage collector, which hold the interpreter
     # lock in the worker thread too (about 0.1 s each here).
     assert stall_s < blocking_s / 2, (stall_s, blocking_s)
+
+
+async def test_an_idempotency_key_sent_again_with_another_body_is_a_422_naming_the_first(
+    api: Api,
+) -> None:
+    """Stripe's convention, which integrators know: the same key with the same body is a
+    replay (200, the same hold); with another body it is a client bug, refused at once."""
+    sale = await open_sale(api.store, 6)
+    tab = {**await api.login("alice"), "Idempotency-Key": "order-1"}
+    holds = f"/v1/events/{sale.event_id}/holds"
+    first = await api.http.post(holds, headers=tab, json={"seat_ids": ["s00001", "s00002"]})
+    assert first.status_code == 201, first.text
+    same = await api.http.post(holds, headers=tab, json={"seat_ids": ["s00002", "s00001"]})
+    assert (same.status_code, same.json()["hold_id"]) == (200, first.json()["hold_id"])
+    for other in ({"seat_ids": ["s00003", "s00004", "s00005"]}, {"quantity": 3}, {}):
+        r = await api.http.post(holds, headers=tab, json=other)
+        assert (r.status_code, error_of(r)["code"]) == (422, "idempotency_key_reused"), r.text
+        assert error_of(r)["first_request"]["seat_ids"] == ["s00001", "s00002"]
+    # Nothing was claimed by the refused bodies.
+    assert len(await api.store.read.free_seats(sale.event_id)) == 4
