@@ -12,6 +12,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -104,7 +105,7 @@ def run_bare(redis_url: str, prefix: str, args: argparse.Namespace) -> dict[str,
     """The naive ceiling (loadtest/bare_app.py), same uvicorn configuration, same run."""
     import redis as redis_sync
 
-    from loadtest.stack import spare_port, wait_healthy
+    from loadtest.stack import signal_group, spare_port, wait_healthy, wait_port_free
 
     r = redis_sync.Redis.from_url(redis_url)
     free = f"{prefix}:{{bare}}:free"
@@ -134,6 +135,7 @@ def run_bare(redis_url: str, prefix: str, args: argparse.Namespace) -> dict[str,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its workers are signalled with it (signal_group)
     )
     try:
         wait_healthy(f"http://127.0.0.1:{port}", proc, 10.0, path="/trivial")
@@ -145,8 +147,12 @@ def run_bare(redis_url: str, prefix: str, args: argparse.Namespace) -> dict[str,
             "claim": wrk(f"{url}/bare-claim", args.seconds, args.connections, f.name),
         }
     finally:
-        proc.terminate()
-        proc.wait(10)
+        signal_group(proc, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        finally:
+            signal_group(proc, signal.SIGKILL)
+            wait_port_free(port, 10.0)
         r.close()
 
 

@@ -8,6 +8,7 @@ import contextlib
 import os
 import random
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -39,6 +40,37 @@ QUICK_SETTLE_ENV: Mapping[str, str] = MappingProxyType(
 # below the cluster nodes' range (loadtest/redis_cluster.py).
 SPARE_PORTS = range(15_000, 20_000)
 _handed: set[int] = set()  # never the same port twice from one process
+
+
+def signal_group(proc: "subprocess.Popen[bytes]", sig: int) -> None:
+    """Signal a process started in its own session and every process of its group (a server's
+    workers); nothing when the group is gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def wait_group_gone(proc: "subprocess.Popen[bytes]", timeout_s: float) -> None:
+    """Until no process of its group is left (killed workers take a moment to be reaped)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.02)
+    raise RuntimeError(f"processes of group {proc.pid} still run {timeout_s}s after a kill")
+
+
+def wait_port_free(port: int, timeout_s: float) -> None:
+    """Until nothing accepts connections on 127.0.0.1:port (a killed server's workers gone)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            s.settimeout(0.2)
+            if s.connect_ex(("127.0.0.1", port)) != 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"port {port} still answers {timeout_s}s after its server was killed")
 
 
 def spare_port() -> int:
@@ -133,11 +165,14 @@ class LocalStack:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         mode = "ab" if append else "wb"  # a restart keeps the log of the process it replaces
         out = open(self.log_dir / f"{name}.log", mode)  # noqa: SIM115 - closed in stop()
+        # Its own process group: a stop or a kill reaches the processes it started too (the
+        # API's workers), which would otherwise keep its port and answer the next phase.
         proc = subprocess.Popen(
             [sys.executable, "-m", module, *args],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self.procs.append((name, proc, out))
         return proc
@@ -202,11 +237,10 @@ class LocalStack:
             raise RuntimeError(f"create event {event_id}: {r.status_code} {r.text[:300]}")
 
     def kill_api(self) -> None:
-        """kill -9 the API process (a crash: no shutdown, requests in flight are cut)."""
-        for name, proc, _out in self.procs:
-            if name == "api" and proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
+        """kill -9 the API, its workers included (a crash: no shutdown, requests in flight are
+        cut), and wait until its port is free, so the next start is the only one answering."""
+        self.kill("api")
+        wait_port_free(self.api_port, 10.0)
 
     def _start_api(self, env: dict[str, str], append: bool = False) -> subprocess.Popen[bytes]:
         port, workers = str(self.api_port), str(self.api_workers)
@@ -220,9 +254,10 @@ class LocalStack:
     def kill(self, name: str) -> None:
         """kill -9 the named process: "api", "worker" or "ledger" (a crash: no shutdown)."""
         for each, proc, _out in self.procs:
-            if each == name and proc.poll() is None:
-                proc.kill()
+            if each == name:
+                signal_group(proc, signal.SIGKILL)
                 proc.wait(10)
+                wait_group_gone(proc, 10.0)
 
     def restart(self, name: str, timeout_s: float = 30.0) -> None:
         """Start the named process again (after `kill`, or after it exited), with the stack's
@@ -246,14 +281,12 @@ class LocalStack:
 
     def stop(self) -> None:
         for _name, proc, _out in self.procs:
-            if proc.poll() is None:
-                proc.terminate()
+            signal_group(proc, signal.SIGTERM)
         for _name, proc, out in self.procs:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            signal_group(proc, signal.SIGKILL)  # whatever of its group is left, and it
+            proc.wait(5)
             out.close()
         self.procs.clear()
 

@@ -3,11 +3,13 @@ same Idempotency-Key; the provider retries callbacks that were cut. Afterwards: 
 exactly one seat and paid once in effect, no seat twice, every capture a winner or refunded."""
 
 import asyncio
+import socket
 import uuid
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import httpx
 import pytest
 import redis.asyncio as redis_asyncio
 from itsdangerous import URLSafeTimedSerializer
@@ -93,3 +95,49 @@ async def test_api_kill_9_mid_burst(tmp_path: Path) -> None:
         async for key in client.scan_iter(match=f"{prefix}:*"):
             await client.delete(key)
         await client.aclose()
+
+
+def test_killing_an_api_with_workers_kills_them_all_and_frees_its_port(tmp_path: Path) -> None:
+    """`onsale serve --workers 2` is a master and two workers: a kill of the API (a benchmark's
+    phase change, a chaos fault) reaches all three, the port is free when it returns, and the
+    next start is the only server answering (its workers were orphans answering the next
+    phase before)."""
+    prefix = f"onsale:test:{uuid.uuid4().hex[:12]}"
+    stack = LocalStack(redis_url=REDIS_URL, key_prefix=prefix, log_dir=tmp_path, api_workers=2)
+    stack.start()
+    try:
+        first = stack.pid("api")
+        workers = children_of(first)
+        assert len(workers) >= 2, workers  # the workers (and a resource tracker, maybe)
+        stack.kill_api()
+        assert [p for p in [first, *workers] if alive(p)] == [], [
+            (p, (Path("/proc") / str(p) / "stat").read_text()[:80]) for p in workers if alive(p)
+        ]
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", stack.api_port)) != 0  # nobody answers now
+        stack.start_api()
+        assert stack.pid("api") != first
+        assert httpx.get(f"{stack.api_url}/healthz", timeout=5).status_code == 200
+    finally:
+        stack.stop()
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
