@@ -241,7 +241,7 @@ def _print_reconcile(console: Console, reports: list["EventReport"], left: int) 
     console.print(t)
     m = Table(title="money per event (provider holds = our charges say) and open exceptions")
     cols = ("event", "provider holds", "charges say", "seats w/o money", "parked", "refunding")
-    for col in (*cols, "alerts"):
+    for col in (*cols, "alerts", "superseded"):
         m.add_column(col, justify="left" if col == "event" else "right")
     for r in reports:
         ex = r.open_exceptions
@@ -253,6 +253,7 @@ def _print_reconcile(console: Console, reports: list["EventReport"], left: int) 
             str(ex.get("refunds_parked", 0)),
             str(ex.get("refunds_pending", 0)),
             str(ex.get("alerts", 0)),
+            str(ex.get("superseded_by_rebuild", 0)),
         )
     console.print(m)
     console.print(f"{left} unrepaired" if left else "clean: nothing left unrepaired")

@@ -18,7 +18,9 @@ Classes:
   applying the provider's refund or dispute: the hold becomes a visible exception.
 - decision_missing_from_ledger: an outbox record older than the grace period, not in the ledger;
   written now, repaired when the ledger then holds it.
-- decision_refused_by_ledger: a decision the ledger refused (ledger_alerts): for a person.
+- decision_refused_by_ledger: a decision the ledger refused (ledger_alerts): for a person, until
+  a rebuild from the ledger replaces the Redis that made it; then it is settled (the ledger won)
+  and counted among the open exceptions as superseded_by_rebuild, not a discrepancy.
 - ledger_row_unknown_to_redis: a hold or charge the ledger has and Redis does not.
 - refund_never_confirmed: a charge Redis is refunding that the provider already refunded
   (recorded now), or whose refund is overdue (re-requested; left for the refund queue).
@@ -271,6 +273,9 @@ class _Event:
         for did, problem in refused.items():
             if did not in in_ledger:
                 self.found(CLASSES[3], did, problem[:200], False)
+        # Refused decisions of a Redis a rebuild replaced: settled (the ledger won), listed.
+        superseded = await self.conn.fetch(Q["event_superseded_decisions"], self.event_id)
+        self.report.open_exceptions["superseded_by_rebuild"] = len(superseded)
 
     async def decision_ids(self) -> set[str]:
         rows = await self.conn.fetch(Q["event_decision_ids"], self.event_id)

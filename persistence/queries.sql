@@ -168,7 +168,17 @@ order by seq desc limit 1
 select coalesce(max(seq), 0) from decisions where event_id = $1
 
 -- name: event_refused_decisions
-select decision_id, problem from ledger_alerts where event_id = $1
+-- Refused and not yet settled by a rebuild that replaced the Redis which made them.
+select decision_id, problem from ledger_alerts where event_id = $1 and superseded_at_ms is null
+
+-- name: event_superseded_decisions
+select decision_id, problem from ledger_alerts
+where event_id = $1 and superseded_at_ms is not null
+
+-- name: supersede_refused_decisions
+-- A rebuild from the ledger replaced the Redis that made these decisions: the ledger won.
+update ledger_alerts set superseded_at_ms = $2
+where event_id = $1 and decision_id = any($3::text[]) and superseded_at_ms is null
 
 -- name: event_holds
 select * from holds where event_id = $1

@@ -123,7 +123,10 @@ async def rebuild(
     winners = await _restore_holds(store, conn, event_id, report)
     paying = await _restore_paying(store, conn, event_id, report)
     await _restore_charges(store, conn, event_id, amount_of, winners, paying, report)
-    await store.restore.mark(event_id, await store.read.server_time_ms())
+    now_ms = await store.read.server_time_ms()
+    await store.restore.mark(event_id, now_ms)
+    # What the ledger refused of the replaced Redis is settled: listed, no longer open.
+    await conn.execute(Q["supersede_refused_decisions"], event_id, now_ms, superseded)
     await _reopen(store, conn, event_id, config["opens_at_ms"])
     await store.restore.rebuilding(event_id, on=False)
     return report

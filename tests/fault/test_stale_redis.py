@@ -16,6 +16,7 @@ from engine.states import HoldState
 from engine.store import Store
 from loadtest.provider_sim import SimConfig, create_app
 from persistence.nightly import reconcile_event
+from persistence.nightly_report import EventReport
 from persistence.rebuild import RebuildReport, rebuild
 from persistence.writer import LedgerWriter
 from tests.conftest import seats
@@ -52,9 +53,9 @@ async def sold_then_snapshot_then_sold(server: PrivateRedis, pool: asyncpg.Pool)
     return ["h0", "h1", "h2"]
 
 
-async def lost_sales(store: Store, pool: asyncpg.Pool, writer: LedgerWriter) -> dict[str, bool]:
-    """The nightly run's sale_lost_by_redis findings (hold -> repaired), with the simulator in
-    process as the provider (it holds none of these test charges)."""
+async def nightly(store: Store, pool: asyncpg.Pool, writer: LedgerWriter) -> EventReport:
+    """The nightly run of the event, with the simulator in process as the provider (it holds
+    none of these test charges)."""
     app = create_app(SimConfig(webhook_url="http://127.0.0.1:9/none", retries_max=1))
     async with app.router.lifespan_context(app):
         provider = SimulatorProvider("http://sim", transport=httpx.ASGITransport(app=app))
@@ -63,6 +64,12 @@ async def lost_sales(store: Store, pool: asyncpg.Pool, writer: LedgerWriter) -> 
                 store, conn, writer, [], "ev", provider=provider, grace_ms=0
             )
         await provider.aclose()
+    return report
+
+
+async def lost_sales(store: Store, pool: asyncpg.Pool, writer: LedgerWriter) -> dict[str, bool]:
+    """The nightly run's sale_lost_by_redis findings (hold -> repaired)."""
+    report = await nightly(store, pool, writer)
     return {d.entity: d.repaired for d in report.discrepancies if d.cls == "sale_lost_by_redis"}
 
 
@@ -129,11 +136,18 @@ async def test_a_stale_redis_that_decides_first_is_fenced_by_its_numbers(
     assert await buy(store, 5, seat_of_h1) == "CONFIRMED"  # decided by the stale Redis ...
     writer = LedgerWriter(store.client, pool, prefix=store.prefix, consumer="stale")
     await drain(writer)
-    assert await alerts(pool) > 0  # ... refused by the ledger
+    refused = await alerts(pool)
+    assert refused > 0  # ... refused by the ledger
+    before = await nightly(store, pool, writer)
+    assert {d.cls for d in before.discrepancies if not d.repaired} >= {"decision_refused_by_ledger"}
     h5 = await store.read.hold("ev", "h5")
     assert await store.read.sale_status("ev", "h5", h5.record) == "fenced"  # ... never told
     assert (await store.read.availability("ev")).status == "fenced"
     await assert_rebuilt(store, pool, sold)
+    # The rebuild settled what the ledger refused: listed as superseded, no longer for a person.
+    after = await nightly(store, pool, writer)
+    assert [d for d in after.discrepancies if d.cls == "decision_refused_by_ledger"] == []
+    assert after.open_exceptions["superseded_by_rebuild"] == refused
     async with pool.acquire() as conn:
         winner = await conn.fetchval(
             "select hold_id from holds where seat_id = $1 and state = 'CONFIRMED'", seat_of_h1
