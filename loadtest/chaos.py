@@ -126,7 +126,9 @@ def start_servers(cfg: ChaosConfig, work: Path, console: Console) -> Servers:
             redis = DurableRedis(work / "redis")
             redis.start()
             url = redis.url
-        env = dict(QUICK_SETTLE_ENV)
+        # The run's own operator rebuilds what Redis loses, by the runbook (docs/recovery.md);
+        # the ledger's automatic rebuild would race it (tests/fault/test_auto_rebuild.py).
+        env = {**QUICK_SETTLE_ENV, "ONSALE_AUTO_REBUILD": "0"}
         if cfg.wait_replicas:
             env["ONSALE_REDIS_WAIT_REPLICAS"] = str(cfg.wait_replicas)
         stack = LocalStack(

@@ -129,6 +129,7 @@ async def run_ledger(
             batch_max=settings.batch_max,
             claim_idle_ms=settings.claim_idle_ms,
             retention_ms=settings.retention_ms,
+            auto_rebuild=settings.auto_rebuild,
         )
         metrics = LedgerMetrics()
         start_http_server(settings.metrics_port, addr=exporter.host, registry=metrics.registry)

@@ -140,6 +140,7 @@ LEDGER: Group = (
         "writer and is taken over (default 30000)",
         "ONSALE_OUTBOX_RETENTION_MS": "outbox entries kept once in the ledger (default 86400000)",
         "ONSALE_LEDGER_METRICS_PORT": "`onsale ledger`'s Prometheus port (default 9108)",
+        "ONSALE_AUTO_REBUILD": "0: a lost or fenced event waits for `onsale rebuild` (default 1)",
     },
 )
 SENDER: Group = (

@@ -9,7 +9,9 @@ sees both Redis and the ledger: the ledger writer.
   failed over to a replica that had not received the last writes. The event is fenced
   (`event_fence`): nothing is decided for it until it is rebuilt, so a seat the ledger shows
   as sold is never sold again. A new decision numbered with a number the ledger already holds
-  is refused by the ledger's unique index and fences the event the same way (the writer)."""
+  is refused by the ledger's unique index and fences the event the same way (the writer).
+- Either way, and for a rebuild that died half way, `onsale ledger` rebuilds the event from the
+  ledger by itself (persistence/auto_rebuild.py, ONSALE_AUTO_REBUILD)."""
 
 import logging
 import time
@@ -19,6 +21,7 @@ import asyncpg
 
 from engine.scripts import FenceCode
 from engine.store import Store
+from persistence.auto_rebuild import AutoRebuilder
 from persistence.queries import Q
 
 log = logging.getLogger("onsale.fencing")
@@ -27,20 +30,36 @@ log = logging.getLogger("onsale.fencing")
 @dataclass
 class FenceReport:
     lost: list[str] = field(default_factory=list)
-    fenced: list[str] = field(default_factory=list)
+    fenced: list[str] = field(default_factory=list)  # fenced by this look
+    still_fenced: list[str] = field(default_factory=list)  # fenced before, not rebuilt yet
+    half_built: list[str] = field(default_factory=list)  # a rebuild runs, or died
+
+    def to_rebuild(self) -> list[str]:
+        return list(dict.fromkeys([*self.lost, *self.fenced, *self.still_fenced, *self.half_built]))
 
 
 class Fencer:
-    def __init__(self, store: Store, pool: asyncpg.Pool, *, interval_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        pool: asyncpg.Pool,
+        *,
+        interval_s: float = 1.0,
+        auto_rebuild: bool = False,
+    ) -> None:
         self.store, self.pool, self.interval_s = store, pool, interval_s
         self._last_check = 0.0
+        # What a look finds lost, fenced or half built is rebuilt in the background, when asked.
+        self.rebuilder = AutoRebuilder(store, pool, enabled=auto_rebuild)
 
     async def check_due(self) -> FenceReport | None:
-        """`check`, at most once per `interval_s`."""
+        """`check`, at most once per `interval_s`; then the rebuilds it calls for, started."""
         if time.monotonic() - self._last_check < self.interval_s:
             return None
         self._last_check = time.monotonic()
-        return await self.check()
+        report = await self.check()
+        self.rebuilder.start(report.to_rebuild())
+        return report
 
     async def check(self) -> FenceReport:
         report = FenceReport()
@@ -48,7 +67,11 @@ class Fencer:
         async with self.pool.acquire() as conn:
             for event_id in [r[0] for r in await conn.fetch(Q["ledger_events"])]:
                 status, seq, rebuilding = await self._state(event_id)
-                if rebuilding == "1" or status == "fenced":
+                if rebuilding == "1":
+                    report.half_built.append(event_id)
+                    continue
+                if status == "fenced":
+                    report.still_fenced.append(event_id)
                     continue
                 if status is None and event_id not in in_redis:
                     await self._lost(event_id)

@@ -95,3 +95,30 @@ async def forget_idle_consumers(redis: "aioredis.Redis", stream: str, consumer: 
             await redis.xgroup_delconsumer(stream, LEDGER_GROUP, name)
             gone.append(name)
     return gone
+
+
+async def read_group(
+    redis: aioredis.Redis, stream: str, consumer: str, start: str, count: int
+) -> list[tuple[str, Any]]:
+    """XREADGROUP from `start`: "0" this consumer's own pending entries, ">" new ones."""
+    reply: Any = await redis.xreadgroup(LEDGER_GROUP, consumer, {stream: start}, count=count)
+    return list(reply[0][1]) if reply else []
+
+
+async def reclaim(
+    redis: aioredis.Redis, stream: str, consumer: str, idle_ms: int, count: int
+) -> list[tuple[str, Any]]:
+    """Entries a dead consumer left pending (idle `idle_ms`), taken over by `consumer`."""
+    _next, entries, *_ = await redis.xautoclaim(
+        stream, LEDGER_GROUP, consumer, idle_ms, "0-0", count=count
+    )
+    return list(entries)
+
+
+async def present(
+    redis: aioredis.Redis, stream: str, entries: list[tuple[str, Any]]
+) -> list[tuple[str, Any]]:
+    """An entry trimmed while pending comes back without fields and is only acknowledged."""
+    if gone := [entry_id for entry_id, fields in entries if not fields]:
+        await redis.xack(stream, LEDGER_GROUP, *gone)
+    return [(entry_id, fields) for entry_id, fields in entries if fields]

@@ -19,7 +19,12 @@ ledger.
   refuses while the outbox holds decisions the ledger does not have yet (they would be lost),
   unless the ledger refused them or the event is fenced (its Redis went back in time): then
   the ledger wins, and the report lists the superseded decisions (ADR 0017).
-- While it runs, a read or claim of the event answers 503 "recovering", not "not found".
+- While it runs, a read or claim of the event answers 503 "recovering", not "not found". Its
+  first write marks the event rebuilding and numbers it after the ledger (nothing fences it
+  half built); one rebuild of an event runs at a time, whoever starts it (a PostgreSQL
+  advisory lock); one that failed is started over by the next.
+- A ledger process rebuilds a lost or fenced event by itself (persistence/auto_rebuild.py);
+  the operator's command stays for what that refuses.
 - The deadline policies come back as the ledger's last policy records left them (enforced,
   shadow, what a rollback would restore, versions), not as the event was created (ADR 0020).
 - A stock event (ADR 0022) comes back with its SKUs and locations and no initial count (no new
@@ -50,6 +55,14 @@ WINNER_KEPT = (HoldState.CONFIRMED, HoldState.EXCEPTION, HoldState.REVOKED)
 
 class RebuildRefused(RuntimeError):
     pass
+
+
+class RebuildRunning(RebuildRefused):
+    """Another rebuild of the event holds its lock (an operator's, another ledger process's)."""
+
+
+class NotNeeded(RebuildRefused):
+    """The event is whole again (rebuilt meanwhile): an automatic rebuild leaves it alone."""
 
 
 @dataclass
@@ -107,8 +120,37 @@ Winners = dict[str, tuple[str, str, HoldState]]  # charge id -> (hold, seat, hol
 AmountOf = Callable[[str], int]  # what a sale of this seat (or line list) cost
 
 
+def rebuild_lock_key(event_id: str) -> str:
+    """The advisory lock one rebuild of the event holds, whoever runs it (an operator's
+    `onsale rebuild`, a ledger process's automatic rebuild): two never run at once."""
+    return f"onsale:rebuild:{event_id}"
+
+
 async def rebuild(
-    store: Store, conn: asyncpg.Connection, event_id: str, *, force: bool = False
+    store: Store,
+    conn: asyncpg.Connection,
+    event_id: str,
+    *,
+    force: bool = False,
+    if_needed: bool = False,
+) -> RebuildReport:
+    """`if_needed`: only an event Redis lost, fenced or left half built (an automatic rebuild,
+    decided on a look that may be older than a rebuild that has just finished)."""
+    key = rebuild_lock_key(event_id)
+    if not await conn.fetchval("select pg_try_advisory_lock(hashtext($1))", key):
+        raise RebuildRunning(f"another rebuild of {event_id} is running")
+    try:
+        if if_needed and not await store.read.recovering(event_id):
+            status = (await store.read.event_fields(event_id, "status"))[0]
+            if status is not None:
+                raise NotNeeded(f"{event_id} is {status}: nothing to rebuild")
+        return await _rebuild(store, conn, event_id, force=force)
+    finally:
+        await conn.execute("select pg_advisory_unlock(hashtext($1))", key)
+
+
+async def _rebuild(
+    store: Store, conn: asyncpg.Connection, event_id: str, *, force: bool
 ) -> RebuildReport:
     config = await conn.fetchrow(Q["event_config"], event_id)
     if config is None:

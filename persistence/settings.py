@@ -17,6 +17,7 @@ class LedgerSettings:
     claim_idle_ms: int = 30_000  # a pending entry idle this long belongs to a dead consumer
     retention_ms: int = 86_400_000  # outbox entries kept this long even once in the ledger
     metrics_port: int = 9108  # Prometheus: writer lag and throughput
+    auto_rebuild: bool = True  # a lost, fenced or half-built event is rebuilt without a person
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "LedgerSettings":
@@ -33,6 +34,7 @@ class LedgerSettings:
             claim_idle_ms=int_setting(env, "ONSALE_LEDGER_CLAIM_IDLE_MS", cls.claim_idle_ms),
             retention_ms=int_setting(env, "ONSALE_OUTBOX_RETENTION_MS", cls.retention_ms),
             metrics_port=int_setting(env, "ONSALE_LEDGER_METRICS_PORT", cls.metrics_port),
+            auto_rebuild=_bool(env, "ONSALE_AUTO_REBUILD", cls.auto_rebuild),
         )
 
 

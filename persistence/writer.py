@@ -43,7 +43,13 @@ from engine.store import Store
 from persistence.event_mirror import mirror_event
 from persistence.fencing import Fencer
 from persistence.ledger_apply import Ahead, Batch, apply_records, batch_of, records_of
-from persistence.ledger_group import forget_idle_consumers, read_new
+from persistence.ledger_group import (
+    forget_idle_consumers,
+    present,
+    read_group,
+    read_new,
+    reclaim,
+)
 from persistence.metrics import LedgerMetrics
 from persistence.queries import Q
 from persistence.settings import SenderSettings
@@ -51,7 +57,6 @@ from persistence.webhook_sender import WebhookSender
 
 log = logging.getLogger("onsale.ledger")
 
-GROUP = LEDGER_GROUP
 # The longest pause between two attempts during an outage: PostgreSQL's return is noticed within
 # it (one connection attempt per second costs nothing; the entries wait in Redis meanwhile).
 OUTAGE_PROBE_S = 1.0
@@ -79,6 +84,7 @@ class LedgerWriter:
         batch_max: int = 500,
         claim_idle_ms: int = 30_000,
         retention_ms: int | None = None,
+        auto_rebuild: bool = False,
     ) -> None:
         assert batch_max > 0
         self.redis, self.pool, self.prefix = redis, pool, prefix
@@ -87,7 +93,8 @@ class LedgerWriter:
         self.stats = WriterStats()
         self.store = Store(redis, prefix=prefix, timeout_s=30.0, autopipeline=False)
         self.reads = self.store.read
-        self.fencer = Fencer(self.store, pool)
+        # Automatic rebuilds are off unless asked (`onsale ledger`, ONSALE_AUTO_REBUILD).
+        self.fencer = Fencer(self.store, pool, auto_rebuild=auto_rebuild)
         self._groups: set[str] = set()  # events whose group exists and config is mirrored
         self._ahead: dict[str, Ahead] = {}  # events' next batches, read ahead (pending)
         # Streams where this writer has no entries pending but those in hand (its own pending
@@ -108,7 +115,7 @@ class LedgerWriter:
             return
         for stream in (self._stream(event_id), self._raw_stream(event_id)):
             try:
-                await self.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
+                await self.redis.xgroup_create(stream, LEDGER_GROUP, id="0", mkstream=True)
             except ResponseError as exc:
                 if "BUSYGROUP" not in str(exc):
                     raise
@@ -157,7 +164,7 @@ class LedgerWriter:
         raw, _new = await self._take(event_id, raw_stream)
         if raw:
             await self.write_raw(event_id, raw)
-            await self.redis.xack(raw_stream, GROUP, *[entry_id for entry_id, _ in raw])
+            await self.redis.xack(raw_stream, LEDGER_GROUP, *[entry_id for entry_id, _ in raw])
         return len(entries) + len(raw)
 
     async def wait(self, timeout_s: float) -> bool:
@@ -196,7 +203,7 @@ class LedgerWriter:
         """One batch of the outbox written, acknowledged, the stream trimmed."""
         if await self.write(event_id, entries, batch):
             await self.fencer.fence(event_id, "a decision number the ledger already held")
-        await self.redis.xack(stream, GROUP, *[entry_id for entry_id, _ in entries])
+        await self.redis.xack(stream, LEDGER_GROUP, *[entry_id for entry_id, _ in entries])
         if self.retention_ms is not None:
             await self.trim(event_id)
         self.stats.batches += 1
@@ -232,22 +239,22 @@ class LedgerWriter:
             self._groups.discard(event_id)
             return [], False
         if entries:
-            return await self._present(stream, entries), False
+            return await present(self.redis, stream, entries), False
         return await self._take_new(event_id, stream), True
 
     async def _reclaim(self, stream: str) -> list[tuple[str, Any]]:
         """Entries a dead consumer left pending (idle `claim_idle_ms`), taken over."""
-        _next, entries, *_ = await self.redis.xautoclaim(
-            stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch_max
+        entries = await reclaim(
+            self.redis, stream, self.consumer, self.claim_idle_ms, self.batch_max
         )
         self.stats.reclaimed += len(entries)
         self._looked_at[stream] = -math.inf if entries else time.monotonic()  # found: again
-        return list(entries)
+        return entries
 
     async def _take_new(self, event_id: str, stream: str) -> list[tuple[str, dict[str, str]]]:
         """Entries never delivered before."""
         try:
-            return await self._present(stream, await self._read_group(stream, ">"))
+            return await self._read_group(stream, ">")
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
@@ -255,18 +262,10 @@ class LedgerWriter:
             self._groups.discard(event_id)
             return []
 
-    async def _present(self, stream: str, entries: list[tuple[str, Any]]) -> list[Any]:
-        """An entry trimmed while pending comes back without fields and is only acknowledged."""
-        if gone := [entry_id for entry_id, fields in entries if not fields]:
-            await self.redis.xack(stream, GROUP, *gone)
-        return [(entry_id, fields) for entry_id, fields in entries if fields]
-
     async def _read_group(self, stream: str, start: str) -> list[tuple[str, Any]]:
-        """XREADGROUP from `start`: "0" this consumer's own pending entries, ">" new ones."""
-        reply: Any = await self.redis.xreadgroup(
-            GROUP, self.consumer, {stream: start}, count=self.batch_max
-        )
-        return list(reply[0][1]) if reply else []
+        """Its own pending entries (`start` "0") or new ones (">"), trimmed ones acknowledged."""
+        entries = await read_group(self.redis, stream, self.consumer, start, self.batch_max)
+        return await present(self.redis, stream, entries)
 
     async def write_raw(self, event_id: str, entries: list[tuple[str, dict[str, str]]]) -> None:
         """Verified callbacks, byte for byte, first delivery of each provider event kept."""
@@ -353,7 +352,7 @@ class LedgerWriter:
         async def one_pass() -> bool:
             nonlocal reported
             moved = 0
-            await self.fencer.check_due()
+            await self.fencer.check_due()  # and rebuilds what it finds lost, if asked to
             for event_id in await self.reads.index.ids():
                 try:
                     moved += await self.step(event_id)
@@ -393,6 +392,7 @@ class LedgerWriter:
                 backoff_max_s=OUTAGE_PROBE_S,
             )
             await self.flush()  # the batch in hand: what was read ahead
+            await self.fencer.rebuilder.wait()  # a rebuild under way ends before the exit
         return self.stats
 
 

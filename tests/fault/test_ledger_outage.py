@@ -9,8 +9,8 @@ import asyncpg
 import pytest
 
 from engine import keys
+from engine.reads import LEDGER_GROUP
 from engine.store import Store
-from persistence import writer as w
 from persistence.database import create_pool
 from persistence.metrics import LedgerMetrics
 from persistence.migrate import migrate
@@ -59,7 +59,7 @@ async def test_writer_rides_out_a_database_crash(
     outbox = sorted(r["decision_id"] for r in await real_store.read.outbox(sale.event_id))
     assert ids == outbox and confirmed == 150
     stream = keys.event_key(sale.event_id, "outbox", real_store.prefix)
-    assert (await real_store.client.xpending(stream, w.GROUP))["pending"] == 0
+    assert (await real_store.client.xpending(stream, LEDGER_GROUP))["pending"] == 0
     await pool.close()
 
 

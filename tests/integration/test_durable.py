@@ -14,9 +14,10 @@ import pytest
 from api.app import create_app
 from api.settings import ApiSettings
 from engine import keys
+from engine.reads import LEDGER_GROUP as GROUP
 from engine.signing import HEADER, sign
 from engine.store import Store
-from persistence.writer import GROUP, LedgerWriter
+from persistence.writer import LedgerWriter
 from tests.conftest import API_TEST_ENV, REDIS_URL, Sale, open_sale
 from tests.pg import migrated_pool
 
