@@ -112,6 +112,13 @@ def test_confirm_cost_smoke() -> None:
     assert "buyer reads CONFIRMED" in out and "told after: ledger" in out
 
 
+def test_rebuild_time_smoke() -> None:
+    out = run_tool(
+        "loadtest.rebuild_time", "--sizes", "80 seats", env_extra={"ONSALE_PG_DSN": PG_DSN}
+    )
+    assert "80 seats" in out and "loss to first claim" in out
+
+
 @pytest.mark.skipif(shutil.which("redis-benchmark") is None, reason="needs redis-benchmark")
 def test_claim_ab_smoke() -> None:
     lua_dir = str(Path(__file__).resolve().parents[2] / "lua")
