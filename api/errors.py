@@ -35,6 +35,7 @@ STATUS: dict[str, int] = {
     "bad_signature": 401,
     e.NotOwner.code: 403,
     e.HoldNotFound.code: 404,
+    e.HoldLost.code: 410,
     e.EventNotFound.code: 404,
     e.ChargeNotFound.code: 404,
     e.UnknownSeat.code: 404,

@@ -42,7 +42,7 @@ from api.settings import ApiSettings
 
 OPS_AUTH = ("unauthorized", "token_revoked", "identity_unavailable")
 EVENT_READ = (*PATHED, *STORE, "event_not_found")
-HOLD_CODES = (*BUYER, *PATHED, *STORE, "hold_not_found")
+HOLD_CODES = (*BUYER, *PATHED, *STORE, "hold_not_found", "hold_lost_in_recovery")
 CLAIM_CODES = (
     *BUYER, *BODY, *PATHED, *STORE, "event_not_found", "unknown_seat", "unknown_sku",
     "unknown_location", "sold_out", "seat_taken", "not_enough_seats", "party_too_large",

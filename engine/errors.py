@@ -90,6 +90,14 @@ class HoldNotFound(EngineError):
     summary = "no such hold for this login"
 
 
+class HoldLost(EngineError):
+    """The event was rebuilt from the ledger after Redis lost it, and this hold was made before
+    and never paid: the ledger never had it (ADR 0037). A final answer, not "not found"."""
+
+    code = "hold_lost_in_recovery"
+    summary = "this hold was lost when the event was recovered; its seats are on sale again"
+
+
 class ChargeNotFound(EngineError):
     code = "charge_not_found"
     summary = "no such charge on this hold"

@@ -76,10 +76,23 @@ def _undelivered(group: dict[str, Any], delivered: tuple[int, int], last: Any) -
     return max(1, int(group.get("lag") or 0))
 
 
+SEEN_MAX = 100_000  # events this process remembers having answered for
+
+
 class Reads:
-    def __init__(self, client: "aioredis.Redis", *, prefix: str, timeout_s: float) -> None:
+    def __init__(
+        self, client: "aioredis.Redis", *, prefix: str, timeout_s: float, window_ms: int = 0
+    ) -> None:
         self.client, self.prefix, self.timeout_s = client, prefix, timeout_s
+        self.window_ms = window_ms  # the claims' idempotency window: a hold id's suffix
         self.index = EventIndex(client, prefix=prefix, read=self._read)  # which events exist
+        # Events this process answered for: one Redis no longer has is being recovered, from
+        # the first moment (before the ledger writer's look marks it lost).
+        self.seen: set[str] = set()
+
+    def saw(self, event_id: str) -> None:
+        if len(self.seen) < SEEN_MAX:
+            self.seen.add(event_id)
 
     async def _read(self, coro: Any) -> Any:
         return await timed(coro, self.timeout_s)
@@ -99,6 +112,7 @@ class Reads:
             if await self.recovering(event_id):
                 raise errors.Recovering(f"event {event_id} is being recovered; retry later")
             raise errors.EventNotFound(event_id)
+        self.saw(event_id)
         return Availability(
             event_id=event_id,
             status=raw["status"],
@@ -122,8 +136,21 @@ class Reads:
         if raw is None:
             if await self.recovering(event_id):
                 raise errors.Recovering(f"event {event_id} is being recovered; retry later")
+            if await self.lost_in_recovery(event_id, hold_id):
+                raise errors.HoldLost(f"hold {hold_id} predates the rebuild of {event_id}")
             raise errors.HoldNotFound(f"hold {hold_id}")
+        self.saw(event_id)
         return Hold.from_json(raw)
+
+    async def lost_in_recovery(self, event_id: str, hold_id: str) -> bool:
+        """A hold id made before the event was rebuilt from the ledger (its window, the suffix
+        lua/hold_claim.lua gives it, began before the rebuild), which the rebuild does not
+        have: it was RESERVED without money when Redis lost it (ADR 0037)."""
+        base, sep, window = hold_id.rpartition(":")
+        if not (self.window_ms and sep and base and window.isdigit()):
+            return False
+        (restored,) = await self.event_fields(event_id, "restored_at_ms")
+        return restored is not None and int(window) * self.window_ms < int(restored)
 
     async def sale_status(self, event_id: str, hold_id: str, record: str) -> str:
         """What may be said of a decided sale whose last outbox record is `record`, in one
@@ -158,7 +185,8 @@ class Reads:
             pipe.hmget(self._key(event_id, "event"), ["status", "rebuilding"])
             pipe.hexists(keys.lost_events(self.prefix), event_id)
             (status, rebuilding), lost = await self._read(pipe.execute())
-        return (status is None and bool(lost)) or status == "fenced" or rebuilding == "1"
+        gone = status is None and (bool(lost) or event_id in self.seen)
+        return gone or status == "fenced" or rebuilding == "1"
 
     async def charge(self, event_id: str, charge_id: str) -> Charge:
         raw = await self._read(self.client.hget(self._key(event_id, "charges"), charge_id))

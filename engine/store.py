@@ -90,18 +90,16 @@ class Store:
         # "Sold out" from memory once Redis said so (engine/soldout.py); set by the API.
         self.sold_out: SoldOutMemory | None = None
         self._keys: dict[str, list[str]] = {}
-        self.read = Reads(client, prefix=prefix, timeout_s=timeout_s)  # views, workers, audit
+        window = idempotency_window_ms
+        self.read = Reads(client, prefix=prefix, timeout_s=timeout_s, window_ms=window)  # views
         self.restore = Restore(self)  # rebuild from the ledger
         self.revoked = RevokedLogins(client, prefix=prefix, timeout_s=timeout_s)  # identity
         self.notes = Notes(client, prefix=prefix, timeout_s=timeout_s)  # beside the state
         self.stock = Stock(self)  # quantity stock: create, correct, read (ADR 0022)
         self.lifecycle = Lifecycle(self)  # open, close, cancel (ADR 0025)
         # Script calls of one event-loop tick share one round trip (engine/pipeline.py).
-        self.pipeline = (
-            AutoPipeline(client, self.scripts, timeout_s=timeout_s, wait=wait)
-            if autopipeline
-            else None
-        )
+        pipeline = AutoPipeline(client, self.scripts, timeout_s=timeout_s, wait=wait)
+        self.pipeline = pipeline if autopipeline else None
 
     # -- plumbing -------------------------------------------------------------------------
 

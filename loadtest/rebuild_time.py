@@ -1,9 +1,9 @@
 """`python -m loadtest.rebuild_time`: how long a sale stops when Redis loses an event, with
 nobody at the keyboard (ADR 0037). For each size (80 seats, 10,000 seats, 100,000 stock units
-at two locations) it sells a tenth (200 units of the stock), lets the ledger catch up, and, with a ledger writer
-running with automatic rebuilds on (its look is once a second), deletes every key of the event
-(Redis restarted empty, for this event) and times the first claim answered by the live sale
-again; the rebuild's own time beside it.
+at two locations) it sells a tenth (200 units of the stock), lets the ledger catch up, and,
+with a ledger writer running with automatic rebuilds on (its look is once a second), deletes
+every key of the event (Redis restarted empty, for this event) and times the first claim
+answered by the live sale again; the rebuild's own time beside it.
 Real Redis (ONSALE_REDIS_URL) and a scratch database on ONSALE_PG_DSN's server."""
 
 import argparse

@@ -185,6 +185,7 @@ async def claim(request: Request) -> Response:
             first_request=goods_view(claimed),
         )
     c.metrics.claimed("replay" if claimed.replay else "ok")
+    c.store.read.saw(event_id)  # from now on, this event missing from Redis is a recovery
     if claimed.is_stock:  # a cart (or its replay): its lines and amount
         return claimed_response(claimed, claimed.amount)
     return claimed_response(claimed)

@@ -11,6 +11,8 @@ from engine.store import Store
 from tests.conftest import Sale, open_sale, seats
 from tests.helpers import callback
 
+T0 = 1_900_000_000_000
+
 
 async def test_a_fenced_event_decides_nothing_until_rebuilt(store: Store) -> None:
     sale = await open_sale(store, 3)
@@ -125,3 +127,44 @@ async def test_a_fence_never_lands_on_a_rebuild_nor_on_an_event_that_caught_up(
     assert (await store.read.availability(sale.event_id)).free == 2
     # Behind the ledger now, and not rebuilding: fenced.
     assert await store.fence(sale.event_id, "behind", 9) == FenceCode.FENCED
+
+
+async def test_an_event_this_process_answered_for_is_recovering_the_moment_redis_lacks_it(
+    store: Store,
+) -> None:
+    """Before the ledger writer's look marks it lost (up to a second), Redis restarted empty
+    answered "not found" for an event this API had been selling: buyers took that as final."""
+    sale = await open_sale(store, 2)
+    await store.claim(sale.event_id, "ann", "h1")
+    await store.read.hold(sale.event_id, "h1")  # this process has answered for the event
+    other = await open_sale(store, 1)
+    await store.restore.drop_event(sale.event_id)
+    await store.restore.drop_event(other.event_id)  # never read here: nothing to tell
+    with pytest.raises(errors.Recovering):
+        await store.read.hold(sale.event_id, "h1")
+    with pytest.raises(errors.Recovering):
+        await store.read.availability(sale.event_id)
+    with pytest.raises(errors.Recovering):
+        await store.claim(sale.event_id, "bob", "h2")
+    with pytest.raises(errors.EventNotFound):
+        await store.read.availability(other.event_id)
+
+
+async def test_a_hold_made_before_a_rebuild_and_lost_with_redis_is_told_so(store: Store) -> None:
+    """A hold RESERVED without money when Redis lost the event: the ledger never had it, so the
+    rebuilt event lacks it. Its buyer reads a final answer that says so (410), never 404."""
+    window_ms = 60_000
+    windowed = Store(
+        store.client, prefix=store.prefix, scripts=store.scripts, idempotency_window_ms=window_ms
+    )
+    sale = await open_sale(windowed, 2, now_ms=T0)
+    claimed = await windowed.claim(sale.event_id, "ann", "h1")
+    await windowed.restore.drop_event(sale.event_id)
+    await open_sale(windowed, 2, event_id=sale.event_id, now_ms=T0 + 1_000)  # the rebuild
+    await windowed.restore.mark(sale.event_id, T0 + 1_000)
+    with pytest.raises(errors.HoldLost):
+        await windowed.read.hold(sale.event_id, claimed.hold_id)
+    after = await windowed.claim(sale.event_id, "bob", "h2")  # made after it: found
+    assert (await windowed.read.hold(sale.event_id, after.hold_id)).login == "bob"
+    with pytest.raises(errors.HoldNotFound):  # an id of no window: never ours
+        await windowed.read.hold(sale.event_id, "no-such-hold")
