@@ -9,10 +9,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import StoreUnavailable
 from engine.loops import repeat
 from engine.metrics import add_process_collectors
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger("onsale.ledger")
 
@@ -55,6 +59,7 @@ class LedgerMetrics:
             registry=self.registry,
         )
         add_process_collectors(self.registry)
+        self.webhooks = WebhookMetrics(self.registry)  # shown by the webhook sender
         self._events: set[str] = set()  # events with lag series
 
     async def read_lag(
@@ -94,3 +99,61 @@ class LedgerMetrics:
             log=log,
             backoff_max_s=interval_s * 4,
         )
+
+
+WEBHOOK_FIGURES_S = 15.0  # how often the delivery log's figures are read (a count over it)
+DELIVERY_STATUSES = ("pending", "delivered", "failed")
+
+
+class WebhookMetrics:
+    """Merchant webhook deliveries, per endpoint, from the ledger's delivery log (ADR 0024):
+    the deliveries by status, the attempts they took, the age of the oldest pending one, and
+    whether the endpoint is enabled. Any ledger process may export them (they are the log's
+    figures, not the process's)."""
+
+    def __init__(self, registry: "CollectorRegistry") -> None:
+        from prometheus_client import Gauge
+
+        self.deliveries = Gauge(
+            "onsale_webhook_deliveries",
+            "Deliveries in the log, by status (delivered and failed ones until pruned)",
+            ["endpoint", "status"],
+            registry=registry,
+        )
+        self.attempts = Gauge(
+            "onsale_webhook_attempts",
+            "Attempts made on the deliveries in the log",
+            ["endpoint"],
+            registry=registry,
+        )
+        self.oldest_pending = Gauge(
+            "onsale_webhook_oldest_pending_seconds",
+            "Age of the endpoint's oldest pending delivery (0: none pending)",
+            ["endpoint"],
+            registry=registry,
+        )
+        self.enabled = Gauge(
+            "onsale_webhook_endpoint_enabled",
+            "1 while the endpoint receives deliveries (0: disabled, by an operator or a 410)",
+            ["endpoint"],
+            registry=registry,
+        )
+        self._endpoints: set[str] = set()
+
+    def show(self, rows: list[Any]) -> None:
+        """One reading of the log (the rows of the webhook_delivery_figures query)."""
+        seen = set()
+        for r in rows:
+            endpoint = r["endpoint_id"]
+            seen.add(endpoint)
+            for status in DELIVERY_STATUSES:
+                self.deliveries.labels(endpoint, status).set(r[status])
+            self.attempts.labels(endpoint).set(r["attempts"])
+            self.oldest_pending.labels(endpoint).set(r["oldest_pending_s"])
+            self.enabled.labels(endpoint).set(1 if r["enabled"] else 0)
+        for endpoint in self._endpoints - seen:  # deleted endpoints leave no series behind
+            for status in DELIVERY_STATUSES:
+                self.deliveries.remove(endpoint, status)
+            for gauge in (self.attempts, self.oldest_pending, self.enabled):
+                gauge.remove(endpoint)
+        self._endpoints = seen

@@ -312,3 +312,18 @@ delete from webhook_deliveries d using old where d.delivery_id = old.delivery_id
 -- enable it again.
 update webhook_endpoints set enabled = false, disabled_reason = 'gone', updated_at = now()
 where endpoint_id = $1 and enabled
+
+-- name: webhook_delivery_figures
+-- Per live endpoint: its deliveries in the log by status, the attempts they took, and the age
+-- of its oldest pending one (0: none pending). Read by `onsale ledger` for its metrics.
+select e.endpoint_id, e.enabled,
+  count(d.delivery_id) filter (where d.status = 'pending') as pending,
+  count(d.delivery_id) filter (where d.status = 'delivered') as delivered,
+  count(d.delivery_id) filter (where d.status = 'failed') as failed,
+  coalesce(sum(d.attempts), 0)::bigint as attempts,
+  coalesce(extract(epoch from now() - min(d.created_at) filter (where d.status = 'pending')),
+    0)::float8 as oldest_pending_s
+from webhook_endpoints e left join webhook_deliveries d on d.endpoint_id = e.endpoint_id
+where e.deleted_at is null
+group by e.endpoint_id, e.enabled
+order by e.endpoint_id

@@ -25,6 +25,7 @@ import httpx
 
 from engine.loops import repeat
 from engine.webhooks import signed_headers
+from persistence.metrics import WEBHOOK_FIGURES_S, WebhookMetrics
 from persistence.queries import Q
 from persistence.settings import SenderSettings
 
@@ -87,8 +88,10 @@ class WebhookSender:
         settings: SenderSettings,
         *,
         client: httpx.AsyncClient | None = None,
+        metrics: WebhookMetrics | None = None,
     ) -> None:
-        self.pool, self.settings = pool, settings
+        self.pool, self.settings, self.metrics = pool, settings, metrics
+        self._shown_at = -float("inf")  # when the log's figures were last read for metrics
         self.client = client or httpx.AsyncClient(
             timeout=settings.timeout_ms / 1000, follow_redirects=False
         )
@@ -98,6 +101,14 @@ class WebhookSender:
     @property
     def lease_ms(self) -> int:
         return self.settings.timeout_ms + min(LEASE_MARGIN_MS, self.settings.timeout_ms)
+
+    async def show_figures(self) -> None:
+        """The delivery log's figures per endpoint, into the metrics."""
+        assert self.metrics is not None
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(Q["webhook_delivery_figures"])
+        self.metrics.show(list(rows))
+        self._shown_at = time.monotonic()
 
     async def prune(self) -> int:
         """Drop done deliveries older than the log's retention, a bounded batch at a time."""
@@ -115,6 +126,8 @@ class WebhookSender:
         The log is pruned at most once every PRUNE_EVERY_S."""
         if time.monotonic() - self._pruned_at >= PRUNE_EVERY_S:
             await self.prune()
+        if self.metrics is not None and time.monotonic() - self._shown_at >= WEBHOOK_FIGURES_S:
+            await self.show_figures()
         async with self.pool.acquire() as conn:
             due = await conn.fetch(
                 Q["claim_webhook_deliveries"], self.settings.batch_max, self.lease_ms

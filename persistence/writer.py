@@ -21,8 +21,8 @@
   jittered) and catches up when it returns, its own pending batch first; Redis keeps the
   entries, and the lag is read from Redis on its own clock, so it stays true in the outage.
 - Stopped (SIGTERM): the batch in hand (and one read ahead) is committed, then `run` returns.
-- Each process reads as its own consumer; a writer's first pass over an event removes from the
-  group the consumers idle for an hour with nothing pending (stopped writers)."""
+- Each process reads as its own consumer; its first pass over an event removes from the group
+  the consumers idle for an hour with nothing pending (stopped writers)."""
 
 import asyncio
 import logging
@@ -93,8 +93,7 @@ class LedgerWriter:
         self.stats = WriterStats()
         self.store = Store(redis, prefix=prefix, timeout_s=30.0, autopipeline=False)
         self.reads = self.store.read
-        # Automatic rebuilds are off unless asked (`onsale ledger`, ONSALE_AUTO_REBUILD).
-        self.fencer = Fencer(self.store, pool, auto_rebuild=auto_rebuild)
+        self.fencer = Fencer(self.store, pool, auto_rebuild=auto_rebuild)  # off unless asked
         self._groups: set[str] = set()  # events whose group exists and config is mirrored
         self._ahead: dict[str, Ahead] = {}  # events' next batches, read ahead (pending)
         # Streams where this writer has no entries pending but those in hand (its own pending
@@ -378,7 +377,8 @@ class LedgerWriter:
         sending = webhooks or SenderSettings.from_env(os.environ)
         async with asyncio.TaskGroup() as tasks:
             if sending.enabled:
-                tasks.create_task(WebhookSender(self.pool, sending).run(stop))
+                shown = metrics.webhooks if metrics else None  # the log's figures, per endpoint
+                tasks.create_task(WebhookSender(self.pool, sending, metrics=shown).run(stop))
             if metrics is not None:  # read from Redis on its own clock: true in a PG outage
                 tasks.create_task(metrics.follow_lag(self.reads.event_ids, self.lag, stop))
             await repeat(

@@ -225,6 +225,41 @@ async def test_a_delivery_past_its_age_fails_and_a_replay_sends_it_again(
     assert {verify(r, secret)["type"] for r in receiver.requests()} == {wh.ORDER_CONFIRMED}
 
 
+async def test_deliveries_are_watched_per_endpoint_in_the_metrics(
+    real_store: Store, pool: asyncpg.Pool, receiver: Receiver
+) -> None:
+    """A dead merchant endpoint shows: its pending deliveries, the attempts they took and the
+    age of the oldest, beside a healthy endpoint's delivered ones (the series the alert rules
+    of docs/deploy.md read)."""
+    from prometheus_client import CollectorRegistry
+
+    from persistence.metrics import WebhookMetrics
+
+    dead, _ = await add_endpoint(pool, "http://127.0.0.1:9/gone")  # nothing listens there
+    alive, _ = await add_endpoint(pool, receiver.url)
+    sale = await open_sale(real_store, 2)
+    await bought(sale, 1)
+    await mirror(real_store, pool, sale.event_id)
+    registry = CollectorRegistry()
+    sender = WebhookSender(pool, QUICK, metrics=WebhookMetrics(registry))
+    for _ in range(3):  # the live endpoint's delivery lands; the dead one's is retried
+        await sender.run_once()
+        await asyncio.sleep(0.06)
+    await sender.show_figures()
+
+    def value(name: str, **labels: str) -> float:
+        got = registry.get_sample_value(name, labels)
+        assert got is not None, (name, labels)
+        return got
+
+    assert value("onsale_webhook_deliveries", endpoint=alive, status="delivered") == 1
+    assert value("onsale_webhook_deliveries", endpoint=dead, status="pending") == 1
+    assert value("onsale_webhook_attempts", endpoint=dead) >= 2
+    assert value("onsale_webhook_oldest_pending_seconds", endpoint=dead) > 0
+    assert value("onsale_webhook_oldest_pending_seconds", endpoint=alive) == 0
+    assert value("onsale_webhook_endpoint_enabled", endpoint=dead) == 1
+
+
 async def test_a_disabled_endpoint_gets_nothing_new_and_types_filter(
     real_store: Store, pool: asyncpg.Pool, ledger_dsn: str, receiver: Receiver
 ) -> None:
