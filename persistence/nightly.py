@@ -252,19 +252,21 @@ class _Event:
         return {r["decision_id"]: r["problem"] for r in rows}
 
     async def outbox_in_ledger(self, now: int) -> None:
-        in_ledger = await self.decision_ids()
+        entries = await self.store.read.outbox_entries(self.event_id)
         refused = await self.refused()
+        asked = [*(f["decision_id"] for _sid, f in entries), *refused]
+        in_ledger = await self.held(asked)
         missing = [
             (sid, f)
-            for sid, f in await self.store.read.outbox_entries(self.event_id)
+            for sid, f in entries
             if f["decision_id"] not in in_ledger
             and f["decision_id"] not in refused
             and now - int(sid.split("-")[0]) >= self.grace_ms
         ]
         if missing:
             await self.writer.write(self.event_id, missing)
-            in_ledger = await self.decision_ids()
             refused = await self.refused()
+            in_ledger = await self.held([*asked, *refused])
             for sid, f in missing:
                 did = f["decision_id"]
                 # Decisions this run's own repairs made are written, not reported.
@@ -277,8 +279,9 @@ class _Event:
         superseded = await self.conn.fetch(Q["event_superseded_decisions"], self.event_id)
         self.report.open_exceptions["superseded_by_rebuild"] = len(superseded)
 
-    async def decision_ids(self) -> set[str]:
-        rows = await self.conn.fetch(Q["event_decision_ids"], self.event_id)
+    async def held(self, decision_ids: list[str]) -> set[str]:
+        """Which of these decisions the ledger holds (one query, not every id of the event)."""
+        rows = await self.conn.fetch(Q["decisions_held"], self.event_id, list(set(decision_ids)))
         return {r[0] for r in rows}
 
     # -- 5. refunds the provider and we disagree about --------------------------------------

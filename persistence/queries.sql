@@ -151,6 +151,10 @@ select seat_id, rank, section from seats where event_id = $1 order by rank
 -- name: event_decision_ids
 select decision_id from decisions where event_id = $1
 
+-- name: decisions_held
+-- Which of these decision ids the ledger holds: one indexed query, however many the event has.
+select decision_id from decisions where event_id = $1 and decision_id = any($2::text[])
+
 -- name: event_final_charges
 -- Charges whose one terminal record the ledger holds (later records are not terminal).
 select entity_id from decisions where event_id = $1 and kind = 'charge' and terminal

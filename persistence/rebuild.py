@@ -81,13 +81,10 @@ async def _superseded(store: Store, conn: asyncpg.Connection, event_id: str) -> 
     ledger_alerts: it holds another decision for the same seat, hold or number) and, on a fenced
     event (its Redis went back in time, ADR 0017), all of them are superseded: the ledger wins
     and the report lists them. Others are only not mirrored yet: the rebuild waits for them."""
-    in_ledger = {r[0] for r in await conn.fetch(Q["event_decision_ids"], event_id)}
+    outbox = [f["decision_id"] for _sid, f in await store.read.outbox_entries(event_id)]
+    in_ledger = {r[0] for r in await conn.fetch(Q["decisions_held"], event_id, outbox)}
     refused = {r[0] for r in await conn.fetch(Q["event_refused_decisions"], event_id)}
-    missing = [
-        f["decision_id"]
-        for _sid, f in await store.read.outbox_entries(event_id)
-        if f["decision_id"] not in in_ledger
-    ]
+    missing = [d for d in outbox if d not in in_ledger]
     fenced = (await store.read.availability(event_id)).status == "fenced"
     pending = [d for d in missing if d not in refused]
     if pending and not fenced:

@@ -90,7 +90,7 @@ async def test_pooled_connections_to_a_restarted_redis_are_replaced_not_failed(
     # server: redis-py (8 and later) finds the closed socket when it takes the connection from
     # the pool and reconnects; an older one, or a socket whose close has not arrived yet, fails
     # on first use and the pipeline sends the batch once more (so 0 or 1 resends, never 503).
-    with pytest.raises(errors.EventNotFound):
+    with pytest.raises(errors.Recovering):  # this process sold it: recovering, not "not found"
         await store.claim("ev", "early", "e0")
     assert store.pipeline is not None and store.pipeline.stats.resent <= 1
     await store.create_event("ev", seats(40), hold_ttl_ms=60_000, quarantine_ms=60_000)

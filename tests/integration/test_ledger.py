@@ -13,10 +13,10 @@ import asyncpg
 import pytest
 
 from engine import keys
+from engine.reads import LEDGER_GROUP
 from engine.store import Store
 from loadtest.stack import spare_port
 from persistence import ledger_apply, ledger_group, schema
-from persistence import writer as w
 from persistence.database import create_pool
 from persistence.migrate import MigrationError, available, migrate
 from persistence.queries import Q
@@ -172,7 +172,7 @@ async def test_stream_mirrors_into_ledger_and_replays_write_nothing_twice(
     # Replay the whole stream from the start, twice: same rows.
     stream = keys.event_key(event_id, "outbox", real_store.prefix)
     for n in range(2):
-        await real_store.client.xgroup_destroy(stream, w.GROUP)
+        await real_store.client.xgroup_destroy(stream, LEDGER_GROUP)
         replay = LedgerWriter(
             real_store.client, pool, prefix=real_store.prefix, consumer=f"replay{n}", batch_max=50
         )
@@ -195,7 +195,7 @@ async def test_a_batch_read_ahead_is_written_once_and_never_lost(
     )
     assert await writer.step(event_id) == 4
     assert [len(b.entries) for b in writer._ahead.values()] == [4]  # read, pending, not yet written
-    assert (await real_store.client.xpending(stream, w.GROUP))["pending"] == 4
+    assert (await real_store.client.xpending(stream, LEDGER_GROUP))["pending"] == 4
     real_write = writer.write
 
     async def outage(*_a: Any) -> bool:
@@ -204,7 +204,7 @@ async def test_a_batch_read_ahead_is_written_once_and_never_lost(
     writer.write = outage  # type: ignore[method-assign]
     with pytest.raises(asyncpg.CannotConnectNowError):
         await writer.step(event_id)  # the read-ahead batch fails; what it read stays pending
-    assert not writer._ahead and (await real_store.client.xpending(stream, w.GROUP))["pending"]
+    assert not writer._ahead and (await real_store.client.xpending(stream, LEDGER_GROUP))["pending"]
     writer.write = real_write  # type: ignore[method-assign]
     assert await writer.step(event_id) == 4  # the pending ones first, in stream order
     for _ in range(3):  # then new ones again, read ahead
@@ -215,7 +215,7 @@ async def test_a_batch_read_ahead_is_written_once_and_never_lost(
     await writer.flush()
     assert not writer._ahead
     await drain(writer, event_id)
-    assert (await real_store.client.xpending(stream, w.GROUP))["pending"] == 0
+    assert (await real_store.client.xpending(stream, LEDGER_GROUP))["pending"] == 0
     async with pool.acquire() as conn:
         assert await conn.fetchval("select count(*) from decisions") == total
     assert writer.stats.entries == total
@@ -239,21 +239,21 @@ async def test_verified_raw_callbacks_reach_the_ledger_once_byte_for_byte(
         rows = await conn.fetch(Q["event_raw_callbacks"], sale.event_id)
     assert {r["provider_event_id"]: bytes(r["body"]).decode() for r in rows} == bodies
     assert all(r["received_at_ms"] >= first_ms for r in rows)
-    await real_store.client.xgroup_destroy(raw_stream, w.GROUP)
+    await real_store.client.xgroup_destroy(raw_stream, LEDGER_GROUP)
     writer._groups.clear()
     await drain(writer, sale.event_id)  # replayed from the start: nothing new
     async with pool.acquire() as conn:
         assert await conn.fetchval("select count(*) from raw_callbacks") == 3
     # Delivered, then trimmed away before the ack (the stream is capped): acknowledged, skipped.
     await real_store.notes.keep_raw_callback(sale.event_id, "evt_9", b"{}", 1000)
-    reply = await real_store.client.xreadgroup(w.GROUP, "dead", {raw_stream: ">"}, count=10)
+    reply = await real_store.client.xreadgroup(LEDGER_GROUP, "dead", {raw_stream: ">"}, count=10)
     await real_store.client.xtrim(raw_stream, maxlen=0)
     slow = LedgerWriter(
         real_store.client, pool, prefix=real_store.prefix, consumer="s", claim_idle_ms=0
     )
     await drain(slow, sale.event_id)
     assert len(reply[0][1]) == 1
-    assert (await real_store.client.xpending(raw_stream, w.GROUP))["pending"] == 0
+    assert (await real_store.client.xpending(raw_stream, LEDGER_GROUP))["pending"] == 0
     async with pool.acquire() as conn:
         assert await conn.fetchval("select count(*) from raw_callbacks") == 3
 
@@ -353,7 +353,7 @@ async def test_kill_9_mid_batch_loses_nothing_and_duplicates_nothing(
         ids = [r[0] for r in await conn.fetch("select decision_id from decisions")]
     outbox_ids = [r["decision_id"] for r in await real_store.read.outbox(event_id, count=10**6)]
     assert sorted(ids) == sorted(outbox_ids)  # nothing lost, nothing twice
-    pending = await real_store.client.xpending(stream, w.GROUP)
+    pending = await real_store.client.xpending(stream, LEDGER_GROUP)
     assert pending["pending"] == 0
 
 
@@ -377,7 +377,7 @@ async def test_trimming_never_passes_what_the_ledger_holds(
         retention_ms=0,
     )
     await dead.prepare(event_id)
-    reply = await real_store.client.xreadgroup(w.GROUP, "dead", {stream: ">"}, count=5)
+    reply = await real_store.client.xreadgroup(LEDGER_GROUP, "dead", {stream: ">"}, count=5)
     await writer.step(event_id)  # writes past the dead one's entries (its read-ahead batch)
     first = await real_store.client.xrange(stream, count=1)
     assert first[0][0] == reply[0][1][0][0]  # trimmed up to the pending entries, not past them
@@ -447,16 +447,16 @@ async def test_stopped_writers_leave_the_group_unless_entries_wait_for_them(
     ledger would never get them): the writer takes its entries over and writes them."""
     event_id = await busy_sale(real_store)
     stream = keys.event_key(event_id, "outbox", real_store.prefix)
-    await real_store.client.xgroup_create(stream, w.GROUP, id="0", mkstream=True)
-    await real_store.client.xgroup_createconsumer(stream, w.GROUP, "gone-idle")
-    await real_store.client.xreadgroup(w.GROUP, "gone-busy", {stream: ">"}, count=2)
+    await real_store.client.xgroup_create(stream, LEDGER_GROUP, id="0", mkstream=True)
+    await real_store.client.xgroup_createconsumer(stream, LEDGER_GROUP, "gone-idle")
+    await real_store.client.xreadgroup(LEDGER_GROUP, "gone-busy", {stream: ">"}, count=2)
     await asyncio.sleep(0.01)
     monkeypatch.setattr(ledger_group, "CONSUMER_IDLE_MS", 1)
     writer = LedgerWriter(
         real_store.client, pool, prefix=real_store.prefix, consumer="t1", claim_idle_ms=1
     )
     await drain(writer, event_id)
-    names = {str(c["name"]) for c in await real_store.client.xinfo_consumers(stream, w.GROUP)}
+    names = {str(c["name"]) for c in await real_store.client.xinfo_consumers(stream, LEDGER_GROUP)}
     assert names == {"gone-busy", "t1"}  # gone-idle removed; gone-busy had entries pending
     outbox = await real_store.read.outbox(event_id)
     assert len((await ledger_rows(pool))["decisions"]) == len(outbox)  # its two taken over

@@ -10,6 +10,7 @@ import asyncpg
 import pytest
 
 from engine import keys
+from engine.reads import LEDGER_GROUP
 from engine.store import Store
 from persistence import writer as w
 from persistence.database import create_pool
@@ -66,7 +67,7 @@ async def test_an_idle_writer_records_each_events_decision_as_it_is_made(
         await asyncio.wait_for(task, 2 * IDLE_S)
     for sale in sales:  # nothing left pending: every entry read was written and acknowledged
         stream = keys.event_key(sale.event_id, "outbox", real_store.prefix)
-        assert (await real_store.client.xpending(stream, w.GROUP))["pending"] == 0
+        assert (await real_store.client.xpending(stream, LEDGER_GROUP))["pending"] == 0
     assert writer.stats.entries == 6 and not writer._ahead
 
 
@@ -120,7 +121,7 @@ async def test_a_batch_waited_for_before_its_event_was_fenced_is_never_written(
     async with pool.acquire() as conn:
         assert await conn.fetchval("select count(*) from decisions") == 0
     stream = keys.event_key(sale.event_id, "outbox", real_store.prefix)
-    assert (await real_store.client.xpending(stream, w.GROUP))["pending"] == 1
+    assert (await real_store.client.xpending(stream, LEDGER_GROUP))["pending"] == 1
 
 
 async def test_a_read_ahead_that_finds_the_backlog_ended_leaves_no_empty_batch(
@@ -159,7 +160,7 @@ async def test_entries_delivered_behind_the_writers_back_are_read_within_a_look(
     stream = keys.event_key(sale.event_id, "outbox", real_store.prefix)
     await real_store.claim(sale.event_id, "u1", "h1")
     await real_store.release(sale.event_id, "h1", "u1")
-    await real_store.client.xreadgroup(w.GROUP, "lost", {stream: ">"})  # the lost reply's
+    await real_store.client.xreadgroup(LEDGER_GROUP, "lost", {stream: ">"})  # the lost reply's
     await real_store.claim(sale.event_id, "u2", "h2")
     await real_store.release(sale.event_id, "h2", "u2")
     await asyncio.sleep(0.15)
@@ -168,4 +169,4 @@ async def test_entries_delivered_behind_the_writers_back_are_read_within_a_look(
     async with pool.acquire() as conn:
         holds = [r[0] for r in await conn.fetch("select hold_id from decisions order by seq")]
     assert holds == ["h1", "h2"]
-    assert (await real_store.client.xpending(stream, w.GROUP))["pending"] == 0
+    assert (await real_store.client.xpending(stream, LEDGER_GROUP))["pending"] == 0

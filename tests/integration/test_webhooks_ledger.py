@@ -15,8 +15,8 @@ import pytest
 from api.webhooks_db import SQL, WebhookDb, WebhookDbSettings
 from engine import keys
 from engine import webhooks as wh
+from engine.reads import LEDGER_GROUP
 from engine.store import Store
-from persistence import writer as w
 from persistence.settings import SenderSettings
 from persistence.webhook_sender import WebhookSender
 from persistence.writer import LedgerWriter
@@ -142,7 +142,7 @@ async def test_a_sale_its_refund_and_its_exception_reach_the_merchant_signed(
     )
     # The writer replaying the whole stream (a crash before its ack) writes no delivery twice.
     stream = keys.event_key(sale.event_id, "outbox", real_store.prefix)
-    await real_store.client.xgroup_destroy(stream, w.GROUP)
+    await real_store.client.xgroup_destroy(stream, LEDGER_GROUP)
     await mirror(real_store, pool, sale.event_id, "replay")
     assert len(await deliveries(pool)) == 4
 
@@ -344,7 +344,7 @@ async def test_the_delivery_log_keeps_done_deliveries_for_its_retention_only(
     async with pool.acquire() as conn:
         await conn.execute("delete from decisions where event_id = $1", sale.event_id)
     await real_store.client.xgroup_setid(
-        keys.event_key(sale.event_id, "outbox", real_store.prefix), w.GROUP, "0"
+        keys.event_key(sale.event_id, "outbox", real_store.prefix), LEDGER_GROUP, "0"
     )
     await mirror(real_store, pool, sale.event_id, name="again")
     again = {d["message_id"] for d in await deliveries(pool)}
