@@ -4,7 +4,7 @@ import asyncio
 
 from engine.states import HoldState
 from engine.store import Store
-from engine.sweeper import Sweeper
+from engine.sweeper import Sweeper, due_events
 from tests.conftest import open_sale
 from tests.helpers import wait_until
 
@@ -62,3 +62,30 @@ async def test_run_stops_on_signal(store: Store) -> None:
     stats = await asyncio.wait_for(task, 2)
     assert stats.passes >= 1 and stats.errors == 0
     assert (await store.read.hold(sale.event_id, "h")).state == HoldState.EXPIRED
+
+
+async def test_a_pass_looks_at_every_event_once_and_sweeps_only_those_with_something_due(
+    store: Store,
+) -> None:
+    """The lag of a pass does not grow with idle events: one pipelined look finds the events
+    with a deadline or a quarantine end due by their clock, and only those are swept."""
+    idle = [await open_sale(store, 2, hold_ttl_ms=1000, now_ms=T0) for _ in range(30)]
+    for sale in idle[:10]:  # live holds, not due yet
+        await store.claim(sale.event_id, "u", "h")
+    due = await open_sale(store, 3, hold_ttl_ms=1000, now_ms=T0)
+    await store.claim(due.event_id, "u", "h")
+    quarantined = await open_sale(store, 3, hold_ttl_ms=1000, quarantine_ms=1000, now_ms=T0)
+    await store.claim(quarantined.event_id, "u", "h")
+    await store.start_charge(quarantined.event_id, "h", "u", "c", 100)
+    await quarantined.at(T0 + 1500)
+    await store.sweep(quarantined.event_id)  # QUARANTINED until T0 + 2000
+    await due.at(T0 + 1000)  # at its deadline: due
+    await quarantined.at(T0 + 2000)  # at its hard timeout: due
+    ids = [s.event_id for s in [*idle, due, quarantined]]
+    assert await due_events(store, ids) == [due.event_id, quarantined.event_id]
+    sweeper = Sweeper(store)
+    assert await sweeper.run_once() is False
+    assert (sweeper.stats.expired, sweeper.stats.passes) == (2, 1)
+    assert (await store.read.hold(due.event_id, "h")).state == HoldState.EXPIRED
+    assert (await store.read.hold(quarantined.event_id, "h")).state == HoldState.EXPIRED
+    assert await due_events(store, ids) == []
