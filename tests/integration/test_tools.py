@@ -112,6 +112,11 @@ def test_confirm_cost_smoke() -> None:
     assert "buyer reads CONFIRMED" in out and "told after: ledger" in out
 
 
+def test_sweep_lag_smoke() -> None:
+    out = run_tool("loadtest.sweep_lag", "--events", "3", "--compare")
+    assert "VisitEvery" in out and "Sweeper" in out
+
+
 def test_rebuild_time_smoke() -> None:
     out = run_tool(
         "loadtest.rebuild_time", "--sizes", "80 seats", env_extra={"ONSALE_PG_DSN": PG_DSN}
