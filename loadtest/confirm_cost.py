@@ -30,11 +30,9 @@ from api.app import create_app
 from api.settings import ApiSettings
 from engine import keys
 from engine.holds import SeatSpec
-from engine.settings import Settings
 from engine.signing import HEADER, sign
 from engine.store import Store
-from persistence import database
-from persistence.migrate import migrate
+from loadtest.scratch import store_and_ledger
 from persistence.writer import LedgerWriter
 
 SECRET = "whsec-confirm-cost-0123456789abcdef"
@@ -148,25 +146,12 @@ def row(values: list[float]) -> str:
 
 
 async def main_async(sales: int, concurrency: int) -> None:
-    settings = Settings.from_env(os.environ)
-    client = settings.redis_client()
-    store = Store(client, prefix=f"onsale:confirm-cost:{uuid.uuid4().hex[:8]}")
-    await store.scripts.load_all()
-    server = os.environ["ONSALE_PG_DSN"]
     console = Console()
-    async with database.scratch_database(server, f"onsale_cc_{uuid.uuid4().hex[:8]}") as dsn:
-        conn = await asyncpg.connect(dsn)
-        await migrate(conn)
-        await conn.close()
-        pool = await database.create_pool(dsn, size_max=4, timeout_s=10)
+    async with store_and_ledger("confirm_cost") as (store, pool):
         results = {}
         with Progress(console=console) as progress:
             for mode in ("redis", "ledger"):
                 results[mode] = await run_mode(store, pool, mode, sales, concurrency, progress)
-        await pool.close()
-    async for key in client.scan_iter(match=f"{store.prefix}:*"):
-        await client.delete(key)
-    await client.aclose()
     table = Table(title=f"{sales} sales, {concurrency} at a time (ms: p50 / p95 / p99 / max)")
     table.add_column("measured")
     for mode in results:

@@ -8,7 +8,6 @@ Real Redis (ONSALE_REDIS_URL) and a scratch database on ONSALE_PG_DSN's server."
 
 import argparse
 import asyncio
-import os
 import time
 import uuid
 
@@ -19,11 +18,9 @@ from rich.table import Table
 
 from engine import errors
 from engine.holds import ProviderOutcome, SeatSpec
-from engine.settings import Settings
 from engine.stock import SkuSpec, StockLine
 from engine.store import Store
-from persistence import database
-from persistence.migrate import migrate
+from loadtest.scratch import store_and_ledger
 from persistence.writer import LedgerWriter
 
 SIZES = (
@@ -100,26 +97,13 @@ async def measure(
 
 
 async def main_async(sizes: list[str]) -> None:
-    settings = Settings.from_env(os.environ)
-    client = settings.redis_client()
-    store = Store(client, prefix=f"onsale:rebuild-time:{uuid.uuid4().hex[:8]}")
-    await store.scripts.load_all()
-    server = os.environ["ONSALE_PG_DSN"]
     console = Console()
     rows = []
-    async with database.scratch_database(server, f"onsale_rt_{uuid.uuid4().hex[:8]}") as dsn:
-        conn = await asyncpg.connect(dsn)
-        await migrate(conn)
-        await conn.close()
-        pool = await database.create_pool(dsn, size_max=4, timeout_s=30)
+    async with store_and_ledger("rebuild_time") as (store, pool):
         with Progress(console=console) as progress:
             for label, kind, size in SIZES:
                 if label in sizes:
                     rows.append(await measure(store, pool, label, kind, size, progress))
-        await pool.close()
-    async for key in client.scan_iter(match=f"{store.prefix}:*"):
-        await client.delete(key)
-    await client.aclose()
     table = Table(title="Redis lost the event: the first claim answered again, nobody acting")
     for col in ("event", "loss to first claim (s)", "the rebuild itself (s)"):
         table.add_column(col, justify="left" if col == "event" else "right")

@@ -1,0 +1,41 @@
+"""What an in-process benchmark of the engine and its ledger stands on: a store on a fresh key
+prefix of the configured Redis (ONSALE_REDIS_URL) and a migrated scratch database on
+ONSALE_PG_DSN's server; both gone afterwards."""
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg
+
+from engine.settings import Settings
+from engine.store import Store
+from persistence import database
+from persistence.migrate import migrate
+
+
+@asynccontextmanager
+async def store_and_ledger(
+    name: str, pool_max: int = 4
+) -> AsyncIterator[tuple[Store, asyncpg.Pool]]:
+    client = Settings.from_env(os.environ).redis_client()
+    store = Store(client, prefix=f"onsale:{name}:{uuid.uuid4().hex[:8]}")
+    await store.scripts.load_all()
+    server = os.environ["ONSALE_PG_DSN"]
+    try:
+        async with database.scratch_database(
+            server, f"onsale_{name}_{uuid.uuid4().hex[:8]}"
+        ) as dsn:
+            conn = await asyncpg.connect(dsn)
+            await migrate(conn)
+            await conn.close()
+            pool = await database.create_pool(dsn, size_max=pool_max, timeout_s=30)
+            try:
+                yield store, pool
+            finally:
+                await pool.close()
+    finally:
+        async for key in client.scan_iter(match=f"{store.prefix}:*"):
+            await client.delete(key)
+        await client.aclose()
