@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 SERVICES := . .services/env
 
 .PHONY: venv up down test test-fast test-unit test-all lint type fmt check hooks demo demo-retail \
-	migrate clean locust-burst locust-flow bench openapi screenshots chaos
+	migrate clean locust-burst locust-flow bench bench-guard openapi screenshots chaos
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -97,6 +97,11 @@ locust-flow: venv up
 ## Every benchmark of docs/benchmarks.md, one after the other (about 7 minutes; needs wrk).
 bench: venv up
 	$(SERVICES) && $(BIN)/python -m loadtest.bench $(BENCH_ARGS)
+
+## The claim path's cost against the figures checked in (loadtest/bench_guard.json): 20,000
+## claims in process on a private Redis at appendfsync always; fails when a figure is 15% over.
+bench-guard: venv
+	$(BIN)/python -m loadtest.bench_guard $(GUARD_ARGS)
 
 ## Screenshots of the buyer's page and the ops dashboard (docs/screenshots/), taken in headless
 ## Chromium (Debian's, installed by `make up`) from the whole stack with a sale in motion.

@@ -112,6 +112,12 @@ def test_confirm_cost_smoke() -> None:
     assert "buyer reads CONFIRMED" in out and "told after: ledger" in out
 
 
+def test_bench_guard_smoke(tmp_path: Path) -> None:
+    figures = tmp_path / "guard.json"
+    out = run_tool("loadtest.bench_guard", "--claims", "300", "--record", "--figures", str(figures))
+    assert "recorded" in out and "api_cpu_us_per_claim" in figures.read_text()
+
+
 def test_sweep_lag_smoke() -> None:
     out = run_tool("loadtest.sweep_lag", "--events", "3", "--compare")
     assert "VisitEvery" in out and "Sweeper" in out
