@@ -34,7 +34,7 @@ import httpx
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from loadtest.provider_sim_charges import SimConfig, Simulator
+from loadtest.provider_sim_charges import SENDS_MAX, SimConfig, Simulator
 from loadtest.provider_sim_plant import Contradictions
 from loadtest.provider_sim_stripe import StripeWire
 from loadtest.provider_sim_stripe_api import StripeApi
@@ -58,7 +58,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        sim.http = httpx.AsyncClient(timeout=httpx.Timeout(5.0))
+        limits = httpx.Limits(max_connections=SENDS_MAX, max_keepalive_connections=SENDS_MAX)
+        sim.http = httpx.AsyncClient(timeout=httpx.Timeout(5.0), limits=limits)
         yield
         for task in list(sim.tasks):
             task.cancel()

@@ -46,6 +46,9 @@ class SimConfig:
     seed: int = 7
 
 
+SENDS_MAX = 64  # callbacks in flight at once (the HTTP client's connections: the same bound)
+
+
 @dataclass
 class Attempt:
     attempt_id: str
@@ -129,6 +132,12 @@ class Simulator:
         self.callbacks = {"events": 0, "duplicates": 0, "lost": 0}
         self.tasks: set[asyncio.Task[None]] = set()
         self.http: httpx.AsyncClient | None = None
+        # Deliveries in flight at once. Without a bound, a burst answered slowly (a durable
+        # wait, a 503) left thousands queued in httpx's connection pool, whose scheduling of
+        # waiters costs the event loop in proportion to the queue: /healthz went unanswered
+        # for tens of seconds and deliveries timed out waiting for a connection. Waiting here
+        # costs nothing; a delivery's timeout counts from its send.
+        self.sending = asyncio.Semaphore(SENDS_MAX)
 
     # -- the books and the callbacks (the test endpoints use them too) ---------------------
 
@@ -175,7 +184,8 @@ class Simulator:
             name, value = self.wire.signature(self.config.webhook_secret, body, int(time.time()))
             headers = {name: value, "Content-Type": "application/json"}
             try:
-                r = await self.http.post(self.config.webhook_url, content=body, headers=headers)
+                async with self.sending:
+                    r = await self.http.post(self.config.webhook_url, content=body, headers=headers)
                 self.deliveries += 1
                 if r.status_code < 300:
                     return
