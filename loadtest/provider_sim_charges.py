@@ -46,7 +46,7 @@ class SimConfig:
     seed: int = 7
 
 
-SENDS_MAX = 64  # callbacks in flight at once (the HTTP client's connections: the same bound)
+SENDS_MAX = 64  # callbacks in flight at once (and the HTTP client's connections)
 
 
 @dataclass
@@ -132,11 +132,8 @@ class Simulator:
         self.callbacks = {"events": 0, "duplicates": 0, "lost": 0}
         self.tasks: set[asyncio.Task[None]] = set()
         self.http: httpx.AsyncClient | None = None
-        # Deliveries in flight at once. Without a bound, a burst answered slowly (a durable
-        # wait, a 503) left thousands queued in httpx's connection pool, whose scheduling of
-        # waiters costs the event loop in proportion to the queue: /healthz went unanswered
-        # for tens of seconds and deliveries timed out waiting for a connection. Waiting here
-        # costs nothing; a delivery's timeout counts from its send.
+        # Unbounded, a burst answered slowly (durable waits, 503s) queued in httpx's pool, whose
+        # scheduling of waiters grows with the queue: /healthz went unanswered for seconds.
         self.sending = asyncio.Semaphore(SENDS_MAX)
 
     # -- the books and the callbacks (the test endpoints use them too) ---------------------
