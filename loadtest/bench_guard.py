@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import os
-import secrets
 import sys
 import time
 from pathlib import Path
@@ -35,25 +34,12 @@ from engine.holds import SeatSpec
 from engine.settings import Settings
 from engine.store import Store
 from loadtest.persistence_cost import private_server
+from loadtest.scratch import api_env
 
 FIGURES = Path(__file__).with_name("bench_guard.json")
 TOLERANCE = 1.15
 WARMUP = 300
 DURABLE = ["--appendonly", "yes", "--appendfsync", "always"]
-
-
-def environment(port: int) -> dict[str, str]:
-    return {
-        "ONSALE_REDIS_URL": f"redis://127.0.0.1:{port}/0",
-        "ONSALE_TOKEN_SECRET": secrets.token_urlsafe(32),
-        "ONSALE_ADMIN_TOKEN": secrets.token_urlsafe(32),
-        "ONSALE_WEBHOOK_SECRET": secrets.token_urlsafe(32),
-        "ONSALE_DEMO_LOGIN": "1",
-        "ONSALE_CLAIMS_PER_S": "0",
-        "ONSALE_LOGIN_CAP": "0",
-        "ONSALE_PROVIDER_URL": "http://127.0.0.1:9",
-        "ONSALE_CONFIRM_AFTER": "redis",
-    }
 
 
 async def create_event(env: dict[str, str], seats: int) -> None:
@@ -143,7 +129,7 @@ def measure(claims: int) -> dict[str, float]:
     os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
     try:
         with private_server(DURABLE) as port:
-            return asyncio.run(workload(environment(port), claims, port))
+            return asyncio.run(workload(api_env(f"redis://127.0.0.1:{port}/0"), claims, port))
     except Exception:
         Console().print_exception()
         raise

@@ -87,19 +87,12 @@ def memory_api_env(prefix: str, token_secret: str, **extra: str) -> dict[str, st
     Redis under `prefix`, demo logins signed with `token_secret`, no per-login limits,
     decisions told at once (no ledger), and a sold-out memory that does not lapse while a test
     runs."""
-    import secrets
+    from loadtest.scratch import api_env
 
-    return {
-        "ONSALE_REDIS_URL": REDIS_URL,
-        "ONSALE_KEY_PREFIX": prefix,
-        "ONSALE_TOKEN_SECRET": token_secret,
-        "ONSALE_ADMIN_TOKEN": secrets.token_urlsafe(32),
-        "ONSALE_WEBHOOK_SECRET": secrets.token_urlsafe(32),
-        "ONSALE_DEMO_LOGIN": "1",
-        "ONSALE_CLAIMS_PER_S": "0",
-        "ONSALE_LOGIN_CAP": "0",
-        "ONSALE_PROVIDER_URL": "http://127.0.0.1:9",
-        "ONSALE_CONFIRM_AFTER": "redis",
-        "ONSALE_SOLD_OUT_MEMORY_MS": "600000",
+    return api_env(
+        REDIS_URL,
+        ONSALE_KEY_PREFIX=prefix,
+        ONSALE_TOKEN_SECRET=token_secret,
+        ONSALE_SOLD_OUT_MEMORY_MS="600000",
         **extra,
-    }
+    )
