@@ -98,8 +98,8 @@ class Store:
         self.stock = Stock(self)  # quantity stock: create, correct, read (ADR 0022)
         self.lifecycle = Lifecycle(self)  # open, close, cancel (ADR 0025)
         # Script calls of one event-loop tick share one round trip (engine/pipeline.py).
-        pipeline = AutoPipeline(client, self.scripts, timeout_s=timeout_s, wait=wait)
-        self.pipeline = pipeline if autopipeline else None
+        self.pipeline = (AutoPipeline(client, self.scripts, timeout_s=timeout_s, wait=wait)
+                         if autopipeline else None)  # fmt: skip
 
     # -- plumbing -------------------------------------------------------------------------
 

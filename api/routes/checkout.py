@@ -3,7 +3,6 @@
 The claim is the hot path: token check (CPU only), one FCALL, no PostgreSQL. A claim of
 stock lines (ADR 0022) is answered with its amount from the same script call."""
 
-import asyncio
 import os
 import uuid
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from api.errors import ApiError
 from api.refusal_lane import SLOT
 from api.responses import json_response, read_json
 from api.routes import waiting
+from api.routes.seatmap import board_of
 from api.routes.stock import LINES_MAX, cart_of, lines_view
 from api.validate import LIMITS, idempotency_key, ident, integer, obj, query_integer
 from engine import errors, keys
@@ -31,9 +31,7 @@ from engine.stock import StockLine, lines_of
 async def availability(request: Request) -> Response:
     c = ctx(request)
     event_id = path_id(request, "event_id")
-    a, now_ms = await asyncio.gather(
-        c.store.read.availability(event_id), c.store.read.server_time_ms()
-    )
+    a = await c.store.read.availability(event_id)
     room = await waiting.rooms(request).room(event_id)
     return json_response(
         {
@@ -48,7 +46,8 @@ async def availability(request: Request) -> Response:
             "price_minor": a.price_minor,
             "hold_ttl_ms": a.hold_ttl_ms,
             "waiting_room": room is not None,  # ADR 0029: claims then need an admission
-            "server_time_ms": now_ms,  # the clock that decides T0 and every deadline
+            # the clock that decides T0 and every deadline (the pages' clock: no read per call)
+            "server_time_ms": await board_of(request).server_time_ms(),
         }
     )
 
@@ -258,14 +257,13 @@ async def hold_status(request: Request) -> Response:
     c = ctx(request)
     event_id, _login, h = await owned_hold(request)
     durable = c.settings.confirm_after != "ledger" or await sale_durable(c.store, event_id, h)
-    charges, now_ms = await asyncio.gather(
-        c.store.read.charges(event_id, h.charge_ids), c.store.read.server_time_ms()
-    )
+    charges = await c.store.read.charges(event_id, h.charge_ids)
     currency: str | None = ""
     if durable and h.state == HoldState.CONFIRMED:  # its order names the event's currency
         (currency,) = await c.store.read.event_fields(event_id, "currency")
     view = hold_view(h, charges, durable=durable, currency=currency or "EUR")
-    return json_response({**view, "server_time_ms": now_ms})  # the clock of its deadline
+    now_ms = await board_of(request).server_time_ms()  # the clock of its deadline
+    return json_response({**view, "server_time_ms": now_ms})
 
 
 # A hold that ended otherwise cannot be given up: the 409 names why (and carries its state).

@@ -3,7 +3,6 @@ availability per SKU and location (public), and stock corrections (admin). Claim
 lines go through the claim route (api/routes/checkout.py); every later step is the seat
 engine's own."""
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +12,7 @@ from starlette.responses import Response
 from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
 from api.responses import json_response, read_json
+from api.routes.seatmap import board_of
 from api.validate import LIMITS, ident, integer, items, obj, only, stock_ident, text, whole
 from engine.sections import section_availability
 from engine.stock import COUNTERS, HeldLine, SkuSpec, StockLine, lines_of
@@ -98,10 +98,7 @@ async def stock_table(request: Request) -> Response:
     """Availability per SKU and location: one read of the event's stock hash, never a scan."""
     c = ctx(request)
     event_id = path_id(request, "event_id")
-    # EventNotFound, WrongKind for a seat event
-    table, now_ms = await asyncio.gather(
-        c.store.stock.table(event_id), c.store.read.server_time_ms()
-    )
+    table = await c.store.stock.table(event_id)  # EventNotFound, WrongKind for a seat event
     skus = []
     for sku, entry in sorted(table.items()):
         locations = [
@@ -111,6 +108,7 @@ async def stock_table(request: Request) -> Response:
         available = sum(int(x["available"]) for x in locations)
         row = {"sku": sku, "price_minor": entry["price_minor"], "available": available}
         skus.append({**row, "locations": locations})
+    now_ms = await board_of(request).server_time_ms()  # the pages' clock: no read per call
     return json_response({"event_id": event_id, "skus": skus, "server_time_ms": now_ms})
 
 
