@@ -140,7 +140,6 @@ local function moves_due(ctx, c, h)
     due = waiting
   end
   for _, move in ipairs(due) do kept[#kept + 1] = move end
-  parent = get_charge(c.key or c.id) or c
   parent.early = #kept > 0 and kept or nil
   put_charge(parent)
 end

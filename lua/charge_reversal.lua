@@ -62,8 +62,7 @@ if #problems > 0 then
   raise_alert(ctx, 'pev/' .. pev, h, c, 'mismatch:' .. table.concat(problems, ','), claimed)
   return finish('MISMATCH', c, h)
 end
-local move = { pev = pev, kind = kind, attempt = attempt, amount = amount_raw,
-  claimed = claimed }
+local move = { pev = pev, kind = kind, attempt = attempt, claimed = claimed }
 if unbound then
   move_note(ctx, c, h, move)
   return finish('NOTED', c, h)
