@@ -9,7 +9,7 @@ at the next look; every decision it makes goes through the outbox like any other
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import asyncpg
 
@@ -25,7 +25,6 @@ class AutoRebuildStats:
     refused: int = 0
     failed: int = 0
     last_s: float = 0.0  # how long the last rebuild took
-    seconds: list[float] = field(default_factory=list)  # every rebuild's time, last 100
 
 
 class AutoRebuilder:
@@ -34,20 +33,17 @@ class AutoRebuilder:
         self.stats = AutoRebuildStats()
         self._running: dict[str, asyncio.Task[bool]] = {}
 
-    def start(self, event_ids: list[str]) -> list[str]:
+    def start(self, event_ids: list[str]) -> None:
         """Start a rebuild of each event the look found needing one (in the background: the
-        writer goes on with the other events); the events started."""
+        writer goes on with the other events), unless one of this process's runs already."""
         if not self.enabled:
-            return []
-        started = []
+            return
         for event_id in event_ids:
-            if event_id in self._running and not self._running[event_id].done():
-                continue
-            self._running[event_id] = asyncio.create_task(
-                self.rebuild_one(event_id), name=f"rebuild {event_id}"
-            )
-            started.append(event_id)
-        return started
+            running = self._running.get(event_id)
+            if running is None or running.done():
+                self._running[event_id] = asyncio.create_task(
+                    self.rebuild_one(event_id), name=f"rebuild {event_id}"
+                )
 
     async def wait(self) -> None:
         """Every rebuild started so far, finished (a stop, a test)."""
@@ -71,7 +67,6 @@ class AutoRebuilder:
         took = time.monotonic() - began
         self.stats.rebuilt += 1
         self.stats.last_s = took
-        self.stats.seconds = [*self.stats.seconds[-99:], took]
         log.warning(
             "event %s rebuilt from the ledger in %.2f s: %d seats, %d sold, %d superseded",
             event_id,
