@@ -259,3 +259,35 @@ async def test_money_leaving_a_sold_seat_races_revoke_and_resale(
         charges = await race_store.read.scan_charges(sale.event_id)
         assert sum(c.holds_money for c in charges) == 0  # the provider holds nothing now
         await sale.audit_ok()
+
+
+@pytest.mark.parametrize("policy", ["manual", "revoke"])
+async def test_a_refund_and_its_capture_racing_never_sell_the_seat(
+    race_store: Store, policy: str
+) -> None:
+    """Many trials on real Redis: the capture and the refund of the same payment are delivered
+    at the same moment, each twice, in random order. Whichever script runs first, every trial
+    ends as the in-order pair: the money left, the seat an exception or revoked, never sold
+    with no money behind it (ADR 0036)."""
+    from engine.states import ReversalPolicy
+    from tests.helpers import callback, reversal
+
+    rng = random.Random(11)
+    for trial in range(40):
+        sale = await open_sale(race_store, 1, reversal_policy=ReversalPolicy(policy))
+        await race_store.claim(sale.event_id, "ann", "h1")
+        await race_store.start_charge(sale.event_id, "h1", "ann", "c1", 100)
+        sends = [
+            callback(sale, "c1", "CAPTURED", event_id=f"pe-s-{trial}"),
+            callback(sale, "c1", "CAPTURED", event_id=f"pe-s-{trial}"),
+            reversal(sale, "c1", "REFUND", event_id=f"pe-r-{trial}"),
+            reversal(sale, "c1", "REFUND", event_id=f"pe-r-{trial}"),
+        ]
+        rng.shuffle(sends)
+        await asyncio.gather(*sends)
+        c = await race_store.read.charge(sale.event_id, "c1")
+        h = await race_store.read.hold(sale.event_id, "h1")
+        assert (c.state, c.holds_money) == (ChargeState.PROVIDER_REFUNDED, 0), trial
+        want = HoldState.REVOKED if policy == "revoke" else HoldState.EXCEPTION
+        assert (h.state, h.reason) == (want, "money_refunded_at_provider"), trial
+        await sale.audit_ok()
