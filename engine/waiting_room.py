@@ -58,6 +58,9 @@ FACTOR_PCT = 150  # admissions not yet used may reach 1.5 x the free units
 ADMISSION_TTL_MS = 120_000  # an admission lives two minutes
 ROOMS_CACHE_MAX = 10_000  # events whose room (or its absence) a process remembers
 RATE_TAU_MS = 5_000  # the admission rate averages over about this long (lua/_queue.lua)
+# A spent admission keeps counting against the free units this long: its claim is the next call
+# and holds the unit once it lands; until then another look must not admit someone for it.
+SPEND_GRACE_MS = 2_000
 T0_MARGIN_MS = 500  # "no room" learnt before T0 is asked again this long before T0
 
 
@@ -190,7 +193,7 @@ class WaitingRoom:
         pipe = self.store.client.pipeline(transaction=True)  # one snapshot, one slot
         pipe.hgetall(queue)
         pipe.zcard(order)
-        pipe.zcard(lapses)
+        pipe.zcount(lapses, 0, "+inf")  # the admissions not yet used (not the spends)
         raw, entries, outstanding = await timed(pipe.execute(), self.store.timeout_s)
         if not raw:
             raise await self._missing(event_id)
@@ -256,7 +259,9 @@ class WaitingRoom:
     async def spend(self, event_id: str, login: str, hold_id: str, admitted_ms: int) -> None:
         """Spend the login's admission on the claim of `hold_id` (or let the same claim through
         again). Returns when the claim may go on; raises the refusal otherwise."""
-        reply = await self._call("queue_use", event_id, [login, hold_id, admitted_ms])
+        reply = await self._call(
+            "queue_use", event_id, [login, hold_id, admitted_ms, SPEND_GRACE_MS]
+        )
         code = QueueUseCode(reply[0])
         if code in (QueueUseCode.OK, QueueUseCode.REPLAY):
             return

@@ -49,13 +49,15 @@ end
 
 -- Lapse what is overdue, then admit the next places: as many as the bucket holds (it refills
 -- at per_s, up to a quarter second's worth, full at T0), and no more than keep the admissions
--- not yet used within factor_pct of the free units.
+-- not yet used, and the spent ones whose claims may still be on their way, within factor_pct of
+-- the free units.
 local function admit(ctx, q, free)
-  local overdue = redis.call('ZRANGEBYSCORE', K_LAPSES, '-inf', ctx.now, 'LIMIT', 0, ADMIT_MAX)
+  local overdue = redis.call('ZRANGEBYSCORE', K_LAPSES, 0, ctx.now, 'LIMIT', 0, ADMIT_MAX)
   if #overdue > 0 then
     redis.call('ZREM', K_LAPSES, unpack(overdue))
     redis.call('HINCRBY', K_QUEUE, 'lapsed', #overdue)
   end
+  redis.call('ZREMRANGEBYSCORE', K_LAPSES, -ctx.now, '(0')  -- spends whose claims have landed
   local room = math.ceil(free * q.factor_pct / 100) - redis.call('ZCARD', K_LAPSES)
   local burst = math.max(1, math.ceil(q.per_s / 4))
   local tokens = burst

@@ -1,16 +1,17 @@
 --[[ queue_use: spend a login's admission on one claim (the claim script is the next call).
 KEYS[1..5] the event hash and the queue keys (engine/keys.py queue_keys, documented in _queue.lua)
 ARGV[1] login   ARGV[2] hold_id (the claim's, made from its Idempotency-Key)   ARGV[3]
-  admitted_ms of the admission the token names
+  admitted_ms of the admission the token names   ARGV[4] grace_ms: how long the spent admission
+  still counts against the free units (its claim, the next call, lands within it)
 Returns {code, ...}: OK | REPLAY (the claim that spent it, sent again while the admission is
   live) | USED (spent by another claim) | EXPIRED (lapsed, or a token of an earlier admission) |
   NOT_ADMITTED | NO_FREE (no unit is free now: the admission is kept) | SOLD_OUT | NOT_OPEN |
   NO_QUEUE | NOT_FOUND
 Invariants: an admission is spent once, by one hold id, and only while it is live, the sale open
 and a unit free; every refusal writes nothing; nothing here touches seats or holds. ]]
-local login, hold_id, token_ms = ARGV[1], ARGV[2], ARGV[3]
-if login == '' or hold_id == '' or not string.match(token_ms or '', '^%d+$') then
-  return redis.error_reply('BAD_ARGS login, hold_id and admitted_ms')
+local login, hold_id, token_ms, grace_ms = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+if login == '' or hold_id == '' or not string.match(token_ms or '', '^%d+$') or not grace_ms then
+  return redis.error_reply('BAD_ARGS login, hold_id, admitted_ms and grace_ms')
 end
 local ctx = context()
 if not ctx then return { 'NOT_FOUND' } end
@@ -34,6 +35,9 @@ if free + held + blocked == 0 then return { 'SOLD_OUT' } end
 if free == 0 then return { 'NO_FREE' } end
 e.hold = hold_id
 entry_put(e)
+-- No longer unused, but its claim has not taken the unit yet: until the grace ends it counts as
+-- a spend in flight (a negative score, see _queue.lua), so no look admits another for that unit.
 redis.call('ZREM', K_LAPSES, login)
+redis.call('ZADD', K_LAPSES, -(ctx.now + grace_ms), SPENT .. login)
 redis.call('HINCRBY', K_QUEUE, 'used', 1)
 return { 'OK' }

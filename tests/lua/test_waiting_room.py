@@ -21,7 +21,7 @@ from engine.waiting_errors import (
     NoWaitingRoom,
     QueueFull,
 )
-from engine.waiting_room import T0_MARGIN_MS, Place, QueueState, RoomSettings, WaitingRoom
+from engine.waiting_room import SPEND_GRACE_MS, T0_MARGIN_MS, Place, QueueState, RoomSettings, WaitingRoom
 from engine.waiting_tokens import admitted_ms_of, draw, issue
 from tests.conftest import Sale, open_sale, seats
 from tests.helpers import callback
@@ -194,6 +194,26 @@ async def test_an_admission_is_spent_once_by_one_claim(store: Store) -> None:
     assert (await room.look(sale.event_id, "bob")).state == QueueState.LAPSED
 
 
+async def test_a_spent_admission_holds_its_unit_until_its_claim_lands(store: Store) -> None:
+    # The claim is the call after the spend: between the two, the seat is still free and the
+    # spent admission no longer waits to be used. Another look then must not admit the next
+    # place, or two buyers are told "your turn" for one seat (a real interleaving of two pages).
+    sale, room = await room_sale(store, 1, ONE_BY_ONE)
+    for login in ("alice", "bob"):
+        await room.join(sale.event_id, login)
+    await sale.at(T0)
+    (first,) = await admitted(room, sale.event_id, ["alice", "bob"])
+    second = "bob" if first == "alice" else "alice"
+    await spend(room, sale.event_id, first, f"h-{first}")
+    assert (await room.look(sale.event_id, second)).state == QueueState.WAITING  # not yet
+    await store.claim(sale.event_id, first, f"h-{first}")  # the claim lands: the seat is held
+    assert (await room.look(sale.event_id, second)).state == QueueState.WAITING
+    assert (await room.figures(sale.event_id))["outstanding"] == 0  # no admission is unused
+    await store.release(sale.event_id, f"h-{first}", first)  # the seat comes back
+    await sale.at(T0 + SPEND_GRACE_MS)  # the spend's count ends with its grace
+    assert (await room.look(sale.event_id, second)).state == QueueState.ADMITTED
+
+
 async def test_no_free_seat_keeps_the_admission_and_sold_out_is_for_good(store: Store) -> None:
     sale, room = await room_sale(store, 1, RoomSettings(admit_per_s=100, admit_factor_pct=200))
     for login in ("alice", "bob", "carol"):
@@ -233,7 +253,9 @@ async def test_used_or_lapsed_entries_join_again_at_the_end(store: Store) -> Non
     back = await room.join(sale.event_id, first)
     assert (back.state, back.created, back.position) == (QueueState.WAITING, True, 2)
     await spend(room, sale.event_id, second, f"h-{second}")  # used: it may join again too
-    # (no claim was made: the seat is still free, so the third place is admitted meanwhile)
+    # (no claim came: the seat is still free, so once the spend's grace ends the third place
+    # is admitted)
+    await sale.at(T0 + ONE_BY_ONE.admission_ttl_ms + SPEND_GRACE_MS)
     assert (await room.join(sale.event_id, second)).position == 2
     assert (await room.look(sale.event_id, first)).position == 1
 
