@@ -116,7 +116,16 @@ CREATE_EVENT_REQUEST = record(
         "hold_ttl_ms": limit("hold_ttl_ms"),
         "quarantine_ms": limit("quarantine_ms"),
         "policy": {"type": "string", "enum": [*LatePolicy]},
-        "price_minor": limit("price_minor"),
+        "price_minor": limit(
+            "price_minor",
+            description="seat events: a seat's price unless its level has one in price_levels",
+        ),
+        "price_levels": limit(
+            "price_levels",
+            additionalProperties=limit("price_minor"),
+            description="seat events: price_level -> price_minor; each seat's price_level must "
+            "be one of them (ADR 0038). Absent: levels are display only",
+        ),
         "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
         "reversal_policy": {"type": "string", "enum": [*ReversalPolicy]},
         "opens_at_ms": {
@@ -147,13 +156,15 @@ CREATE_EVENT_REQUEST = record(
         "quarantine_ms",
         "policy",
         "price_minor",
+        "price_levels",
         "currency",
         "reversal_policy",
         "opens_at_ms",
     ),
     closed=True,
-    description="kind seats (default): `seats` (and optionally price_minor, max_party); kind "
-    "stock: `locations` and `skus` instead (no seats, max_party or price_minor).",
+    description="kind seats (default): `seats` (and optionally price_minor, price_levels, "
+    "max_party); kind stock: `locations` and `skus` instead (no seats, max_party, price_minor "
+    "or price_levels).",
 )
 OPEN_SALE_REQUEST = record(
     {"opens_at_ms": limit("opens_at_ms"), "reschedule": {"type": "boolean"}},

@@ -83,9 +83,15 @@ HOLD_CHARGE = record(
         "reason": None,
     },
 )
+SEAT_PRICES = {
+    "type": "object",
+    "additionalProperties": AMOUNT,
+    "description": "seat_id -> its price: its level's (ADR 0038), else the event's price_minor",
+}
 ORDER = record(
     {
         "seat_ids": array(ID),
+        "seat_prices": SEAT_PRICES,
         "lines": array(ref("HeldLine")),
         "amount": nullable(AMOUNT),
         "currency": CURRENCY,
@@ -93,12 +99,14 @@ ORDER = record(
     },
     {
         "seat_ids": ["A-1", "A-2"],
+        "seat_prices": {"A-1": 4500, "A-2": 4500},
         "amount": 9000,
         "currency": "EUR",
         "charge_id": CHARGE_ID_EXAMPLE,
     },
-    optional=("seat_ids", "lines"),
-    description="What a CONFIRMED hold bought (seat_ids, or a cart's lines) and the one "
+    optional=("seat_ids", "seat_prices", "lines"),
+    description="What a CONFIRMED hold bought (seat_ids and seat_prices, or a cart's lines) "
+    "and the one "
     "charge that paid for it.",
 )
 HOLD = record(
@@ -106,6 +114,7 @@ HOLD = record(
         "hold_id": ID,
         "seat_id": nullable(ID),
         "seat_ids": array(ID),
+        "seat_prices": SEAT_PRICES,
         "lines": array(ref("HeldLine")),
         "amount": AMOUNT,
         "state": VIEW_STATE,
@@ -124,6 +133,8 @@ HOLD = record(
         "hold_id": HOLD_ID,
         "seat_id": "A-1",
         "seat_ids": ["A-1", "A-2"],
+        "seat_prices": {"A-1": 4500, "A-2": 4500},
+        "amount": 9000,
         "state": "CONFIRMED",
         "expires_ms": EXPIRES,
         "winner": CHARGE_ID_EXAMPLE,
@@ -136,10 +147,10 @@ HOLD = record(
         "order": ORDER["example"],
         "server_time_ms": 1767261604120,
     },
-    optional=("lines", "amount", "server_time_ms"),
-    description="A hold, its charges, and what it owns: seat_id and seat_ids, or a stock "
-    "hold's lines and amount (seat_id null). A CONFIRMED hold, once the sale is told, has its "
-    "`order`; null otherwise.",
+    optional=("lines", "seat_prices", "amount", "server_time_ms"),
+    description="A hold, its charges, and what it owns: seat_id, seat_ids, each seat's price "
+    "and their sum (amount), or a stock hold's lines and amount (seat_id null). A CONFIRMED "
+    "hold, once the sale is told, has its `order`; null otherwise.",
 )
 HOLD_RELEASED = record(
     {"hold_id": ID, "state": {"type": "string", "enum": ["RELEASED"]}},

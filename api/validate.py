@@ -2,7 +2,8 @@
 clear message that names only what the client sent.
 
 `LIMITS` is every limit the API enforces on what a client sends, by name: a number's range, a
-list's length (`of="items"`) or a text's length (`of="chars"`). The validators below and the
+list's length (`of="items"`), a text's length (`of="chars"`) or an object's number of names
+(`of="names"`). The validators below and the
 OpenAPI document (api/openapi.py) both read it, so the document states exactly what is refused
 (tests/unit/test_api_contract.py checks both against it)."""
 
@@ -21,7 +22,8 @@ from engine.webhooks import EVENT_TYPES
 @dataclass(frozen=True, slots=True)
 class Bound:
     """An inclusive range; `integer`: whole numbers only (JSON integers, never 1.0 or true).
-    `of`: what is bounded: the value ("value"), a list's length ("items"), a text's ("chars")."""
+    `of`: what is bounded: the value ("value"), a list's length ("items"), a text's ("chars"),
+    an object's number of names ("names")."""
 
     low: int | float
     high: int | float
@@ -33,6 +35,8 @@ class Bound:
             return {"type": "array", "minItems": self.low, "maxItems": self.high}
         if self.of == "chars":
             return {"type": "string", "minLength": self.low, "maxLength": self.high}
+        if self.of == "names":
+            return {"type": "object", "minProperties": self.low, "maxProperties": self.high}
         kind = "integer" if self.integer else "number"
         return {"type": kind, "minimum": self.low, "maximum": self.high}
 
@@ -81,11 +85,13 @@ LIMITS: Mapping[str, Bound] = MappingProxyType(
         "admit_factor_pct": Bound(100, 1_000),
         "admission_ttl_ms": Bound(10_000, 3_600_000),
         # A seat's place on the drawn map (ADR 0028): a position in the map's own units (the
-        # page scales the map to fit), a row label, a price level's name (display only).
+        # page scales the map to fit), a row label, a price level's name (its price when the
+        # event has `price_levels`, ADR 0038; display only otherwise).
         "x": Bound(-100_000, 100_000, integer=False),
         "y": Bound(-100_000, 100_000, integer=False),
         "row": Bound(1, 16, of="chars"),
         "price_level": Bound(1, 32, of="chars"),
+        "price_levels": Bound(1, 64, of="names"),
     }
 )
 assert (
@@ -139,6 +145,18 @@ def items(body: dict[str, Any], name: str, limit: str | None = None) -> list[Any
     if not isinstance(value, list) or not bound.low <= len(value) <= bound.high:
         raise ApiError(
             400, "invalid_request", f"{name} must be a list of {bound.low} to {bound.high} items"
+        )
+    return value
+
+
+def names(body: dict[str, Any], name: str) -> dict[str, Any]:
+    """`body[name]`: an object whose number of names is within `LIMITS[name]` (of="names")."""
+    bound = LIMITS[name]
+    assert bound.of == "names", f"{name} does not bound an object"
+    value = body.get(name)
+    if not isinstance(value, dict) or not bound.low <= len(value) <= bound.high:
+        raise ApiError(
+            400, "invalid_request", f"{name} must be an object of {bound.low} to {bound.high} names"
         )
     return value
 

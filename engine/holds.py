@@ -14,6 +14,7 @@ class SeatSpec:
     seat_id: str
     rank: float
     section: str = ""
+    price_minor: int | None = None  # its level's price (None: the event's), engine/prices.py
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,8 +93,9 @@ def event_key(event_id: str, name: str, prefix: str = PREFIX) -> str:
 
 # Keys of an event that no script touches (Python only), still under the event's hash tag.
 # raw_callbacks: verified provider messages; refused: holds whose decision the ledger refused;
-# seatmap: the seats' places a page draws (engine/seatmap.py, written once at the create).
-EXTRA_KEYS: tuple[str, ...] = ("raw_callbacks", "refused", "seatmap")
+# seatmap: the seats' places a page draws (engine/seatmap.py, written once at the create);
+# prices: the seats' own prices (engine/prices.py, written once at the create).
+EXTRA_KEYS: tuple[str, ...] = ("raw_callbacks", "refused", "seatmap", "prices")
 
 
 def event_of_channel(channel: str) -> str:

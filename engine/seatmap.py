@@ -79,11 +79,13 @@ class Layout:
     created_ms: str
 
 
-def layout_json(places: Iterable[SeatPlace]) -> bytes:
-    """The stored (and served) layout: columns, then one row per seat, in rank order."""
+def layout_json(places: Iterable[SeatPlace], prices: dict[str, int] | None = None) -> bytes:
+    """The stored (and served) layout: columns, then one row per seat, in rank order, and the
+    price of each level when the event prices its levels (ADR 0038; {} otherwise)."""
     rows = [p.row_of() for p in places]
     positioned = bool(rows) and all(r[3] is not None for r in rows)
-    return orjson.dumps({"columns": COLUMNS, "positioned": positioned, "seats": rows})
+    body = {"columns": COLUMNS, "positioned": positioned, "seats": rows}
+    return orjson.dumps({**body, "price_levels": prices or {}})
 
 
 def _layout(event_id: str, body: bytes, created_ms: str) -> Layout:
@@ -92,11 +94,13 @@ def _layout(event_id: str, body: bytes, created_ms: str) -> Layout:
     return Layout(event_id, seat_ids, body, etag, created_ms)
 
 
-async def save_layout(reads: "Reads", event_id: str, places: list[SeatPlace]) -> None:
+async def save_layout(
+    reads: "Reads", event_id: str, places: list[SeatPlace], prices: dict[str, int] | None = None
+) -> None:
     """Written once, by the admin create, after the seats: `places` in rank order."""
     assert len(places) <= SEATMAP_SEATS_MAX, "a drawn map is bounded"
     key = reads._key(event_id, LAYOUT_KEY)
-    await reads._read(reads.client.set(key, layout_json(places)))
+    await reads._read(reads.client.set(key, layout_json(places, prices)))
 
 
 async def read_layout(reads: "Reads", event_id: str) -> Layout:

@@ -25,6 +25,7 @@ from engine.holds import (
 from engine.lifecycle import Lifecycle
 from engine.notes import Notes
 from engine.pipeline import AutoPipeline
+from engine.prices import save_prices
 from engine.reads import Reads, timed
 from engine.replicas import ReplicaWait
 from engine.restore import Restore
@@ -147,17 +148,18 @@ class Store:
         max_party: int = 0,
         login_cap: int | None = None,
     ) -> int:
-        """Create a DRAFT event and add its seats in chunks; returns the number of seats.
-        `max_party`: seats one claim may ask for (0: the API's limit); `login_cap`: seats a
-        login may hold and buy here (None: the deployment's cap, 0: none)."""
+        """Create a DRAFT event, its seats' own prices, then its seats in chunks; returns the
+        number of seats. `max_party`: seats a claim may ask for (0: the API's limit); `login_cap`:
+        seats a login may hold and buy (None: the deployment's cap, 0: none)."""
         args = [event_id, hold_ttl_ms, quarantine_ms, str(policy), currency, str(reversal_policy)]
         cap = "" if login_cap is None else login_cap
         await self.read.index.add(event_id)  # first: a create cut short is still walked
         reply = await self._run("event_create", event_id, [*args, "seats", "", max_party, cap])
         if reply[0] == EventCreateCode.EXISTS:
             raise errors.EventExists(f"event {event_id} exists")
-        # The price is display data, no script's input: set after the create, on a DRAFT.
+        # Prices are no script's input (engine/prices.py): set after the create, on a DRAFT.
         await self._read(self.client.hset(self.key(event_id, "event"), "price_minor", price_minor))
+        await save_prices(self, event_id, seats := list(seats))
         total = 0
         batch: list[Any] = []
         for seat in seats:

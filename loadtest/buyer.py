@@ -83,6 +83,11 @@ class BuyerApi:
             headers=self._headers(self._key(key)),
         )
 
+    def claim_seats(self, seat_ids: list[str], key: str | None = None) -> Call:
+        """These seats in one hold, all or none."""
+        path, body = f"{self.path}/holds", {"seat_ids": seat_ids}
+        return Call("claim seats", "POST", path, json=body, headers=self._headers(self._key(key)))
+
     def cart(self, lines: list[dict[str, Any]], key: str | None = None) -> Call:
         """A claim of stock lines ({sku, quantity, location?}), all or nothing (ADR 0022)."""
         path = f"{self.path}/holds"

@@ -8,6 +8,7 @@ import asyncpg
 import redis.asyncio as aioredis
 
 from engine import keys
+from engine.prices import PRICES_KEY
 from persistence.ledger_rows import config_row
 from persistence.queries import Q
 from persistence.stock_ledger import sku_rows
@@ -16,9 +17,10 @@ from persistence.stock_ledger import sku_rows
 async def mirror_event(
     redis: "aioredis.Redis", pool: asyncpg.Pool, prefix: str, event_id: str
 ) -> bool:
-    """Copy the event's config and seat map (a stock event: its SKUs and prices) into the
-    ledger once it is out of DRAFT (all fixed from then on: open, or already closed or
-    cancelled by an operator before this writer saw it open); False while a draft."""
+    """Copy the event's config and seat map with each seat's own price (a stock event: its SKUs
+    and prices) into the ledger once it is out of DRAFT (all fixed from then on: open, or
+    already closed or cancelled by an operator before this writer saw it open); False while a
+    draft."""
     ev = await redis.hgetall(keys.event_key(event_id, "event", prefix))
     if not ev or ev.get("status", "draft") == "draft":
         return False
@@ -29,6 +31,7 @@ async def mirror_event(
             keys.event_key(event_id, "seats", prefix), 0, -1, withscores=True
         )
         sections = await redis.hgetall(keys.event_key(event_id, "sections", prefix))
+        prices = await redis.hgetall(keys.event_key(event_id, PRICES_KEY, prefix))
         skus = []
         if ev.get("kind") == "stock":
             skus = await sku_rows(redis, prefix, event_id)
@@ -37,7 +40,13 @@ async def mirror_event(
             await conn.executemany(
                 Q["insert_seat"],
                 [
-                    (event_id, str(seat), float(rank), sections.get(str(seat), ""))
+                    (
+                        event_id,
+                        str(seat),
+                        float(rank),
+                        sections.get(str(seat), ""),
+                        int(prices[str(seat)]) if str(seat) in prices else None,
+                    )
                     for seat, rank in seats
                 ],
             )

@@ -109,7 +109,7 @@ insert into events (event_id) values ($1) on conflict do nothing
 select 1 from event_configs where event_id = $1
 
 -- name: insert_seat
-insert into seats (event_id, seat_id, rank, section) values ($1, $2, $3, $4)
+insert into seats (event_id, seat_id, rank, section, price_minor) values ($1, $2, $3, $4, $5)
 on conflict do nothing
 
 -- name: insert_event_config
@@ -146,7 +146,7 @@ from stock_corrections where event_id = $1 group by sku, location
 select * from event_configs where event_id = $1
 
 -- name: event_seats
-select seat_id, rank, section from seats where event_id = $1 order by rank
+select seat_id, rank, section, price_minor from seats where event_id = $1 order by rank
 
 -- name: event_decision_ids
 select decision_id from decisions where event_id = $1

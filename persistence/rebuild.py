@@ -193,7 +193,7 @@ async def _create(
     seat_rows = await conn.fetch(Q["event_seats"], event_id)
     seats = await store.create_event(
         event_id,
-        [SeatSpec(r["seat_id"], r["rank"], r["section"]) for r in seat_rows],
+        [SeatSpec(r["seat_id"], r["rank"], r["section"], r["price_minor"]) for r in seat_rows],
         hold_ttl_ms=config["hold_ttl_ms"],
         quarantine_ms=config["quarantine_ms"],
         policy=LatePolicy(config["policy"]),

@@ -13,7 +13,7 @@ from starlette.responses import Response
 from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
 from api.responses import json_response, parse_json, read_body, read_json
-from api.routes.seatmap import PLACE_FIELDS, seat_layout
+from api.routes.seatmap import PLACE_FIELDS, price_table, seat_layout, seat_price
 from api.routes.stock import NewStock, new_stock
 from api.validate import (
     LIMITS,
@@ -38,7 +38,7 @@ EVENT_FIELDS = frozenset(
     (
         "event_id", "kind", "seats", "hold_ttl_ms", "quarantine_ms", "policy", "price_minor",
         "currency", "reversal_policy", "opens_at_ms", "login_cap", "max_party", "locations",
-        "skus",
+        "skus", "price_levels",
     )
 )  # fmt: skip
 KINDS = ("seats", "stock")
@@ -66,6 +66,7 @@ class NewEvent:
     max_party: int = 0  # seats one claim may ask for (0: the API's limit)
     stock: NewStock | None = None  # a stock event's locations and SKUs (then no seats)
     places: list[SeatPlace] | None = None  # the drawn map, rank order (None: too large to draw)
+    price_levels: dict[str, int] | None = None  # level -> price (None: levels are display only)
 
 
 def new_event(raw: bytes, content_type: str | None) -> NewEvent:
@@ -83,7 +84,8 @@ def new_event(raw: bytes, content_type: str | None) -> NewEvent:
     given = [name for name in STOCK_ONLY if name in body]
     if stock is None and given:
         raise ApiError(400, "invalid_request", f"{given[0]} is for events of kind stock")
-    seats = [] if stock else seat_map(body.get("seats"))
+    levels = price_table(body)
+    seats = [] if stock else seat_map(body.get("seats"), levels)
     return NewEvent(
         event_id=event_id,
         seats=seats,
@@ -100,18 +102,20 @@ def new_event(raw: bytes, content_type: str | None) -> NewEvent:
         max_party=0 if body.get("max_party") is None else whole(body, "max_party"),
         stock=stock,
         places=None if stock else seat_layout(body["seats"], seats),
+        price_levels=levels,
     )
 
 
-def seat_map(raw: Any) -> list[SeatSpec]:
+def seat_map(raw: Any, prices: dict[str, int] | None = None) -> list[SeatSpec]:
     if not isinstance(raw, list) or not 1 <= len(raw) <= SEATS_MAX:
         raise ApiError(400, "invalid_request", f"seats must be a list of 1..{SEATS_MAX} seats")
     seen: set[str] = set()
-    return [seat_spec(item, n, seen) for n, item in enumerate(raw)]
+    return [seat_spec(item, n, seen, prices) for n, item in enumerate(raw)]
 
 
-def seat_spec(item: Any, n: int, seen: set[str]) -> SeatSpec:
-    """Seat `n` of the map; its rank defaults to its position."""
+def seat_spec(item: Any, n: int, seen: set[str], prices: dict[str, int] | None) -> SeatSpec:
+    """Seat `n` of the map; its rank defaults to its position; its price its level's when the
+    event prices its levels (`prices`)."""
     if not isinstance(item, dict):
         raise ApiError(400, "invalid_request", f"seats[{n}] must be an object")
     only(item, SEAT_FIELDS, f"seats[{n}]")
@@ -128,7 +132,7 @@ def seat_spec(item: Any, n: int, seen: set[str]) -> SeatSpec:
             "invalid_request",
             f"section of {seat_id} must be a string of at most {SECTION_CHARS_MAX} characters",
         )
-    return SeatSpec(seat_id, rank, section)
+    return SeatSpec(seat_id, rank, section, seat_price(item, seat_id, prices))
 
 
 @endpoint("admin_create_event")
@@ -161,7 +165,7 @@ async def create_event(request: Request) -> Response:
         )
         answer |= {"kind": "seats", "seats": n_seats}
         if new.places is not None:  # off the hot path: no script reads it (ADR 0028)
-            await save_layout(c.store.read, new.event_id, new.places)
+            await save_layout(c.store.read, new.event_id, new.places, new.price_levels)
     if new.opens_at_ms is not None:
         await c.store.open_sale(new.event_id, new.opens_at_ms)
     return json_response(answer, 201)

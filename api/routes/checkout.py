@@ -5,6 +5,7 @@ stock lines (ADR 0022) is answered with its amount from the same script call."""
 
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from api.routes.stock import LINES_MAX, cart_of, lines_view
 from api.validate import LIMITS, idempotency_key, ident, integer, obj, query_integer
 from engine import errors, keys
 from engine.holds import Charge, Claimed, Hold
+from engine.prices import seat_prices
 from engine.providers import ProviderRefused, ProviderTimeout
 from engine.states import HoldState
 from engine.stock import StockLine, lines_of
@@ -190,14 +192,22 @@ async def claim(request: Request) -> Response:
     return claimed_response(claimed)
 
 
-def goods_view(h: Hold | Claimed) -> dict[str, object]:
-    """What the hold owns: its seats, or a stock hold's lines and their amount."""
+def goods_view(h: Hold | Claimed, prices: Sequence[int] = ()) -> dict[str, object]:
+    """What the hold owns: its seats (with `prices`, each seat's and their sum), or a stock
+    hold's lines and their amount."""
     if h.is_stock:
         return {"seat_id": None, "seat_ids": [], "lines": lines_view(h.seat_id), "amount": h.amount}
-    return {"seat_id": h.seat_ids[0] if h.seat_ids else h.seat_id, "seat_ids": list(h.seat_ids)}
+    first = h.seat_ids[0] if h.seat_ids else h.seat_id
+    seats: dict[str, object] = {"seat_id": first, "seat_ids": list(h.seat_ids)}
+    if not prices:
+        return seats
+    own = dict(zip(h.seat_ids, prices, strict=True))
+    return {**seats, "seat_prices": own, "amount": sum(prices)}
 
 
-def order_view(h: Hold, charges: list[Charge], currency: str) -> dict[str, object]:
+def order_view(
+    h: Hold, charges: list[Charge], currency: str, prices: Sequence[int] = ()
+) -> dict[str, object]:
     """What a confirmed hold bought, and the one charge that paid for it."""
     winner = next((ch for ch in charges if ch.charge_id == h.winner), None)
     if h.is_stock:
@@ -205,20 +215,27 @@ def order_view(h: Hold, charges: list[Charge], currency: str) -> dict[str, objec
         amount: int | None = h.amount
     else:
         goods = {"seat_ids": list(h.seat_ids)}
+        if prices:
+            goods["seat_prices"] = dict(zip(h.seat_ids, prices, strict=True))
         amount = winner.amount if winner is not None else None
     return {**goods, "amount": amount, "currency": currency, "charge_id": h.winner}
 
 
 def hold_view(
-    h: Hold, charges: list[Charge], *, durable: bool = True, currency: str = ""
+    h: Hold,
+    charges: list[Charge],
+    *,
+    durable: bool = True,
+    currency: str = "",
+    prices: Sequence[int] = (),
 ) -> dict[str, object]:
     """`durable`: False while the hold's sale is decided but not yet in the ledger; the buyer
     then reads CONFIRMING (ADR 0016), and sees its `order` only once it is told.
-    `currency`: the event's, for the order of a CONFIRMED hold."""
+    `currency`: the event's, for the order of a CONFIRMED hold; `prices`: each seat's."""
     told = durable and h.state == HoldState.CONFIRMED
     return {
         "hold_id": h.hold_id,
-        **goods_view(h),
+        **goods_view(h, prices),
         "state": h.state if durable else CONFIRMING,
         "expires_ms": h.expires_ms,
         "winner": h.winner or None,
@@ -237,7 +254,7 @@ def hold_view(
             }
             for ch in charges
         ],
-        "order": order_view(h, charges, currency) if told else None,
+        "order": order_view(h, charges, currency, prices) if told else None,
     }
 
 
@@ -261,7 +278,8 @@ async def hold_status(request: Request) -> Response:
     currency: str | None = ""
     if durable and h.state == HoldState.CONFIRMED:  # its order names the event's currency
         (currency,) = await c.store.read.event_fields(event_id, "currency")
-    view = hold_view(h, charges, durable=durable, currency=currency or "EUR")
+    prices = [] if h.is_stock else await seat_prices(c.store, event_id, h.seat_ids)
+    view = hold_view(h, charges, durable=durable, currency=currency or "EUR", prices=prices)
     now_ms = await board_of(request).server_time_ms()  # the clock of its deadline
     return json_response({**view, "server_time_ms": now_ms})
 
@@ -306,8 +324,9 @@ async def start_charge(request: Request) -> Response:
     client_key = idempotency_key(request.headers.get("idempotency-key"), uuid.uuid4().hex)
     charge_id = keys.charge_key(event_id, h.hold_id, login_name, client_key)
     event = await c.store.read.availability(event_id)
-    # One charge for the whole party; a cart's amount was fixed by its claim (ADR 0022).
-    price = h.amount if h.is_stock else event.price_minor * len(h.seat_ids)
+    # One charge for the whole party, its seats' prices added (ADR 0038); a cart's amount was
+    # fixed by its claim (ADR 0022).
+    price = h.amount if h.is_stock else sum(await seat_prices(c.store, event_id, h.seat_ids))
     started = await c.store.start_charge(event_id, h.hold_id, login_name, charge_id, price)
     provider_status, client_secret = "processing", ""
     if not started.replay or started.state == "CHARGING":

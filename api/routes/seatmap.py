@@ -13,7 +13,7 @@ from starlette.responses import Response, StreamingResponse
 
 from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
-from api.validate import LIMITS, number, text
+from api.validate import LIMITS, integer, names, number, text
 from engine.holds import SeatSpec
 from engine.seatmap import SEATMAP_SEATS_MAX, SeatBoard, SeatPlace, Snapshot
 
@@ -53,6 +53,32 @@ def seat_place(item: dict[str, Any], seat: SeatSpec) -> SeatPlace:
     row = text(item, "row") if item.get("row") is not None else ""
     level = text(item, "price_level") if item.get("price_level") is not None else ""
     return SeatPlace(seat.seat_id, seat.section, row, x, y, level)
+
+
+def price_table(body: dict[str, Any]) -> dict[str, int] | None:
+    """The event's `price_levels` (level -> price_minor), or None: levels are display only."""
+    if body.get("price_levels") is None:
+        return None
+    raw = names(body, "price_levels")
+    label, prices = LIMITS["price_level"], LIMITS["price_minor"]
+    for level, price in raw.items():
+        if not label.low <= len(level) <= label.high or not level.isprintable():
+            raise ApiError(400, "invalid_request", f"price level {level} must be a printable "
+                           f"string of {label.low:g} to {label.high:g} characters")  # fmt: skip
+        name = f"price of level {level}"
+        integer({name: price}, name, low=int(prices.low), high=int(prices.high))
+    return dict(raw)
+
+
+def seat_price(item: dict[str, Any], seat_id: str, table: dict[str, int] | None) -> int | None:
+    """The seat's own price: its level's, when the event prices its levels."""
+    level = item.get("price_level")
+    if table is None or level is None:
+        return None
+    if level not in table:
+        raise ApiError(400, "invalid_request", f"price_level {level} of {seat_id} is not in "
+                       "price_levels")  # fmt: skip
+    return table[level]
 
 
 def board_of(request: Request) -> SeatBoard:

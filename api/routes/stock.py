@@ -22,7 +22,7 @@ LINE_FIELDS = frozenset(("sku", "quantity", "location"))
 CORRECTION_FIELDS = frozenset(
     ("correction_id", "sku", "location", "set", "adjust", "reason", "operator")
 )
-SEAT_ONLY = ("seats", "max_party", "price_minor")  # a stock event prices each SKU
+SEAT_ONLY = ("seats", "max_party", "price_minor", "price_levels")  # a stock event prices each SKU
 LINES_MAX = int(LIMITS["lines"].high)
 
 

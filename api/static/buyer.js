@@ -133,6 +133,13 @@ function toggle(seatId, state) {
   renderPicked();
 }
 
+// What these seats cost: each its level's price (ADR 0038), else the event's.
+function priceOf(ids) {
+  const levels = (page.layout && page.layout.price_levels) || {};
+  const levelOf = page.levelOf || new Map();
+  return ids.reduce((sum, id) => sum + (levels[levelOf.get(id)] ?? page.event.price_minor), 0);
+}
+
 function renderPicked() {
   // A picked seat someone else took since is dropped from the pick, saying so.
   for (const id of [...page.picked]) {
@@ -142,7 +149,8 @@ function renderPicked() {
   }
   page.map.setSelected(page.picked);
   const ids = [...page.picked];
-  $("picked").textContent = ids.length ? `Picked: ${ids.join(", ")}` : "No seat picked";
+  const cost = ids.length && page.event ? ` · ${money(priceOf(ids), page.event.currency)}` : "";
+  $("picked").textContent = ids.length ? `Picked: ${ids.join(", ")}${cost}` : "No seat picked";
   $("hold-picked").textContent = ids.length > 1 ? `Hold these ${ids.length} seats` : "Hold picked seat";
   $("hold-picked").disabled = !canClaim() || ids.length === 0;
 }
@@ -281,7 +289,8 @@ function renderHold() {
   const h = page.hold;
   show("hold-panel");
   const cur = page.event ? page.event.currency : "EUR";
-  const total = page.event ? money(page.event.price_minor * h.seat_ids.length, cur) : "";
+  const amount = h.amount ?? (page.event ? priceOf(h.seat_ids) : null);
+  const total = amount !== null ? money(amount, cur) : "";
   $("hold-seats").textContent = h.seat_ids.length ? `Seats ${h.seat_ids.join(", ")} · ${total}` : "";
   let [text, tone] = describe(h);
   if (page.followNote) text = `${text} (${page.followNote})`;
@@ -608,8 +617,14 @@ async function openMap() {
   show("map-panel");
   page.map = new SeatMap($("map"), layout.status === 200 ? layout.body : { seats: [], positioned: false },
     { onToggle: toggle });
+  page.layout = layout.status === 200 ? layout.body : {};
+  page.levelOf = new Map(page.map.seats.map((s) => [s[0], s[5]]));
   const levels = [...new Set(page.map.seats.map((s) => s[5]).filter(Boolean))];
-  $("levels").textContent = levels.length ? `Price levels: ${levels.join(", ")} (one price)` : "";
+  const priced = page.layout.price_levels || {};
+  const cur = page.event ? page.event.currency : "EUR";
+  const named = levels.map((l) => (l in priced ? `${l} ${money(priced[l], cur)}` : l));
+  const one = Object.keys(priced).length ? "" : " (one price)";
+  $("levels").textContent = levels.length ? `Price levels: ${named.join(", ")}${one}` : "";
   page.live = new LiveSeats(eventId, {
     onSeats, onChange, onClock: (ms) => clock.update(ms),
     onMode: (mode) => { $("feed-mode").textContent = mode === "live" ? "Live" : "Updated every 2 s"; },

@@ -5,6 +5,7 @@ refunded, each as a buyer reads it."""
 
 import re
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -34,7 +35,7 @@ def test_two_buyers_race_for_one_seat_and_the_loser_sees_it_taken(
     watcher = signed_in(new_profile(browser, stack, contexts), event_id, "cat")  # only looks
     for page in pages:
         page.click(seat("s2"))
-        expect(page.locator("#picked")).to_have_text("Picked: s2")
+        expect(page.locator("#picked")).to_have_text("Picked: s2 · €45.00")
     for page in pages:  # both presses leave before either answer is in
         page.locator("#hold-picked").dispatch_event("click")
     eventually(
@@ -65,7 +66,7 @@ def test_a_purchase_through_the_simulator_as_two_tabs_see_it(
     tab.locator(seat("s0")).focus()  # by keyboard: to the next seat, pick it, hold it
     tab.keyboard.press("ArrowRight")
     tab.keyboard.press("Space")
-    expect(tab.locator("#picked")).to_have_text("Picked: s1")
+    expect(tab.locator("#picked")).to_have_text("Picked: s1 · €45.00")
     tab.click("#hold-picked")
     expect(tab.locator("#hold-message")).to_contain_text("Seats s1 are held for you")
     countdown = tab.locator("#hold-countdown").inner_text()
@@ -140,3 +141,31 @@ def test_a_payment_captured_after_the_deadline_ends_refunded_on_screen(
     expect(page.locator("#hold-charges")).to_contain_text("Payment of €45.00: refunded")
     moves = [e["kind"] for e in stack.ledger()["entries"] if e["event_id"] == event_id]
     assert moves == ["capture", "refund"]
+
+
+def test_seats_of_two_price_levels_show_their_prices_before_and_after_the_hold(
+    browser: Browser, stack: Stack, contexts: list[BrowserContext]
+) -> None:
+    # ADR 0038: a front seat at 90.00 and a back seat at 45.00; s4 has no level (the event's 20.00).
+    event_id = f"lv-{uuid.uuid4().hex[:8]}"
+    stack.local.create_event(
+        event_id,
+        [{"seat_id": f"s{i}", "rank": i, "section": "A", "row": "1", "x": i * 30, "y": 0,
+                **({"price_level": ("front", "back")[i // 2]} if i < 4 else {})}
+               for i in range(5)],
+        price_minor=2_000,
+        price_levels={"front": 9_000, "back": 4_500},
+    )  # fmt: skip
+    errors: list[str] = []
+    page = signed_in(new_profile(browser, stack, contexts), event_id, "lev", errors=errors)
+    expect(page.locator("#levels")).to_have_text("Price levels: front €90.00, back €45.00")
+    for s in ("s1", "s2", "s4"):
+        page.click(seat(s))
+    expect(page.locator("#picked")).to_have_text("Picked: s1, s2, s4 · €155.00")
+    page.click("#hold-picked")
+    expect(page.locator("#hold-seats")).to_have_text("Seats s1, s2, s4 · €155.00")
+    page.click("#pay")
+    expect(page.locator("#hold-message")).to_contain_text(
+        "Confirmed: seats s1, s2, s4, paid €155.00", timeout=15_000
+    )
+    assert errors == []

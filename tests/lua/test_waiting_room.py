@@ -21,7 +21,14 @@ from engine.waiting_errors import (
     NoWaitingRoom,
     QueueFull,
 )
-from engine.waiting_room import SPEND_GRACE_MS, T0_MARGIN_MS, Place, QueueState, RoomSettings, WaitingRoom
+from engine.waiting_room import (
+    SPEND_GRACE_MS,
+    T0_MARGIN_MS,
+    Place,
+    QueueState,
+    RoomSettings,
+    WaitingRoom,
+)
 from engine.waiting_tokens import admitted_ms_of, draw, issue
 from tests.conftest import Sale, open_sale, seats
 from tests.helpers import callback

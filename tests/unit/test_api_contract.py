@@ -20,6 +20,7 @@ from api.validate import (
     SEATS_MAX,
     SECTION_CHARS_MAX,
     items,
+    names,
     number,
     query_integer,
     text,
@@ -87,6 +88,9 @@ def _values_around(name: str, query: bool) -> tuple[list[Any], list[Any]]:
     lo, hi = int(b.low), int(b.high)
     if b.of == "items":
         return [[0] * lo, [0] * hi], [[0] * (lo - 1), [0] * (hi + 1), {}, "x", None]
+    if b.of == "names":
+        many = {f"n{i}": 0 for i in range(hi)}
+        return [{"a": 0}, many], [{}, {**many, "more": 0}, [0], "x", None]
     if b.of == "chars":
         short = ["x" * (lo - 1)] if lo > 0 else []
         return ["x" * lo, "é" * hi], [*short, "x" * (hi + 1), "a\x00b", "a\nb", 5, None]
@@ -109,6 +113,8 @@ def test_the_server_accepts_exactly_the_documented_range(name: str) -> None:
             return str(query_integer({name: value}, name, 0))
         if LIMITS[name].of == "items":
             return items({name: value}, name)
+        if LIMITS[name].of == "names":
+            return names({name: value}, name)
         if LIMITS[name].of == "chars":
             return text({name: value}, name)
         if LIMITS[name].integer:

@@ -1,0 +1,138 @@
+"""Prices per seat level, against the whole stack and a private ledger: an event's
+`price_levels` give each seat of that level its price (a seat without a level pays the event's
+`price_minor`); a party across two levels is charged the sum, its hold view names each seat's
+price; a level the table lacks is refused whole at the create; the ledger keeps each seat's
+price and a rebuilt event charges the same."""
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+import redis.asyncio as redis_asyncio
+
+from engine.holds import SeatSpec
+from engine.prices import seat_prices
+from engine.store import Store
+from persistence.database import create_pool
+from persistence.migrate import migrate
+from persistence.rebuild import rebuild
+from persistence.writer import LedgerWriter
+from tests.conftest import REDIS_URL
+from tests.integration.conftest import Stack, eventually, hold_state, pay
+from tests.pg import private_database
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+LEVELS = {"front": 9_000, "back": 4_500}
+
+
+def seats(n: int = 8) -> list[dict[str, Any]]:
+    """Rows of four: the first row 'front', the next 'back', the rest without a level."""
+    level = ["front", "back"]
+    return [
+        {"seat_id": f"s{i}", "rank": i, "row": str(i // 4 + 1), "x": (i % 4) * 30,
+         "y": (i // 4) * 30, **({"price_level": level[i // 4]} if i < 8 else {})}
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def create(stack: Stack, body: dict[str, Any]) -> tuple[str, Any]:
+    event_id = f"lv-{uuid.uuid4().hex[:8]}"
+    with stack.client() as c:
+        r = c.post(
+            "/v1/admin/events",
+            json={"event_id": event_id, "opens_at_ms": 0, **body},
+            headers=stack.admin_headers(),
+        )
+    return event_id, r
+
+
+def test_a_party_across_two_levels_pays_the_sum_of_its_seats(stack: Stack) -> None:
+    stack.sim_config(decline_rate=0.0, fail_rate=0.0, late_rate=0.0, loss_rate=0.0)
+    event_id, r = create(stack, {"seats": seats(12), "price_levels": LEVELS, "price_minor": 1_000})
+    assert r.status_code == 201, r.text
+    buyer = stack.buyer(event_id, "pat")
+    # s3 (front), s4 (back) and s8 (no level): one party across the levels.
+    claimed = stack.send(buyer.claim_seats(["s3", "s4", "s8"]))
+    assert claimed.status == 201, claimed
+    hold_id = claimed.body["hold_id"]
+    held = hold_state(stack, buyer, hold_id)
+    assert held["seat_prices"] == {"s3": 9_000, "s4": 4_500, "s8": 1_000}
+    assert held["amount"] == 14_500
+    started = pay(stack, buyer, hold_id)
+    assert started["amount"] == 14_500  # what the provider is asked for
+    done = eventually(
+        lambda: (h := hold_state(stack, buyer, hold_id))["state"] == "CONFIRMED" and h
+    )
+    assert done["order"]["amount"] == 14_500
+    assert done["order"]["seat_prices"] == {"s3": 9_000, "s4": 4_500, "s8": 1_000}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"price_levels": {"front": 9_000}}, "price_level back of s4 is not in price_levels"),
+        ({"price_levels": {}}, "price_levels must be an object of 1 to 64 names"),
+        ({"price_levels": {"front": -1, "back": 1}}, "price of level front must be"),
+        ({"price_levels": {"x\n": 1, "front": 1, "back": 1}}, "price level x\n must be"),
+    ],
+)
+def test_a_price_table_that_does_not_fit_its_seats_is_refused_whole(
+    stack: Stack, body: dict[str, Any], message: str
+) -> None:
+    event_id, r = create(stack, {"seats": seats(), **body})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert (error["code"], message in error["message"]) == ("invalid_request", True), r.text
+    with stack.client() as c:  # nothing was written
+        assert c.get(f"/v1/events/{event_id}").status_code == 404
+
+
+def test_levels_on_a_stock_event_are_refused(stack: Stack) -> None:
+    _, r = create(stack, {"kind": "stock", "price_levels": LEVELS,
+                          "skus": [{"sku": "ga", "price_minor": 5, "on_hand": {"east": 1}}],
+                          "locations": ["east"]})  # fmt: skip
+    assert r.status_code == 400, r.text
+    assert "a stock event takes no price_levels" in r.json()["error"]["message"]
+
+
+@pytest.fixture
+async def ledger(stack: Stack) -> AsyncIterator[tuple[Store, asyncpg.Pool, LedgerWriter]]:
+    async with private_database() as dsn:
+        conn = await asyncpg.connect(dsn)
+        await migrate(conn)
+        await conn.close()
+        pool = await create_pool(dsn, size_max=2, timeout_s=5)
+        client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
+        store = Store(client, prefix=stack.prefix)
+        yield store, pool, LedgerWriter(client, pool, prefix=stack.prefix, consumer="t")
+        await client.aclose()
+        await pool.close()
+
+
+@pytest.mark.postgres
+async def test_the_ledger_keeps_each_seats_price_and_a_rebuild_charges_the_same(
+    stack: Stack, ledger: Any
+) -> None:
+    store, pool, writer = ledger
+    event_id = f"lv-{uuid.uuid4().hex[:8]}"
+    specs = [SeatSpec("a", 0, "A", 9_000), SeatSpec("b", 1, "A", None), SeatSpec("c", 2, "B", 5)]
+    await store.create_event(event_id, specs, hold_ttl_ms=60_000, quarantine_ms=60_000,
+                             price_minor=700)  # fmt: skip
+    await store.open_sale(event_id, 0)
+    assert await seat_prices(store, event_id, ["a", "b", "c"]) == [9_000, 700, 5]
+    while await writer.step(event_id):
+        pass
+    async with pool.acquire() as conn:
+        rows = await conn.fetch("select seat_id, price_minor from seats where event_id = $1 "
+                                "order by seat_id", event_id)  # fmt: skip
+        assert [(r["seat_id"], r["price_minor"]) for r in rows] == [
+            ("a", 9_000),
+            ("b", None),
+            ("c", 5),
+        ]
+        await store.restore.drop_event(event_id)
+        await rebuild(store, conn, event_id)
+    assert await seat_prices(store, event_id, ["c", "b", "a"]) == [5, 700, 9_000]
