@@ -19,6 +19,7 @@ from api.openapi_parts import (
     HOLD_STATE,
     ID,
     INT,
+    SEAT_PRICES,
     STOCK_ID,
     STR,
     array,
@@ -306,6 +307,7 @@ ORDER_ROW = record(
         "login": STR,
         "decided_ms": AT_MS,
         "seat_ids": array(ID),
+        "seat_prices": SEAT_PRICES,
         "lines": array(ref("HeldLine")),
         "amount": nullable(AMOUNT),
         "currency": CURRENCY,
@@ -316,12 +318,14 @@ ORDER_ROW = record(
         "login": "alice",
         "decided_ms": DECIDED,
         "seat_ids": ["A-1", "A-2"],
+        "seat_prices": {"A-1": 4500, "A-2": 4500},
         "amount": 9000,
         "currency": "EUR",
         "charge_id": CHARGE_ID_EXAMPLE,
     },
-    optional=("seat_ids", "lines"),
-    description="A CONFIRMED hold: seat_ids (or a cart's lines), amount, currency, and the "
+    optional=("seat_ids", "seat_prices", "lines"),
+    description="A CONFIRMED hold: seat_ids and seat_prices (or a cart's lines), amount, "
+    "currency, and the "
     "charge that paid.",
 )
 ORDER_PAGE = record(

@@ -324,3 +324,11 @@ STORE = ("store_unavailable", "recovering")
 PATHED = ("invalid_request", "not_found")
 BUYER = ("unauthorized", "token_revoked", "token_scope", "identity_unavailable")
 ADMIN = ("unauthorized", "token_revoked", "identity_unavailable", "rate_limited")
+
+
+# seat_id -> its price (the hold view, an order, an orders row).
+SEAT_PRICES = {
+    "type": "object",
+    "additionalProperties": AMOUNT,
+    "description": "seat_id -> its price: its level's (ADR 0038), else the event's price_minor",
+}

@@ -18,6 +18,7 @@ from api.openapi_parts import (
     HOLD_STATE,
     ID,
     INT,
+    SEAT_PRICES,
     STOCK_ID,
     STR,
     VIEW_STATE,
@@ -83,11 +84,6 @@ HOLD_CHARGE = record(
         "reason": None,
     },
 )
-SEAT_PRICES = {
-    "type": "object",
-    "additionalProperties": AMOUNT,
-    "description": "seat_id -> its price: its level's (ADR 0038), else the event's price_minor",
-}
 ORDER = record(
     {
         "seat_ids": array(ID),

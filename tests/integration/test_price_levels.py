@@ -68,6 +68,14 @@ def test_a_party_across_two_levels_pays_the_sum_of_its_seats(stack: Stack) -> No
     )
     assert done["order"]["amount"] == 14_500
     assert done["order"]["seat_prices"] == {"s3": 9_000, "s4": 4_500, "s8": 1_000}
+    with stack.client() as c:  # the merchant's listing and its CSV name each seat's price
+        orders = c.get(f"/v1/admin/events/{event_id}/orders", headers=stack.admin_headers())
+        sheet = c.get(f"/v1/admin/events/{event_id}/orders.csv", headers=stack.admin_headers())
+    [row] = orders.json()["orders"]
+    assert (row["seat_prices"], row["amount"]) == ({"s3": 9_000, "s4": 4_500, "s8": 1_000}, 14_500)
+    header, line = sheet.text.splitlines()
+    assert header.endswith(",seat_prices")
+    assert line.endswith(",s3=9000 s4=4500 s8=1000") and ",14500,EUR," in line
 
 
 @pytest.mark.parametrize(
