@@ -181,6 +181,20 @@ CHARGE_STARTED = record(
         "client_secret": nullable(
             {**STR, "description": "for the buyer's page to confirm with the provider"}
         ),
+        "payment_form": nullable(
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["provider", "publishable_key", "js_url"],
+                "properties": {
+                    "provider": {"type": "string", "enum": ["stripe"]},
+                    "publishable_key": {**STR, "description": "Stripe's pk_...: public"},
+                    "js_url": {**STR, "description": "where the page loads Stripe.js"},
+                },
+                "description": "what the buyer's page needs to take the card itself with "
+                "Stripe's Payment Element (ADR 0039); null when the deployment has none",
+            }
+        ),
         "expires_ms": AT_MS,
     },
     {
@@ -191,6 +205,7 @@ CHARGE_STARTED = record(
         "currency": "EUR",
         "provider_status": "processing",
         "client_secret": None,
+        "payment_form": None,
         "expires_ms": EXPIRES,
     },
 )

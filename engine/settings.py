@@ -64,6 +64,9 @@ class StripeSettings:
     api_base: str = ""  # "": Stripe's own API; else a Stripe-compatible server (tests, demo)
     max_network_retries: int = 2  # the library's retries (same idempotency key, backoff)
     lookback_days: int = 180  # nightly reconciliation lists money moved since then
+    # The buyer's page pays through Stripe.js with these (ADR 0039); no key: no payment form.
+    publishable_key: str = ""
+    js_url: str = "https://js.stripe.com/v3/"  # tests and the demo: the simulator's stand-in
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "StripeSettings":
@@ -82,10 +85,18 @@ class StripeSettings:
         base = env.get("ONSALE_STRIPE_API_BASE", "")
         if base and not base.startswith(("https://", "http://")):
             raise MissingSetting(f"ONSALE_STRIPE_API_BASE must be an http(s) URL, not {base!r}")
+        publishable = env.get("ONSALE_STRIPE_PUBLISHABLE_KEY", "")
+        if publishable and not publishable.startswith("pk_"):
+            raise MissingSetting("ONSALE_STRIPE_PUBLISHABLE_KEY must be a publishable key (pk_...)")
+        js_url = env.get("ONSALE_STRIPE_JS_URL", cls.js_url)
+        if not js_url.startswith(("https://", "http://")):
+            raise MissingSetting(f"ONSALE_STRIPE_JS_URL must be an http(s) URL, not {js_url!r}")
         return cls(
             api_key=key,
             webhook_secret=secret,
             api_base=base.rstrip("/"),
+            publishable_key=publishable,
+            js_url=js_url,
             max_network_retries=int_setting(
                 env, "ONSALE_STRIPE_MAX_NETWORK_RETRIES", cls.max_network_retries
             ),

@@ -24,7 +24,9 @@ Everything random comes from one seeded generator, so a run can be repeated.
 
 `--wire stripe` speaks Stripe's API instead (loadtest/provider_sim_stripe_api.py: PaymentIntents,
 Charges, Refunds, Disputes, form-encoded, a bearer secret key) and sends Stripe events signed
-with Stripe-Signature; the books, the plants, /v1/ledger and /v1/config are the same."""
+with Stripe-Signature; the books, the plants, /v1/ledger and /v1/config are the same. It also
+serves a stand-in for Stripe.js at /v3/ (loadtest/provider_sim_stripe_js.py) for the buyer's
+page; with `buyer_confirms` (PUT /v1/config) an intent waits for that page to confirm it."""
 
 import contextlib
 import logging
@@ -35,17 +37,24 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from loadtest.provider_sim_charges import SENDS_MAX, SimConfig, Simulator
+from loadtest.provider_sim_native import NativeWire
 from loadtest.provider_sim_plant import Contradictions
 from loadtest.provider_sim_stripe import StripeWire
 from loadtest.provider_sim_stripe_api import StripeApi
+from loadtest.provider_sim_stripe_js import StripeJs
 
 
 def create_app(
-    config: SimConfig | None = None, *, wire: str = "native", stripe_api_key: str = ""
+    config: SimConfig | None = None,
+    *,
+    wire: str = "native",
+    stripe_api_key: str = "",
+    stripe_publishable_key: str = "",
 ) -> Starlette:
     """The simulator on its own wire, or on Stripe's (`wire="stripe"`, accepting only the
-    secret key `stripe_api_key`)."""
-    sim = Simulator(config or SimConfig(), StripeWire() if wire == "stripe" else None)
+    secret key `stripe_api_key`, and serving the Stripe.js stand-in for pages that hold
+    `stripe_publishable_key`)."""
+    sim = Simulator(config or SimConfig(), StripeWire() if wire == "stripe" else NativeWire())
     planted = Contradictions(sim)
     native = [
         Route("/v1/charges", sim.create_charge, methods=["POST"]),
@@ -54,7 +63,10 @@ def create_app(
         Route("/v1/intents/{intent_id}", sim.get_intent, methods=["GET"]),
         Route("/v1/refunds", sim.create_refund, methods=["POST"]),
     ]
-    api = StripeApi(sim, stripe_api_key).routes() if wire == "stripe" else native
+    api = native
+    if wire == "stripe":
+        api = StripeApi(sim, stripe_api_key).routes()
+        api += StripeJs(sim, stripe_publishable_key).routes()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -134,15 +146,11 @@ def main(argv: list[str] | None = None) -> int:
         contradict_rate=args.contradict_rate,
         seed=args.seed,
     )
-    uvicorn.run(
-        create_app(config, wire=args.wire, stripe_api_key=api_key),
-        host=args.host,
-        port=args.port,
-        loop="uvloop",
-        http="httptools",
-        log_level="warning",
-        access_log=False,
-    )
+    publishable = os.environ.get("ONSALE_STRIPE_PUBLISHABLE_KEY", "")
+    app = create_app(config, wire=args.wire, stripe_api_key=api_key,
+                     stripe_publishable_key=publishable)  # fmt: skip
+    uvicorn.run(app, host=args.host, port=args.port, loop="uvloop", http="httptools",
+                log_level="warning", access_log=False)  # fmt: skip
     return 0
 
 

@@ -3,8 +3,9 @@ describes its behaviour): authorization attempts decided at random from one seed
 refunds, every money movement with its time, and the signed callbacks it sends about them, at
 least once. The endpoints that make it contradict itself are in loadtest/provider_sim_plant.py.
 
-How its messages look on the wire is a `Wire`: the simulator's own protocol (`NativeWire`, signed
-with Onsale-Signature) or Stripe's (loadtest/provider_sim_stripe.py); the books are the same."""
+How its messages look on the wire is a `Wire`: the simulator's own protocol (`NativeWire`,
+loadtest/provider_sim_native.py) or Stripe's (loadtest/provider_sim_stripe.py); the books are the
+same."""
 
 import asyncio
 import itertools
@@ -19,8 +20,6 @@ import httpx
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
-
-from engine.signing import HEADER, sign
 
 log = logging.getLogger("onsale.provider_sim")
 
@@ -43,6 +42,9 @@ class SimConfig:
     refund_fail_rate: float = 0.0
     contradict_rate: float = 0.0  # share of declines that capture anyway after late_delay_ms
     refund_updated_rate: float = 0.0  # Stripe wire: refunds also announced by refund.updated
+    # Stripe wire: an intent waits for the buyer's page to confirm it through Stripe.js (the
+    # stand-in, loadtest/provider_sim_stripe_js.py) instead of being confirmed at once.
+    buyer_confirms: bool = False
     seed: int = 7
 
 
@@ -64,6 +66,9 @@ class Attempt:
     disputed: str = ""  # "" | open | won | lost
     disputed_s: float = 0.0  # when the dispute was opened
     captured_amount: int = 0  # what was actually captured (a planted capture may differ)
+    # While the buyer's page has not confirmed it (buyer_confirms): requires_payment_method,
+    # then requires_action while 3-D Secure asks; "" once confirmed (or never asked).
+    stage: str = ""
 
 
 def reply(data: Any, status: int = 200) -> Response:
@@ -91,32 +96,10 @@ class Wire(Protocol):
     def signature(self, secret: str, body: bytes, timestamp: int) -> tuple[str, str]: ...
 
 
-class NativeWire:
-    """The simulator's own protocol: its facts as they are, signed with Onsale-Signature."""
-
-    name, attempt_prefix, intent_prefix = "native", "att_", "pi_"
-
-    def event(
-        self,
-        sim: "Simulator",
-        kind: str,
-        a: Attempt,
-        data: dict[str, Any],
-        overrides: dict[str, Any],
-    ) -> dict[str, Any]:
-        data = {**data, **overrides.get("data", {})}
-        if "metadata" in overrides:
-            data["metadata"] = {**a.metadata, **overrides["metadata"]}
-        return {"id": sim.new_id("evt"), "type": kind, "created": int(time.time()), "data": data}
-
-    def signature(self, secret: str, body: bytes, timestamp: int) -> tuple[str, str]:
-        return HEADER, sign(secret, body, timestamp)
-
-
 class Simulator:
-    def __init__(self, config: SimConfig, wire: Wire | None = None) -> None:
+    def __init__(self, config: SimConfig, wire: Wire) -> None:
         self.config = config
-        self.wire: Wire = wire or NativeWire()
+        self.wire = wire
         self.rng = random.Random(config.seed)
         self.ids = itertools.count(1)
         # Provider ids are unique forever, across restarts of the simulator too.
@@ -146,7 +129,7 @@ class Simulator:
     def new_id(self, prefix: str) -> str:
         return f"{prefix}_{self.run}_{next(self.ids)}"
 
-    def _delay_s(self) -> float:
+    def delay_s(self) -> float:
         c = self.config
         return self.rng.uniform(c.delay_min_ms, c.delay_max_ms) / 1000
 
@@ -211,7 +194,7 @@ class Simulator:
             copies += self.rng.choice((1, 2))
         self.callbacks["duplicates"] += copies - 1
         for n in range(copies):
-            self.spawn(self._send(event, delay_s + n * self._delay_s()))
+            self.spawn(self._send(event, delay_s + n * self.delay_s()))
         return event
 
     def charge_data(self, a: Attempt) -> dict[str, Any]:
@@ -288,8 +271,11 @@ class Simulator:
         """A new attempt under `key`, its outcome rolled now and announced later; a late one
         (`late_until_s` set) captures after `late_delay_ms`, its caller told "timed out"."""
         a = self.new_attempt(key, amount, currency, metadata)
-        roll = self.rng.random()
         c = self.config
+        if c.buyer_confirms:  # decided when the page confirms (provider_sim_stripe_js.py)
+            a.stage = "requires_payment_method"
+            return a
+        roll = self.rng.random()
         if roll < c.decline_rate:
             outcome = "declined"
         elif roll < c.decline_rate + c.fail_rate:
@@ -300,7 +286,7 @@ class Simulator:
             a.late_until_s = time.time() + c.late_delay_ms / 1000
             self.spawn(self.decide(a, "captured", c.late_delay_ms / 1000))
         else:
-            self.spawn(self.decide(a, outcome, self._delay_s()))
+            self.spawn(self.decide(a, outcome, self.delay_s()))
         return a
 
     async def get_charge(self, request: Request) -> Response:
@@ -367,9 +353,9 @@ class Simulator:
         self.refund_log[refund_id] = refund
         self.money("refund", a, a.captured_amount)
         self.ledger[-1]["requested_by"] = requested_by
-        self.emit("refund.succeeded", a, refund, self._delay_s())
+        self.emit("refund.succeeded", a, refund, self.delay_s())
         if self.wire.name == "stripe" and self.rng.random() < self.config.refund_updated_rate:
-            self.emit("refund.updated", a, refund, 2 * self._delay_s())
+            self.emit("refund.updated", a, refund, 2 * self.delay_s())
         return refund
 
     async def get_ledger(self, request: Request) -> Response:

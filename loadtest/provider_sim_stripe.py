@@ -67,9 +67,10 @@ def client_secret(intent_id: str) -> str:
 
 def intent(a: Attempt) -> dict[str, Any]:
     """The PaymentIntent of attempt `a`, as it stands after `a`."""
-    status = {"captured": "succeeded", "processing": "processing"}.get(
+    status = {"captured": "succeeded", "processing": a.stage or "processing"}.get(
         a.status, "requires_payment_method"
     )
+    action = {"type": "use_stripe_sdk", "use_stripe_sdk": {"type": "three_d_secure_redirect"}}
     return {
         "id": a.intent_id, "object": "payment_intent", "amount": a.amount,
         "amount_capturable": 0,
@@ -79,8 +80,10 @@ def intent(a: Attempt) -> dict[str, Any]:
         "client_secret": client_secret(a.intent_id),
         "confirmation_method": "automatic", "created": int(a.created_s),
         "currency": a.currency.lower(), "customer": None, "description": None,
-        "last_payment_error": payment_error(a), "latest_charge": a.attempt_id,
-        "livemode": False, "metadata": dict(a.metadata), "next_action": None,
+        "last_payment_error": payment_error(a),
+        "latest_charge": None if a.stage else a.attempt_id,  # no charge before the confirm
+        "livemode": False, "metadata": dict(a.metadata),
+        "next_action": action if status == "requires_action" else None,
         "payment_method": "pm_card_visa", "payment_method_types": ["card"],
         "status": status,
     }  # fmt: skip

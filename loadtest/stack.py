@@ -111,6 +111,7 @@ class LocalStack:
     provider: str = "simulator"
     stripe_api_key: str = field(default_factory=lambda: f"sk_test_{secrets.token_hex(16)}")
     stripe_webhook_secret: str = field(default_factory=lambda: f"whsec_{secrets.token_hex(16)}")
+    stripe_publishable_key: str = field(default_factory=lambda: f"pk_test_{secrets.token_hex(16)}")
     ledger_metrics_port: int = field(default_factory=spare_port)
     worker_metrics_port: int = field(default_factory=spare_port)
     procs: list[tuple[str, subprocess.Popen[bytes], IO[bytes]]] = field(default_factory=list)
@@ -152,6 +153,9 @@ class LocalStack:
             "ONSALE_STRIPE_API_KEY": self.stripe_api_key,
             "ONSALE_STRIPE_WEBHOOK_SECRET": self.stripe_webhook_secret,
             "ONSALE_STRIPE_API_BASE": self.sim_url,
+            # The buyer's page pays through the simulator's Stripe.js stand-in (ADR 0039).
+            "ONSALE_STRIPE_PUBLISHABLE_KEY": self.stripe_publishable_key,
+            "ONSALE_STRIPE_JS_URL": f"{self.sim_url}/v3/",
         }
 
     def _start(

@@ -60,6 +60,9 @@ STRIPE: Group = (
         "ONSALE_STRIPE_API_BASE": "another Stripe-compatible server (default: Stripe's)",
         "ONSALE_STRIPE_MAX_NETWORK_RETRIES": "the library's retries (default 2)",
         "ONSALE_STRIPE_LOOKBACK_DAYS": "nightly reconciliation looks this far back (default 180)",
+        "ONSALE_STRIPE_PUBLISHABLE_KEY": "pk_...: the buyer's page pays through Stripe.js "
+        "(default: none, no payment form)",
+        "ONSALE_STRIPE_JS_URL": "where the page loads Stripe.js (default https://js.stripe.com/v3/)",
     },
 )
 API: Group = (

@@ -25,6 +25,7 @@ from engine import errors, keys
 from engine.holds import Charge, Claimed, Hold
 from engine.prices import seat_prices
 from engine.providers import ProviderRefused, ProviderTimeout
+from engine.settings import StripeSettings
 from engine.states import HoldState
 from engine.stock import StockLine, lines_of
 
@@ -364,10 +365,23 @@ async def start_charge(request: Request) -> Response:
             # The buyer's page confirms the payment with the provider (Stripe.js) with this;
             # None for a provider that needs nothing (the simulator) or an unverified answer.
             "client_secret": client_secret or None,
+            "payment_form": payment_form(c.settings.engine.stripe) if client_secret else None,
             "expires_ms": h.expires_ms,
         },
         202,
     )
+
+
+def payment_form(stripe: StripeSettings | None) -> dict[str, str] | None:
+    """What the buyer's page needs to take the card itself (ADR 0039): Stripe.js and the
+    deployment's publishable key (public by design); None when none is configured."""
+    if stripe is None or not stripe.publishable_key:
+        return None
+    return {
+        "provider": "stripe",
+        "publishable_key": stripe.publishable_key,
+        "js_url": stripe.js_url,
+    }
 
 
 @endpoint("abandon_charge")

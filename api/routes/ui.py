@@ -7,6 +7,7 @@ are served as a page so the dashboard can link to their anchors."""
 import html
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -14,17 +15,21 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.staticfiles import StaticFiles
 
-from api.context import endpoint
+from api.context import ctx, endpoint
 from api.errors import ApiError
+from engine.settings import StripeSettings
 
 ASSETS = ("buyer.html", "buyer.js", "seatmap.js", "common.js", "dashboard.html", "dashboard.js",
           "style.css")  # fmt: skip
 CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    "default-src 'none'; script-src 'self'{js}; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'{api}; frame-src{frames}; form-action 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'"
 )
+# Stripe.js's own origins, as Stripe's CSP guide lists them: the script, its API, its frames.
+STRIPE_ORIGINS = {"js": "https://js.stripe.com", "api": "https://api.stripe.com",
+                  "frames": "https://js.stripe.com https://hooks.stripe.com"}  # fmt: skip
 PAGE_HEADERS = {
-    "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",  # revalidated by ETag: a deploy's new page is seen at once
@@ -34,7 +39,21 @@ RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
 _static = StaticFiles(packages=[("api", "static")])
 
 
-def _with_headers(response: Response) -> Response:
+def csp(stripe: StripeSettings | None) -> str:
+    """This origin alone, and Stripe.js's origins when the pages pay through it (ADR 0039):
+    its own (js.stripe.com and Stripe's), or the stand-in's origin, which serves all three."""
+    if stripe is None or not stripe.publishable_key:
+        return CSP.format(js="", api="", frames=" 'none'")
+    parts = urlsplit(stripe.js_url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    used = (
+        STRIPE_ORIGINS if origin == STRIPE_ORIGINS["js"] else dict.fromkeys(STRIPE_ORIGINS, origin)
+    )
+    return CSP.format(**{k: f" {v}" for k, v in used.items()})
+
+
+def _with_headers(request: Request, response: Response) -> Response:
+    response.headers["Content-Security-Policy"] = csp(ctx(request).settings.engine.stripe)
     for name, value in PAGE_HEADERS.items():
         response.headers[name] = value
     return response
@@ -42,7 +61,7 @@ def _with_headers(response: Response) -> Response:
 
 async def _file(request: Request, name: str) -> Response:
     try:
-        return _with_headers(await _static.get_response(name, request.scope))
+        return _with_headers(request, await _static.get_response(name, request.scope))
     except HTTPException as exc:  # a file missing from the package
         raise ApiError(404, "not_found", f"no page {name}") from exc
 
@@ -94,7 +113,7 @@ async def runbooks(request: Request) -> Response:
     if not RUNBOOKS.is_file():  # an install without the repository's docs
         raise ApiError(404, "not_found", "the runbooks are in docs/deploy.md of the repository")
     page = markdown_page(RUNBOOKS.read_text(), "onsale runbooks")
-    return _with_headers(Response(page, media_type="text/html"))
+    return _with_headers(request, Response(page, media_type="text/html"))
 
 
 ROUTES = [

@@ -16,7 +16,7 @@ const eventId = new URLSearchParams(location.search).get("event");
 const base = `/v1/events/${encodeURIComponent(eventId || "")}`;
 const clock = new ServerClock();
 const page = { me: null, event: null, map: null, live: null, hold: null, picked: new Set(),
-  pollTimer: null, payKey: null, payNote: "", queue: null, mapOpening: false,
+  pollTimer: null, payKey: null, payNote: "", payment: null, queue: null, mapOpening: false,
   title: document.title };
 
 const tokenKey = () => `onsale.buyer.${eventId}`;
@@ -297,7 +297,9 @@ function renderHold() {
   say($("hold-message"), text, tone);
   $("hold-charges").replaceChildren(...chargeLines(h));
   const live = h.state === "RESERVED";
-  $("pay").hidden = !live;
+  if (!live && page.payment) closePaymentForm(); // the hold ended: its payment form goes
+  show("payment-form", live && Boolean(page.payment));
+  $("pay").hidden = !live || Boolean(page.payment);
   $("pay").disabled = Boolean(h.charge_in_flight);
   $("pay").textContent = total ? `Pay ${total}` : "Pay";
   $("release").hidden = !(live || h.state === "QUARANTINED") || h.given_up;
@@ -327,15 +329,79 @@ async function pay() {
     method: "POST", body: {}, token: page.me.token, key: page.payKey });
   page.payKey = null;
   if (answer.status === 202) {
-    page.payNote = answer.body.client_secret
-      ? "This provider needs its own payment form, which this page does not have."
+    const form = answer.body.payment_form;
+    page.payNote = answer.body.client_secret && !form
+      ? "This provider needs its own payment form, which this deployment has not configured."
       : answer.body.provider_status === "timeout"
         ? "The provider did not answer in time: its answer will still come, and this page shows it."
         : "";
+    if (answer.body.client_secret && form) await openPaymentForm(form, answer.body.client_secret);
     renderHold();
   } else {
     say($("hold-message"), `Payment refused: ${errorCode(answer)}.`, "bad");
   }
+  clearTimeout(page.pollTimer);
+  pollHold();
+}
+
+// --- paying on the page with Stripe.js (ADR 0039) ------------------------------------------
+// The charge start gives the intent's client secret and where Stripe.js is: the page mounts the
+// Payment Element, and Stripe.js confirms the card (3-D Secure in its own dialog). What the
+// page then tells comes from the hold, as for any provider: the callbacks decide.
+
+function loadScript(url) {
+  if (window.Stripe) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const script = document.createElement("script");
+    script.src = url;
+    script.addEventListener("load", resolve);
+    script.addEventListener("error", () => reject(new Error("Stripe.js did not load")));
+    document.head.append(script);
+  });
+}
+
+async function openPaymentForm(form, clientSecret) {
+  try {
+    await loadScript(form.js_url);
+  } catch {
+    page.payNote = "The payment form did not load: reload the page to try again.";
+    return;
+  }
+  const stripe = window.Stripe(form.publishable_key);
+  const elements = stripe.elements({ clientSecret });
+  const element = elements.create("payment");
+  element.mount("#payment-element");
+  page.payment = { stripe, elements, element };
+  page.payNote = "Enter your card below and press “Pay now”.";
+  $("payment-error").textContent = "";
+  $("pay-confirm").disabled = false;
+}
+
+function closePaymentForm() {
+  page.payment?.element.destroy();
+  page.payment = null;
+  show("payment-form", false);
+}
+
+async function confirmPayment() {
+  const p = page.payment;
+  if (!p) return;
+  $("pay-confirm").disabled = true;
+  $("payment-error").textContent = "";
+  page.payNote = "Payment sent: waiting for your bank's answer…";
+  renderHold();
+  const { error } = await p.stripe.confirmPayment({ elements: p.elements, redirect: "if_required" });
+  if (!error) {
+    closePaymentForm();
+  } else if (["card_declined", "payment_intent_authentication_failure"].includes(error.code)) {
+    closePaymentForm(); // this intent is spent: the hold tells the decline, Pay starts anew
+    page.payNote = "";
+  } else {
+    page.payNote = "Enter your card below and press “Pay now”.";
+    $("payment-error").textContent = error.message;
+    $("pay-confirm").disabled = false;
+  }
+  renderHold();
   clearTimeout(page.pollTimer);
   pollHold();
 }
@@ -641,6 +707,7 @@ function start() {
   $("hold-picked").addEventListener("click", () => claim({ seat_ids: [...page.picked] }));
   $("hold-best").addEventListener("click", () => claim({ quantity: Number($("best-n").value) }));
   $("pay").addEventListener("click", pay);
+  $("pay-confirm").addEventListener("click", confirmPayment);
   $("release").addEventListener("click", release);
   $("queue-rejoin").addEventListener("click", () => {
     page.queue.view = null; // a new place: the old one's figures no longer hold

@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from api.routes.ui import csp
 from engine.providers import SimulatorProvider, build_provider
 from engine.providers.stripe_client import StripeProvider
 from engine.settings import MissingSetting, Settings
@@ -28,6 +29,8 @@ STRIPE = {
         ({"ONSALE_STRIPE_WEBHOOK_SECRET": "whsec_short"}, "ONSALE_STRIPE_WEBHOOK_SECRET"),
         ({"ONSALE_STRIPE_API_BASE": "ftp://x"}, "ONSALE_STRIPE_API_BASE"),
         ({"ONSALE_STRIPE_MAX_NETWORK_RETRIES": "many"}, "ONSALE_STRIPE_MAX_NETWORK_RETRIES"),
+        ({"ONSALE_STRIPE_PUBLISHABLE_KEY": "sk_test_secret"}, "ONSALE_STRIPE_PUBLISHABLE_KEY"),
+        ({"ONSALE_STRIPE_JS_URL": "js.stripe.com/v3"}, "ONSALE_STRIPE_JS_URL"),
     ],
 )
 def test_an_incomplete_stripe_configuration_stops_boot(change: dict[str, str], named: str) -> None:
@@ -59,3 +62,27 @@ def test_a_stripe_api_needs_neither_the_simulators_secret_nor_its_url() -> None:
     assert (api.webhook_secret, api.provider_url, api.engine.provider) == ("", "", "stripe")
     with pytest.raises(MissingSetting, match="ONSALE_WEBHOOK_SECRET"):
         ApiSettings.from_env({**env, "ONSALE_PROVIDER": "simulator", "ONSALE_PROVIDER_URL": "x"})
+
+
+def test_the_pages_may_load_stripe_js_only_where_the_deployment_says() -> None:
+    # ADR 0039: no publishable key, no third party; Stripe's own origins for Stripe.js; one
+    # origin for a stand-in (the simulator serves the script, its API and its dialog).
+    def policy(**env: str) -> dict[str, str]:
+        stripe = Settings.from_env({**STRIPE, **env}).stripe
+        parts = (p.strip().split(" ", 1) for p in csp(stripe).split(";"))
+        return {name: rest for name, rest in parts}
+
+    alone = policy()
+    assert (alone["script-src"], alone["connect-src"], alone["frame-src"]) == (
+        "'self'",
+        "'self'",
+        "'none'",
+    )
+    real = policy(ONSALE_STRIPE_PUBLISHABLE_KEY="pk_test_x")
+    assert real["script-src"] == "'self' https://js.stripe.com"
+    assert real["connect-src"] == "'self' https://api.stripe.com"
+    assert real["frame-src"] == "https://js.stripe.com https://hooks.stripe.com"
+    local = policy(ONSALE_STRIPE_PUBLISHABLE_KEY="pk_test_x",
+                   ONSALE_STRIPE_JS_URL="http://127.0.0.1:8100/v3/")  # fmt: skip
+    assert {local[k] for k in ("script-src", "connect-src")} == {"'self' http://127.0.0.1:8100"}
+    assert local["frame-src"] == "http://127.0.0.1:8100"
