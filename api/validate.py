@@ -15,7 +15,7 @@ from typing import Any
 
 from api.errors import ApiError
 from engine import keys
-from engine.stock import valid_stock_id
+from engine.stock_lines import valid_stock_id
 from engine.webhooks import EVENT_TYPES
 
 

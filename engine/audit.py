@@ -9,7 +9,7 @@ from enum import StrEnum
 
 from engine.holds import Charge, Hold
 from engine.states import CHARGE_TERMINAL, HOLD_DECIDED, ChargeState, HoldState
-from engine.stock import lines_of, stock_problems, stock_table
+from engine.stock_lines import lines_of, stock_problems, stock_table
 
 
 class Invariant(StrEnum):

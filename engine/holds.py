@@ -6,7 +6,7 @@ from typing import Any
 import orjson
 
 from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
-from engine.stock import is_stock_listing
+from engine.stock_lines import is_stock_listing
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,13 +5,10 @@ ended, the captured money of every sold seat on the refund queue). Each change i
 call; a cancel is bounded per call (`cancel_step`) and `cancel` repeats it until done."""
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from engine import errors
+from engine.runner import Runner
 from engine.scripts import CancelCode, CloseCode, OpenCode
-
-if TYPE_CHECKING:
-    from engine.store import Store
 
 CANCEL_BATCH = 200  # holds one event_cancel call examines: a few ms, buyers go between
 CANCEL_CALLS_MAX = 50  # calls one `cancel` makes before handing back what remains
@@ -29,14 +26,14 @@ class CancelProgress:
 
 
 class Lifecycle:
-    def __init__(self, store: "Store") -> None:
-        self.store = store
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
 
     async def open(self, event_id: str, opens_at_ms: int = 0, *, reschedule: bool = False) -> int:
         """Open the sale at `opens_at_ms` (0: now); returns T0. An open event answers
         AlreadyOpen unless `reschedule`, and SaleStarted once T0 passed."""
         args = [opens_at_ms, "1" if reschedule else "0"]
-        reply = await self.store._run("event_open", event_id, args)
+        reply = await self.runner.run("event_open", event_id, args)
         code = OpenCode(reply[0])
         if code == OpenCode.NOT_FOUND:
             raise errors.EventNotFound(event_id)
@@ -50,7 +47,7 @@ class Lifecycle:
 
     async def close(self, event_id: str, actor: str) -> str:
         """Close the sale; returns the status (`closed`, or `cancelled` if it was)."""
-        reply = await self.store._run("event_close", event_id, [actor])
+        reply = await self.runner.run("event_close", event_id, [actor])
         code = CloseCode(reply[0])
         if code == CloseCode.NOT_FOUND:
             raise errors.EventNotFound(event_id)
@@ -62,7 +59,7 @@ class Lifecycle:
         self, event_id: str, actor: str, batch: int = CANCEL_BATCH
     ) -> CancelProgress:
         """One bounded event_cancel call."""
-        reply = await self.store._run("event_cancel", event_id, [actor, batch])
+        reply = await self.runner.run("event_cancel", event_id, [actor, batch])
         code = CancelCode(reply[0])
         if code == CancelCode.NOT_FOUND:
             raise errors.EventNotFound(event_id)

@@ -19,7 +19,7 @@ from engine import errors, keys
 from engine.holds import Charge, Hold
 from engine.reads import Reads
 from engine.states import ChargeState, HoldState
-from engine.stock import stock_table
+from engine.stock_lines import stock_table
 
 T = TypeVar("T")
 # Charges whose money needs an operator's eye: being given back (pending, retrying or parked),

@@ -72,7 +72,7 @@ class Policies:
     """The policy operations of one store (an operator's, through `onsale policy`)."""
 
     def __init__(self, store: "Store") -> None:
-        self._run = store._run
+        self._run = store.runner.run
 
     async def shadow(self, event_id: str, candidate: DeadlinePolicy | None) -> PolicyChange:
         """Run `candidate` in shadow (replacing any other); None stops shadowing."""

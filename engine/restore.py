@@ -1,28 +1,24 @@
 """Putting an event back from the ledger after Redis lost it (persistence/rebuild.py): one
 script call per restored hold or charge, while the event is a DRAFT."""
 
-from typing import TYPE_CHECKING
-
 from engine import keys
 from engine.holds import Charge
+from engine.runner import Runner
 from engine.scripts import RestoreCode
 from engine.states import HoldState
 
-if TYPE_CHECKING:
-    from engine.store import Store
-
 
 class Restore:
-    def __init__(self, store: "Store") -> None:
-        self.store = store
-        self.client, self.prefix = store.client, store.prefix
-        self._run, self._read, self._key = store._run, store._read, store.key
+    def __init__(self, runner: Runner) -> None:
+        self.reads = runner.reads
+        self.client, self.prefix = runner.client, runner.prefix
+        self._run, self._read, self._key = runner.run, runner.timed, runner.key
 
     async def drop_event(self, event_id: str) -> None:
         """Delete every key of the event (a rebuild with --force starts from nothing)."""
         names = [*keys.EVENT_KEYS, *keys.EXTRA_KEYS]
         await self._read(self.client.delete(*(self._key(event_id, n) for n in names)))
-        await self.store.read.index.remove(event_id)
+        await self.reads.index.remove(event_id)
 
     async def hold(
         self,
@@ -101,7 +97,7 @@ class Restore:
     async def mark_lost(self, event_id: str) -> None:
         """The ledger has the event and this Redis does not: until it is rebuilt, a read or
         claim of it answers "recovering" (ADR 0017)."""
-        now_ms = await self.store.read.server_time_ms()
+        now_ms = await self.reads.server_time_ms()
         await self._read(self.client.hsetnx(keys.lost_events(self.prefix), event_id, now_ms))
 
     async def rebuilding(self, event_id: str, *, on: bool) -> None:

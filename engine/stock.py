@@ -4,125 +4,23 @@ location's count, and reading availability; claims go through `Store.claim(lines
 every later transition is the seat engine's own (lua/_stock.lua moves the units)."""
 
 import asyncio
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine import errors, keys
+from engine.runner import Runner
 from engine.scripts import CORRECTION_REFUSALS, CorrectionCode, StockAddCode, refusal
 from engine.states import LatePolicy, ReversalPolicy
+from engine.stock_lines import Correction, SkuSpec, stock_table, valid_stock_id
 
-if TYPE_CHECKING:
-    from engine.store import Store
-
-COUNTERS = ("on_hand", "available", "held", "blocked", "sold")
 SKUS_CHUNK_MAX = 500  # SKUs per stock_add call (<= 1000)
-# SKU and location ids: the key alphabet without the separators of a hold's lines ('@', '*').
-_STOCK_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
-def valid_stock_id(value: str) -> bool:
-    return bool(_STOCK_ID_RE.match(value))
-
-
-@dataclass(frozen=True, slots=True)
-class StockLine:
-    """One line of a cart: `quantity` units of `sku`, from `location` ('' : the event's rule)."""
-
-    sku: str
-    quantity: int
-    location: str = ""
-
-    @property
-    def asked(self) -> str:
-        at = f"@{self.location}" if self.location else ""
-        return f"{self.sku}*{self.quantity}{at}"
-
-
-def claim_want(seat_id: str | None, seats: Sequence[str], quantity: int,
-               lines: Sequence[StockLine]) -> str:  # fmt: skip
-    """What hold_claim is asked for (its ARGV[3]): stock lines, seats, a party, or the best."""
-    if lines:
-        return "+" + ",".join(line.asked for line in lines)
-    return ",".join(seats) or seat_id or (f"#{quantity}" if quantity > 1 else "")
-
-
-@dataclass(frozen=True, slots=True)
-class SkuSpec:
-    sku: str
-    price_minor: int
-    on_hand: dict[str, int] = field(default_factory=dict)  # location -> initial count
-
-
-@dataclass(frozen=True, slots=True)
-class HeldLine:
-    """A line a hold owns: `quantity` units of `sku` taken from `location`."""
-
-    sku: str
-    location: str
-    quantity: int
-
-
-def is_stock_listing(listed: str) -> bool:
-    """A hold's `seat` field lists stock lines ('<sku>@<location>*<qty>'), not seats: a seat id
-    never contains '*'."""
-    return "*" in listed
-
-
-def lines_of(listed: str) -> tuple[HeldLine, ...]:
-    """A stock hold's `seat` field ('<sku>@<location>*<qty>,...') as lines; () for seats."""
-    out = []
-    for item in listed.split(","):
-        where, star, qty = item.partition("*")
-        if not star:
-            return ()
-        sku, _, location = where.partition("@")
-        out.append(HeldLine(sku, location, int(qty)))
-    return tuple(out)
-
-
-@dataclass(frozen=True, slots=True)
-class Correction:
-    correction_id: str
-    on_hand: int
-    available: int
-    replay: bool
-
-
-def stock_table(raw: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """The stock hash as sku -> {price_minor, locations: {location -> counters}}."""
-    out: dict[str, dict[str, Any]] = {}
-    for name, value in raw.items():
-        where, _, counter = name.rpartition(":")
-        sku, at, location = where.partition("@")
-        entry = out.setdefault(sku, {"price_minor": 0, "locations": {}})
-        if not at and counter == "price":
-            entry["price_minor"] = int(value)
-        elif at and counter in COUNTERS:
-            entry["locations"].setdefault(location, {})[counter] = int(value)
-    return out
-
-
-def stock_problems(table: dict[str, dict[str, Any]]) -> list[str]:
-    """Per SKU and location: no counter below zero, available + held + blocked + sold = on
-    hand."""
-    problems = []
-    for sku, entry in table.items():
-        for location, c in entry["locations"].items():
-            parts = [c.get(name, 0) for name in COUNTERS]
-            if min(parts) < 0:
-                problems.append(f"stock {sku}@{location} has a counter below zero: {c}")
-            if sum(parts[1:]) != parts[0]:
-                problems.append(f"stock {sku}@{location}: counters do not add up to on hand: {c}")
-    return problems
 
 
 class Stock:
     """The admin side of quantity stock, beside the store (one script call per change)."""
 
-    def __init__(self, store: "Store") -> None:
-        self.store = store
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
 
     async def create_event(
         self,
@@ -146,8 +44,8 @@ class Stock:
             raise ValueError(f"invalid or repeated stock ids: {bad or list(locations)}")
         args = [event_id, hold_ttl_ms, quarantine_ms, str(policy), currency, str(reversal_policy)]
         cap = "" if login_cap is None else login_cap
-        await self.store.read.index.add(event_id)  # first: a create cut short is still walked
-        reply = await self.store._run(
+        await self.runner.reads.index.add(event_id)  # first: a create cut short is still walked
+        reply = await self.runner.run(
             "event_create", event_id, [*args, "stock", ",".join(locations), 0, cap]
         )
         if reply[0] == "EXISTS":
@@ -174,7 +72,7 @@ class Stock:
     async def add_skus(self, event_id: str, skus: Sequence[SkuSpec]) -> None:
         for first in range(0, len(skus), SKUS_CHUNK_MAX):
             chunk = skus[first : first + SKUS_CHUNK_MAX]
-            reply = await self.store._run(
+            reply = await self.runner.run(
                 "stock_add", event_id, [x for s in chunk for x in (s.sku, s.price_minor)]
             )
             code = StockAddCode(reply[0])
@@ -202,7 +100,7 @@ class Stock:
         if not keys.valid_id(correction_id) or (set_to is not None and set_to < 0):
             raise ValueError("a valid correction id and a count of at least 0 are required")
         mode, value = ("set", set_to) if set_to is not None else ("adjust", adjust_by)
-        reply = await self.store._run(
+        reply = await self.runner.run(
             "stock_correct", event_id, [correction_id, sku, location, mode, value, reason, operator]
         )
         code = CorrectionCode(reply[0])
@@ -211,15 +109,17 @@ class Stock:
                 correction_id, int(reply[1]), int(reply[2]), code == CorrectionCode.REPLAY
             )
         if code == CorrectionCode.NOT_OPEN:
-            await self.store._refuse_truthfully(event_id, code)
+            await self.runner.refuse_truthfully(event_id, code)
         raise refusal(CORRECTION_REFUSALS, code, reply)
 
     async def table(self, event_id: str) -> dict[str, dict[str, Any]]:
         """Availability per SKU and location: one HGETALL of a hash of SKUs x locations x 5
         counters (no scan of holds); raises EventNotFound for no such event."""
-        raw = await self.store._read(self.store.client.hgetall(self.store.key(event_id, "stock")))
+        raw = await self.runner.timed(
+            self.runner.client.hgetall(self.runner.key(event_id, "stock"))
+        )
         if not raw:  # no such event, or a seat event (a stock event has its SKUs from creation)
-            a = await self.store.read.availability(event_id)
+            a = await self.runner.reads.availability(event_id)
             if a.kind != "stock":
                 raise errors.WrongKind(f"stock of event {event_id}", kind=a.kind)
         return stock_table(raw)

@@ -3,7 +3,6 @@ refusals as EngineError subclasses (engine/errors.py). Reads are `store.read` (e
 putting an event back from the ledger is `store.restore` (engine/restore.py), and the audit of
 the invariants is engine/audit.py. Nothing else in the engine talks to Redis."""
 
-import asyncio
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -11,7 +10,6 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from engine import errors, keys
-from engine.cluster import is_outage
 from engine.holds import (
     ChargeStarted,
     Claimed,
@@ -26,10 +24,11 @@ from engine.lifecycle import Lifecycle
 from engine.notes import Notes
 from engine.pipeline import AutoPipeline
 from engine.prices import save_prices
-from engine.reads import Reads, timed
+from engine.reads import Reads
 from engine.replicas import ReplicaWait
 from engine.restore import Restore
 from engine.revoked import RevokedLogins
+from engine.runner import Runner
 from engine.scripts import (
     CHARGE_START_REFUSALS,
     CLAIM_REFUSALS,
@@ -55,9 +54,9 @@ from engine.states import (
     LatePolicy,
     ReversalPolicy,
 )
-from engine.stock import Stock, StockLine, claim_want
+from engine.stock import Stock
+from engine.stock_lines import StockLine, claim_want
 
-KEYS_CACHE_MAX = 10_000  # events whose key names are kept built
 SEATS_CHUNK_MAX = 500  # seats per event_seats_add call (<= 1000): a few ms, buyers go between
 
 
@@ -90,47 +89,24 @@ class Store:
         self._charge_limits = [limits.charges_per_s, limits.charges_burst]
         # "Sold out" from memory once Redis said so (engine/soldout.py); set by the API.
         self.sold_out: SoldOutMemory | None = None
-        self._keys: dict[str, list[str]] = {}
         window = idempotency_window_ms
         self.read = Reads(client, prefix=prefix, timeout_s=timeout_s, window_ms=window)  # views
-        self.restore = Restore(self)  # rebuild from the ledger
-        self.revoked = RevokedLogins(client, prefix=prefix, timeout_s=timeout_s)  # identity
-        self.notes = Notes(client, prefix=prefix, timeout_s=timeout_s)  # beside the state
-        self.stock = Stock(self)  # quantity stock: create, correct, read (ADR 0022)
-        self.lifecycle = Lifecycle(self)  # open, close, cancel (ADR 0025)
         # Script calls of one event-loop tick share one round trip (engine/pipeline.py).
         self.pipeline = (AutoPipeline(client, self.scripts, timeout_s=timeout_s, wait=wait)
                          if autopipeline else None)  # fmt: skip
+        # The plumbing under the store and each facet (engine/runner.py).
+        self.runner = runner = Runner(client, self.scripts, self.read, prefix=prefix,
+                                      timeout_s=timeout_s, pipeline=self.pipeline)  # fmt: skip
+        self.restore = Restore(runner)  # rebuild from the ledger
+        self.revoked = RevokedLogins(client, prefix=prefix, timeout_s=timeout_s)  # identity
+        self.notes = Notes(client, prefix=prefix, timeout_s=timeout_s)  # beside the state
+        self.stock = Stock(runner)  # quantity stock: create, correct, read (ADR 0022)
+        self.lifecycle = Lifecycle(runner)  # open, close, cancel (ADR 0025)
 
     # -- plumbing -------------------------------------------------------------------------
 
     def keys(self, event_id: str) -> list[str]:
-        known = self._keys.get(event_id)
-        if known is None:
-            if len(self._keys) >= KEYS_CACHE_MAX:
-                self._keys.clear()
-            known = self._keys[event_id] = keys.event_keys(event_id, self.prefix)
-        return known
-
-    async def _run(self, name: str, event_id: str, args: Sequence[Any]) -> list[Any]:
-        try:
-            if self.pipeline is not None:  # one timeout_s from queueing to reply, pipeline.py
-                reply = await self.pipeline.call(name, self.keys(event_id), args)
-                assert isinstance(reply, list) and reply, f"{name}: unexpected reply {reply!r}"
-                return reply
-            async with asyncio.timeout(self.timeout_s):  # pool wait, command, retry: one bound
-                return await self.scripts.call(name, self.keys(event_id), list(args))
-        except errors.EngineError:
-            raise
-        except Exception as exc:
-            if str(exc).startswith("INVARIANT"):
-                raise errors.InvariantViolation(f"{name}: {exc}") from exc
-            if is_outage(exc):  # engine/cluster.py: a failover's errors included
-                raise errors.StoreUnavailable(f"{name}: {exc!r}") from exc
-            raise
-
-    async def _read(self, coro: Any) -> Any:
-        return await timed(coro, self.timeout_s)
+        return self.runner.keys(event_id)
 
     # -- events ---------------------------------------------------------------------------
 
@@ -154,12 +130,16 @@ class Store:
         args = [event_id, hold_ttl_ms, quarantine_ms, str(policy), currency, str(reversal_policy)]
         cap = "" if login_cap is None else login_cap
         await self.read.index.add(event_id)  # first: a create cut short is still walked
-        reply = await self._run("event_create", event_id, [*args, "seats", "", max_party, cap])
+        reply = await self.runner.run(
+            "event_create", event_id, [*args, "seats", "", max_party, cap]
+        )
         if reply[0] == EventCreateCode.EXISTS:
             raise errors.EventExists(f"event {event_id} exists")
         # Prices are no script's input (engine/prices.py): set after the create, on a DRAFT.
-        await self._read(self.client.hset(self.key(event_id, "event"), "price_minor", price_minor))
-        await save_prices(self, event_id, seats := list(seats))
+        await self.runner.timed(
+            self.client.hset(self.key(event_id, "event"), "price_minor", price_minor)
+        )
+        await save_prices(self.runner, event_id, seats := list(seats))
         total = 0
         batch: list[Any] = []
         for seat in seats:
@@ -174,7 +154,7 @@ class Store:
         return total
 
     async def _add_seats(self, event_id: str, batch: list[Any]) -> int:
-        reply = await self._run("event_seats_add", event_id, batch)
+        reply = await self.runner.run("event_seats_add", event_id, batch)
         code = SeatsAddCode(reply[0])
         if code == SeatsAddCode.DUPLICATE_SEAT:
             raise ValueError(f"duplicate seat {reply[1]!r}")
@@ -186,7 +166,7 @@ class Store:
         return await self.lifecycle.open(event_id, opens_at_ms)  # engine/lifecycle.py
 
     def key(self, event_id: str, name: str) -> str:
-        return keys.event_key(event_id, name, self.prefix)
+        return self.runner.key(event_id, name)
 
     # -- holds ----------------------------------------------------------------------------
 
@@ -213,7 +193,7 @@ class Store:
         sent_at, want = time.monotonic(), claim_want(seat_id, seats, quantity, lines)
         args, reply = [hold_id, login, want, *self._claim_limits], []
         try:
-            reply = await self._run("hold_claim", event_id, args)
+            reply = await self.runner.run("hold_claim", event_id, args)
         finally:
             if memory is not None:
                 memory.release(event_id, reply)  # an OK widens the event's window
@@ -222,12 +202,12 @@ class Store:
             memory.sold_out(event_id, int(reply[1]), sent_at)
         if code in (ClaimCode.OK, ClaimCode.REPLAY):
             return Claimed.of_reply(reply)
-        await self._refuse_truthfully(event_id, code)
+        await self.runner.refuse_truthfully(event_id, code)
         raise refusal(CLAIM_REFUSALS, code, reply)
 
     async def release(self, event_id: str, hold_id: str, login: str) -> HoldState:
         """Give a hold up. Returns the hold's state afterwards (idempotent)."""
-        reply = await self._run("hold_release", event_id, [hold_id, login])
+        reply = await self.runner.run("hold_release", event_id, [hold_id, login])
         code = ReleaseCode(reply[0])
         if code in (ReleaseCode.RELEASED, ReleaseCode.ALREADY_TERMINAL):
             return HoldState(reply[1])
@@ -244,7 +224,7 @@ class Store:
         return await self._sweep("hold_quarantine_timeout", event_id, batch_max)
 
     async def _sweep(self, name: str, event_id: str, batch_max: int) -> SweepResult:
-        reply = await self._run(name, event_id, [batch_max])
+        reply = await self.runner.run(name, event_id, [batch_max])
         if reply[0] == SweepCode.NOT_FOUND:
             raise errors.EventNotFound(event_id)
         return SweepResult(int(reply[1]), int(reply[2]), int(reply[3]), int(reply[4]))
@@ -256,7 +236,7 @@ class Store:
     ) -> ChargeStarted:
         if not keys.valid_charge_id(charge_id):
             raise ValueError(f"invalid charge id {charge_id!r}")
-        reply = await self._run(
+        reply = await self.runner.run(
             "charge_start", event_id, [hold_id, login, charge_id, amount, *self._charge_limits]
         )
         code = ChargeStartCode(reply[0])
@@ -269,25 +249,19 @@ class Store:
             if state == HoldState.CONFIRMED:
                 raise errors.AlreadyConfirmed(f"hold {hold_id} is confirmed")
             raise errors.HoldExpired(f"hold {hold_id} is {state}", state=state)
-        await self._refuse_truthfully(event_id, code)
+        await self.runner.refuse_truthfully(event_id, code)
         raise refusal(CHARGE_START_REFUSALS, code, reply)
-
-    async def _refuse_truthfully(self, event_id: str, code: str) -> None:
-        """A refusal of an event that is being recovered says so (503, retry), instead of
-        "not open" or "not found" (ADR 0017)."""
-        if code in ("NOT_OPEN", "NOT_FOUND") and await self.read.recovering(event_id):
-            raise errors.Recovering(f"event {event_id} is being recovered; retry later")
 
     async def fence(self, event_id: str, reason: str, ledger_seq: int | None = None) -> FenceCode:
         """Stop deciding for the event until rebuilt (ADR 0017): never while it is rebuilt, nor
         once its number reached `ledger_seq`."""
         seq = "" if ledger_seq is None else ledger_seq
-        return FenceCode((await self._run("event_fence", event_id, [reason, seq]))[0])
+        return FenceCode((await self.runner.run("event_fence", event_id, [reason, seq]))[0])
 
     async def abandon_charge(self, event_id: str, hold_id: str, login: str, charge_id: str) -> bool:
         """The client stopped waiting for `charge_id`: True once it is resolve-by-refund (now or
         before; the hold may pay again). Not in flight: ChargeCaptured or ChargeNotInFlight."""
-        reply = await self._run("charge_abandon", event_id, [hold_id, login, charge_id])
+        reply = await self.runner.run("charge_abandon", event_id, [hold_id, login, charge_id])
         code = AbandonCode(reply[0])
         if code == AbandonCode.NOT_OWNER:
             raise errors.NotOwner(f"hold {hold_id} is not yours")
@@ -302,7 +276,7 @@ class Store:
         """Verify one authenticated provider message against our charge and apply it
         (confirm-if-charge-wins). Replays of the same provider event id return the first
         result with first_seen=False."""
-        reply = await self._run(
+        reply = await self.runner.run(
             "charge_outcome_v2",
             event_id,
             [
@@ -321,7 +295,7 @@ class Store:
         )
         code = OutcomeCode(reply[0])
         if code == OutcomeCode.NOT_FOUND:
-            await self._refuse_truthfully(event_id, code)  # lost: the provider retries later
+            await self.runner.refuse_truthfully(event_id, code)  # lost: the provider retries later
             raise errors.EventNotFound(event_id)
         if code == OutcomeCode.RETRY_LATER:  # the event is being rebuilt: nothing was recorded
             raise errors.Recovering(f"event {event_id} is being rebuilt; retry later")
@@ -330,7 +304,7 @@ class Store:
     async def apply_reversal(self, event_id: str, reversal: ProviderReversal) -> OutcomeResult:
         """Money the provider moved after a capture (a refund, a dispute), verified against
         the charge; once per provider event id."""
-        reply = await self._run(
+        reply = await self.runner.run(
             "charge_reversal",
             event_id,
             [
@@ -345,7 +319,7 @@ class Store:
         )
         code = ReversalCode(reply[0])
         if code == ReversalCode.NOT_FOUND:
-            await self._refuse_truthfully(event_id, code)
+            await self.runner.refuse_truthfully(event_id, code)
             raise errors.EventNotFound(event_id)
         if code == ReversalCode.RETRY_LATER:  # the event is being rebuilt: nothing was recorded
             raise errors.Recovering(f"event {event_id} is being rebuilt; retry later")
@@ -353,7 +327,7 @@ class Store:
 
     async def revoke_hold(self, event_id: str, hold_id: str, actor: str) -> None:
         """An operator takes back the seat of a hold in EXCEPTION (its money left)."""
-        reply = await self._run("hold_revoke", event_id, [hold_id, actor])
+        reply = await self.runner.run("hold_revoke", event_id, [hold_id, actor])
         code = RevokeCode(reply[0])
         if code == RevokeCode.NOT_FOUND:
             raise errors.HoldNotFound(f"hold {hold_id}")
@@ -378,7 +352,7 @@ class Store:
         return int(reply[1]), int(reply[2]) == 1
 
     async def _refund(self, event: str, charge: str, *args: Any) -> tuple[RefundCode, list[Any]]:
-        reply = await self._run("charge_refund", event, [charge, *args, ""][:4])
+        reply = await self.runner.run("charge_refund", event, [charge, *args, ""][:4])
         code = RefundCode(reply[0])
         if code == RefundCode.NOT_FOUND:
             raise errors.ChargeNotFound(f"charge {charge}")
@@ -395,6 +369,6 @@ class Store:
 
     async def ready(self) -> int:
         """Redis answers and has the library (loaded again if a restart lost it)."""
-        if not await self._read(self.scripts.loaded()):
-            await self._read(self.scripts.load_all())
+        if not await self.runner.timed(self.scripts.loaded()):
+            await self.runner.timed(self.scripts.load_all())
         return len(self.scripts.names())

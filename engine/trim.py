@@ -75,7 +75,7 @@ class Trimmer:
 
     async def step(self, event_id: str, floor: str) -> TrimResult:
         """One script call: at most `batch_max` ended holds examined."""
-        reply = await self.store._run(
+        reply = await self.store.runner.run(
             "hold_trim", event_id, [self.retention_ms, floor, self.batch_max]
         )
         if reply[0] == TrimCode.NOT_FOUND:

@@ -32,7 +32,7 @@ from standardwebhooks.webhooks import Webhook
 
 from engine.records import OutboxRecord, RecordKind
 from engine.states import ChargeState, HoldState
-from engine.stock import lines_of
+from engine.stock_lines import lines_of
 
 ORDER_CONFIRMED = "order.confirmed"
 ORDER_REFUNDED = "order.refunded"

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from engine import errors
 from engine.holds import ProviderOutcome, SeatSpec
-from engine.stock import SkuSpec, StockLine
+from engine.stock_lines import SkuSpec, StockLine
 from engine.store import Store
 from loadtest.scratch import store_and_ledger
 from persistence.writer import LedgerWriter

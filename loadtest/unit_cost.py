@@ -25,7 +25,7 @@ from rich.table import Table
 import lua
 from engine import keys
 from engine.holds import SeatSpec
-from engine.stock import SkuSpec
+from engine.stock_lines import SkuSpec
 from engine.store import Store
 from loadtest.persistence_cost import CLAIM_LIMITS, bench, private_server
 

@@ -17,10 +17,10 @@ from rich.table import Table
 from api.validate import LIMITS
 from engine import errors
 from engine.settings import MissingSetting, Settings
-from engine.stock import COUNTERS
+from engine.stock_lines import COUNTERS
 
 if TYPE_CHECKING:
-    from engine.stock import Correction
+    from engine.stock_lines import Correction
 
 ENVIRONMENT = (
     "Reads ONSALE_REDIS_URL (required), ONSALE_KEY_PREFIX (default onsale:v1) and "

@@ -43,7 +43,7 @@ from engine.policies import Policies
 from engine.records import Marker
 from engine.scripts import PolicyCode, RestoreCode
 from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
-from engine.stock import SkuSpec, lines_of
+from engine.stock_lines import SkuSpec, lines_of
 from engine.store import Store
 from persistence.policy_report import policy_changes, policy_state
 from persistence.queries import Q

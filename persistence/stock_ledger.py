@@ -26,7 +26,7 @@ from engine import keys
 from engine.reads import stream_id
 from engine.records import OutboxRecord, RecordKind
 from engine.states import HoldState
-from engine.stock import is_stock_listing, lines_of, stock_table
+from engine.stock_lines import is_stock_listing, lines_of, stock_table
 from engine.store import Store
 from persistence.queries import Q
 

@@ -27,7 +27,7 @@ from engine.prices import seat_prices
 from engine.providers import ProviderRefused, ProviderTimeout
 from engine.settings import StripeSettings
 from engine.states import HoldState
-from engine.stock import StockLine, lines_of
+from engine.stock_lines import StockLine, lines_of
 
 
 @endpoint("availability")
@@ -279,7 +279,7 @@ async def hold_status(request: Request) -> Response:
     currency: str | None = ""
     if durable and h.state == HoldState.CONFIRMED:  # its order names the event's currency
         (currency,) = await c.store.read.event_fields(event_id, "currency")
-    prices = [] if h.is_stock else await seat_prices(c.store, event_id, h.seat_ids)
+    prices = [] if h.is_stock else await seat_prices(c.store.runner, event_id, h.seat_ids)
     view = hold_view(h, charges, durable=durable, currency=currency or "EUR", prices=prices)
     now_ms = await board_of(request).server_time_ms()  # the clock of its deadline
     return json_response({**view, "server_time_ms": now_ms})
@@ -327,7 +327,7 @@ async def start_charge(request: Request) -> Response:
     event = await c.store.read.availability(event_id)
     # One charge for the whole party, its seats' prices added (ADR 0038); a cart's amount was
     # fixed by its claim (ADR 0022).
-    price = h.amount if h.is_stock else sum(await seat_prices(c.store, event_id, h.seat_ids))
+    price = h.amount if h.is_stock else sum(await seat_prices(c.store.runner, event_id, h.seat_ids))
     started = await c.store.start_charge(event_id, h.hold_id, login_name, charge_id, price)
     provider_status, client_secret = "processing", ""
     if not started.replay or started.state == "CHARGING":

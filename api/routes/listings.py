@@ -141,7 +141,9 @@ async def order_rows(
 ) -> list[dict[str, object]]:
     """The orders of one page, each seat with its price (ADR 0038: one read for the page)."""
     seats = [s for h in holds if not h.is_stock for s in h.seat_ids]
-    prices = dict(zip(seats, await seat_prices(ctx(request).store, event_id, seats), strict=True))
+    prices = dict(
+        zip(seats, await seat_prices(ctx(request).store.runner, event_id, seats), strict=True)
+    )
     return [order_row(h, winners, currency, prices) for h in holds]
 
 

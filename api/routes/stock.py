@@ -15,7 +15,7 @@ from api.responses import json_response, read_json
 from api.routes.seatmap import board_of
 from api.validate import LIMITS, ident, integer, items, obj, only, stock_ident, text, whole
 from engine.sections import section_availability
-from engine.stock import COUNTERS, HeldLine, SkuSpec, StockLine, lines_of
+from engine.stock_lines import COUNTERS, HeldLine, SkuSpec, StockLine, lines_of
 
 SKU_FIELDS = frozenset(("sku", "price_minor", "on_hand"))
 LINE_FIELDS = frozenset(("sku", "quantity", "location"))

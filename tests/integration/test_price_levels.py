@@ -130,7 +130,7 @@ async def test_the_ledger_keeps_each_seats_price_and_a_rebuild_charges_the_same(
     await store.create_event(event_id, specs, hold_ttl_ms=60_000, quarantine_ms=60_000,
                              price_minor=700)  # fmt: skip
     await store.open_sale(event_id, 0)
-    assert await seat_prices(store, event_id, ["a", "b", "c"]) == [9_000, 700, 5]
+    assert await seat_prices(store.runner, event_id, ["a", "b", "c"]) == [9_000, 700, 5]
     while await writer.step(event_id):
         pass
     async with pool.acquire() as conn:
@@ -143,4 +143,4 @@ async def test_the_ledger_keeps_each_seats_price_and_a_rebuild_charges_the_same(
         ]
         await store.restore.drop_event(event_id)
         await rebuild(store, conn, event_id)
-    assert await seat_prices(store, event_id, ["c", "b", "a"]) == [5, 700, 9_000]
+    assert await seat_prices(store.runner, event_id, ["c", "b", "a"]) == [5, 700, 9_000]

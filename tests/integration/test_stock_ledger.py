@@ -11,7 +11,7 @@ import pytest
 
 from engine import errors
 from engine.states import ChargeState, HoldState
-from engine.stock import SkuSpec, StockLine
+from engine.stock_lines import SkuSpec, StockLine
 from engine.store import Store
 from persistence.nightly import reconcile_event
 from persistence.rebuild import rebuild

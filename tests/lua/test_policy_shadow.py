@@ -283,4 +283,4 @@ async def test_unknown_policies_are_refused_here_and_by_the_script(store: Store,
         DeadlinePolicy.parse(name)
     sale = await sale_enforcing(store, QUARANTINE)
     with pytest.raises(Exception, match="BAD_ARGS unknown policy"):
-        await store._run("event_policy", sale.event_id, ["SHADOW", name])
+        await store.runner.run("event_policy", sale.event_id, ["SHADOW", name])

@@ -100,7 +100,7 @@ async def test_a_large_seat_map_goes_in_chunks_the_script_accepts(
         return await call(name, keys, args)
 
     monkeypatch.setattr(store.scripts, "call", counting)
-    store.pipeline = None  # every script call through `scripts.call`, to be counted
+    store.runner.pipeline = None  # every script call through `scripts.call`, to be counted
     n = 2 * store_module.SEATS_CHUNK_MAX + 1
     seats = [SeatSpec(f"s{i}", float(i)) for i in range(n)]
     assert await store.create_event("big", seats, hold_ttl_ms=60_000, quarantine_ms=60_000) == n

@@ -8,7 +8,7 @@ import pytest
 from engine import errors
 from engine.holds import LoginLimits, SeatSpec
 from engine.states import HoldState, LatePolicy
-from engine.stock import SkuSpec, StockLine
+from engine.stock_lines import SkuSpec, StockLine
 from engine.store import Store
 from tests.conftest import Sale
 from tests.helpers import callback

@@ -21,7 +21,7 @@ from engine import errors
 from engine.holds import ProviderOutcome
 from engine.scripts import Scripts
 from engine.states import LatePolicy
-from engine.stock import SkuSpec, StockLine
+from engine.stock_lines import SkuSpec, StockLine
 from engine.store import Store
 from tests.conftest import REDIS_URL, new_prefix
 from tests.property.stock_model import StockModel

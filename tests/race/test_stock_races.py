@@ -15,7 +15,7 @@ import pytest
 from engine import errors
 from engine.holds import ProviderOutcome
 from engine.states import ChargeState, HoldState, LatePolicy
-from engine.stock import SkuSpec, StockLine, lines_of
+from engine.stock_lines import SkuSpec, StockLine, lines_of
 from engine.store import Store
 from tests.conftest import Sale
 from tests.race.test_races import _drop, _store

@@ -8,7 +8,7 @@ import pytest
 
 from engine.audit import Invariant
 from engine.keys import EVENT_KEYS
-from engine.stock import SkuSpec, StockLine
+from engine.stock_lines import SkuSpec, StockLine
 from engine.store import Store
 from tests.conftest import Sale, open_sale
 from tests.helpers import callback

@@ -48,6 +48,73 @@ def test_the_check_sees_a_lazy_upward_import(tmp_path: Path) -> None:
     assert imported_packages(bad) == {"persistence"}
 
 
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """The modules of `known` that `path` imports, by dotted name, wherever the import stands
+    (type-only ones under TYPE_CHECKING and lazy ones in functions count too: each is a reason
+    a newcomer must read the other module first). `from package import module` is that module,
+    not the package."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in known else node.module)
+    return found & known
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The circles of `graph` (Tarjan's strongly connected components of more than one module,
+    or one that imports itself), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            part = []
+            while (top := stack.pop()) != node:
+                part.append(top)
+            part.append(node)
+            if len(part) > 1 or node in graph.get(node, ()):
+                cycles.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def module_graph() -> dict[str, set[str]]:
+    names = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+        for pkg in ALLOWED
+        for p in sorted((ROOT / pkg).rglob("*.py"))
+    }
+    known = set(names)
+    return {name: imported_modules(path, known) - {name} for name, path in names.items()}
+
+
+def test_no_module_imports_itself_back_through_others() -> None:
+    assert import_cycles(module_graph()) == []
+
+
+def test_the_check_sees_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
 PRODUCT = ("engine", "api", "persistence", "onsale")
 MODULE_LINES_MAX, FUNCTION_LINES_MAX = 400, 60
 
