@@ -75,7 +75,8 @@ def test_happy_path(stack: Stack, reconciled: list[str]) -> None:
     final = eventually(state_is(stack, alice, h["hold_id"], "CONFIRMED"))
     assert final["winner"] == charge["charge_id"]
     assert final["order"] == {
-        "seat_ids": ["s0"], "amount": 4500, "currency": "EUR", "charge_id": charge["charge_id"],
+        "seat_ids": ["s0"], "seat_prices": {"s0": 4500}, "amount": 4500, "currency": "EUR",
+        "charge_id": charge["charge_id"],
     }  # fmt: skip
     avail = stack.send(alice.availability()).body
     assert (avail["sold"], avail["free"]) == (1, 2)
@@ -131,8 +132,8 @@ def test_a_party_of_four_pays_once(stack: Stack, reconciled: list[str]) -> None:
     final = eventually(state_is(stack, fam, h["hold_id"], "CONFIRMED"))
     assert final["seat_ids"] == h["seat_ids"] and final["winner"] == charge["charge_id"]
     assert final["order"] == {
-        "seat_ids": h["seat_ids"], "amount": 4 * 4500, "currency": "EUR",
-        "charge_id": charge["charge_id"],
+        "seat_ids": h["seat_ids"], "seat_prices": dict.fromkeys(h["seat_ids"], 4500),
+        "amount": 4 * 4500, "currency": "EUR", "charge_id": charge["charge_id"],
     }  # fmt: skip
     assert stack.send(fam.availability()).body["sold"] == 4
     assert moves(stack, charge["charge_id"]) == [("capture", 4 * 4500)]
