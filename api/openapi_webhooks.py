@@ -72,6 +72,13 @@ DELIVERY_EXAMPLE = {
     "last_error": None,
     "delivered_at_ms": 1767261621050,
 }
+HEALTH_EXAMPLE = {
+    "failed": 2,
+    "pending": 1,
+    "oldest_pending_ms": 95000,
+    "last_error": "connect timeout",
+    "last_status": None,
+}
 WEBHOOK_SCHEMAS: dict[str, dict[str, Any]] = {
     "WebhookEventType": {"type": "string", "enum": list(EVENT_TYPES), "example": EVENT_TYPES[0]},
     "WebhookEndpointCreate": record(
@@ -107,8 +114,25 @@ WEBHOOK_SCHEMAS: dict[str, dict[str, Any]] = {
         {**ENDPOINT_PROPERTIES, "secret": {**STR, "description": "shown in this answer only"}},
         {**ENDPOINT_EXAMPLE, "secret": SECRET},
     ),
+    "WebhookEndpointHealth": record(
+        {
+            "failed": {**INT, "description": "deliveries that gave up (replay them)"},
+            "pending": {**INT, "description": "deliveries still being tried"},
+            "oldest_pending_ms": {**INT, "description": "how long the oldest pending has waited"},
+            "last_error": nullable({**STR, "description": "the last failed attempt's error"}),
+            "last_status": nullable({**INT, "description": "its HTTP status (null: no answer)"}),
+        },
+        HEALTH_EXAMPLE,
+        description="An endpoint's deliveries as the ops dashboard shows them: failing when any "
+        "failed, or when the oldest pending one has waited long.",
+    ),
+    "WebhookEndpointListed": record(
+        {**ENDPOINT_PROPERTIES, "deliveries": ref("WebhookEndpointHealth")},
+        {**ENDPOINT_EXAMPLE, "deliveries": HEALTH_EXAMPLE},
+    ),
     "WebhookEndpointList": record(
-        {"endpoints": array(ref("WebhookEndpoint"))}, {"endpoints": [ENDPOINT_EXAMPLE]}
+        {"endpoints": array(ref("WebhookEndpointListed"))},
+        {"endpoints": [{**ENDPOINT_EXAMPLE, "deliveries": HEALTH_EXAMPLE}]},
     ),
     "WebhookEndpointDeleted": record(
         {"endpoint_id": STR, "deleted": BOOL}, {"endpoint_id": ENDPOINT_ID, "deleted": True}

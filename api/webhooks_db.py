@@ -33,6 +33,22 @@ SQL: Mapping[str, str] = MappingProxyType(
         "endpoints": """
             select *, now() as now from webhook_endpoints where deleted_at is null
             order by created_at, endpoint_id""",
+        # Each live endpoint's health, for the ops dashboard: failed and pending deliveries,
+        # how long the oldest pending one has waited, and the last failure's answer.
+        "endpoint_health": """
+            select e.endpoint_id,
+              count(*) filter (where d.status = 'failed') as failed,
+              count(*) filter (where d.status = 'pending') as pending,
+              coalesce(extract(epoch from now() - min(d.created_at)
+                filter (where d.status = 'pending')) * 1000, 0)::bigint as oldest_pending_ms,
+              (array_agg(d.last_error order by d.last_attempt_at desc)
+                filter (where d.status <> 'delivered' and d.last_attempt_at is not null))[1]
+                as last_error,
+              (array_agg(d.last_status order by d.last_attempt_at desc)
+                filter (where d.status <> 'delivered' and d.last_attempt_at is not null))[1]
+                as last_status
+            from webhook_endpoints e left join webhook_deliveries d using (endpoint_id)
+            where e.deleted_at is null group by e.endpoint_id""",
         "endpoint": """
             select *, now() as now from webhook_endpoints
             where endpoint_id = $1 and deleted_at is null""",

@@ -135,8 +135,30 @@ async def create_endpoint(request: Request) -> Response:
 
 @endpoint("admin_webhook_list")
 async def list_endpoints(request: Request) -> Response:
-    rows = await db(request).fetch("endpoints")
-    return json_response({"endpoints": [endpoint_view(r) for r in rows]})
+    """Every live endpoint, each with its delivery health (`deliveries`): what the ops
+    dashboard shows as failing."""
+    store = db(request)
+    rows = await store.fetch("endpoints")
+    health = {r["endpoint_id"]: health_view(r) for r in await store.fetch("endpoint_health")}
+    quiet = {
+        "failed": 0,
+        "pending": 0,
+        "oldest_pending_ms": 0,
+        "last_error": None,
+        "last_status": None,
+    }  # fmt: skip  (an endpoint made between the two reads)
+    listed = [endpoint_view(r) | {"deliveries": health.get(r["endpoint_id"], quiet)} for r in rows]
+    return json_response({"endpoints": listed})
+
+
+def health_view(row: Any) -> dict[str, Any]:
+    return {
+        "failed": row["failed"],
+        "pending": row["pending"],
+        "oldest_pending_ms": row["oldest_pending_ms"],
+        "last_error": row["last_error"] or None,
+        "last_status": row["last_status"],
+    }
 
 
 async def _live(store: WebhookDb, request: Request) -> Any:

@@ -60,9 +60,10 @@ async function orders(eventId) {
 
 async function load() {
   const e = encodeURIComponent(board.eventId);
-  const [config, counts, limbo, metrics, sold] = await Promise.all([
+  const [config, counts, limbo, metrics, sold, hooks] = await Promise.all([
     call(`/v1/admin/events/${e}`), call(`/v1/events/${e}`),
     call(`/v1/admin/events/${e}/exceptions`), call("/metrics"), orders(e),
+    call("/v1/admin/webhooks/endpoints"),
   ]);
   if (config.status === 401) return askToken("That token was refused.");
   if (config.status !== 200) {
@@ -71,7 +72,7 @@ async function load() {
   }
   say($("event-message"), "");
   board.data = { config: config.body, counts: counts.body, limbo: limbo.body, orders: sold,
-    metrics: metrics.status === 200 ? metrics.body : "" };
+    metrics: metrics.status === 200 ? metrics.body : "", hooks };
   render();
   $("refreshed").textContent = `Updated ${new Date().toLocaleTimeString()}`;
 }
@@ -196,6 +197,42 @@ function renderLimbo({ limbo, config }) {
   $("limbo").replaceChildren(...parts);
 }
 
+// An endpoint is failing when it is disabled, a delivery gave up, or its oldest pending one
+// has waited long after a refused attempt (docs/deploy.md "Runbook: merchant webhook failing").
+const HOOK_WAIT_MS = 60_000;
+
+function hookFailing(e) {
+  const d = e.deliveries;
+  return !e.enabled || d.failed > 0 || (d.pending > 0 && d.last_status !== 200
+    && d.oldest_pending_ms > HOOK_WAIT_MS);
+}
+
+function renderHooks({ hooks }) {
+  const link = el("a", { href: "/ui/runbooks#runbook-merchant-webhook-failing", text: "runbook" });
+  if (hooks.status !== 200) {
+    const why = errorCode(hooks) === "webhooks_unavailable"
+      ? "The webhook log is in the ledger database, which this API cannot reach or has not configured."
+      : `Cannot read the endpoints: ${errorCode(hooks)}.`;
+    $("hooks").replaceChildren(el("p", { class: "muted", text: why }));
+    return;
+  }
+  const endpoints = hooks.body.endpoints;
+  const failing = endpoints.filter(hookFailing);
+  const pill = el("span", { class: `pill ${failing.length ? "bad" : "ok"}`, text: String(failing.length) });
+  const head = el("p", {}, `${endpoints.length} endpoint(s), failing `, pill, " · ", link);
+  const rows = endpoints.map((e) => {
+    const d = e.deliveries;
+    const last = d.last_status || d.last_error ? `${d.last_status ?? "no answer"} ${d.last_error ?? ""}` : "";
+    return [e.url, hookFailing(e) ? "failing" : "ok", e.enabled ? "enabled" : `disabled (${e.disabled_reason})`,
+      String(d.failed), String(d.pending), d.pending ? duration(d.oldest_pending_ms) : "", last.trim()];
+  });
+  const heads = ["endpoint", "health", "state", "failed", "pending", "oldest pending", "last answer"];
+  const grid = el("div", { class: "table-wrap" }, el("table", { id: "hooks-table" },
+    el("thead", {}, el("tr", {}, ...heads.map((h) => el("th", { scope: "col", text: h })))),
+    el("tbody", {}, ...rows.map((r) => el("tr", { class: r[1] }, ...r.map((c) => el("td", {}, c)))))));
+  $("hooks").replaceChildren(head, ...(endpoints.length ? [grid] : []));
+}
+
 function render() {
   const d = board.data;
   $("event-view").hidden = false;
@@ -203,6 +240,7 @@ function render() {
   renderSales(d.orders, d.config.currency);
   renderLag(d);
   renderLimbo(d);
+  renderHooks(d);
 }
 
 // --- acting ---------------------------------------------------------------------------------

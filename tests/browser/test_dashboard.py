@@ -54,6 +54,9 @@ def test_the_dashboard_shows_a_planted_exception_and_resolves_it_with_confirmati
     links = page.eval_on_selector_all("#limbo h3 a", "links => links.map(a => a.hash.slice(1))")
     runbooks = httpx.get(f"{stack.api}/ui/runbooks", timeout=5).text
     assert len(links) == 9 and [a for a in links if f'id="{a}"' not in runbooks] == []
+    # This stack has no ledger database: the webhook panel says so instead of an empty list.
+    expect(page.locator("#hooks")).to_contain_text("in the ledger database")
+    assert 'id="runbook-merchant-webhook-failing"' in runbooks  # the panel's runbook link
     assert ADMIN not in page.url
     assert page.evaluate("sessionStorage.getItem('onsale.admin')") == ADMIN
     assert page.evaluate("localStorage.length") == 0

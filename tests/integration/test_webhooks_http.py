@@ -240,3 +240,27 @@ def test_what_an_endpoint_refuses(hooks: Stack, receiver: Receiver) -> None:
     r = admin(hooks, "POST", f"{EP}/{endpoint_id}/replay", json={"since_ms": 0})
     assert (r.status_code, r.json()["error"]["code"]) == (409, "webhook_endpoint_disabled")
     assert admin(hooks, "DELETE", f"{EP}/{endpoint_id}").status_code == 200
+
+
+def test_the_listing_shows_an_endpoint_failing_and_then_healthy(
+    hooks: Stack, receiver: Receiver
+) -> None:
+    # What the ops dashboard shows as failing: deliveries still tried, with the last answer.
+    receiver.status = 500
+    endpoint_id = register(hooks, receiver.url)["endpoint_id"]
+
+    def health() -> dict[str, Any]:
+        [listed] = [e for e in admin(hooks, "GET", EP).json()["endpoints"]
+                    if e["endpoint_id"] == endpoint_id]  # fmt: skip
+        deliveries: dict[str, Any] = listed["deliveries"]
+        return deliveries
+
+    assert health() == {"failed": 0, "pending": 0, "oldest_pending_ms": 0, "last_error": None,
+                        "last_status": None}  # fmt: skip
+    bought(hooks, hooks.new_event(1), "fay")
+    failing = eventually(lambda: (h := health())["last_status"] == 500 and h)
+    assert failing["pending"] >= 1 and failing["oldest_pending_ms"] >= 0
+    receiver.status = 200
+    healthy = eventually(lambda: (h := health())["pending"] == 0 and h)
+    assert (healthy["failed"], healthy["last_error"], healthy["last_status"]) == (0, None, None)
+    assert admin(hooks, "DELETE", f"{EP}/{endpoint_id}").status_code == 200
