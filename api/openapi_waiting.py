@@ -21,6 +21,7 @@ from api.openapi_parts import (
     nullable,
     operation,
     path,
+    query,
     record,
 )
 from api.routes.waiting import ADMISSION_HEADER
@@ -164,7 +165,38 @@ EMPTY = {
     "description": "nothing to send: an empty object, or no body",
     "example": {},
 }
+HEX = {"type": "string", "pattern": "^[0-9a-f]+$"}
+DRAW = record(
+    {
+        "event_id": {"type": "string"},
+        "commitment": {**HEX, "description": "SHA-256 of the seed, published before T0"},
+        "seed": nullable({**HEX, "description": "the draw's seed, revealed from T0 on"}),
+        "entries": {
+            "type": "array",
+            "description": "in place order: each entry drawn before T0 and its arrival number",
+            "items": record(
+                {
+                    "entry": {**HEX, "description": "SHA-256(event_id NUL login), 16 bytes"},
+                    "seq": {**INT, "description": "arrival number: breaks a tie of draws"},
+                },
+                {"entry": "5d41402abc4b2a76b9719d911017c592", "seq": 17},
+            ),
+        },
+        "next_offset": nullable({**INT, "description": "the next page's offset (null: done)"}),
+    },
+    {
+        "event_id": "spring-gala",
+        "commitment": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "seed": "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",
+        "entries": [{"entry": "5d41402abc4b2a76b9719d911017c592", "seq": 17}],
+        "next_offset": None,
+    },
+    description="A waiting room's draw, for anyone to check (ADR 0040): place order = the "
+    "entries sorted by (HMAC-SHA256(seed, 'draw' NUL entry) first 4 bytes big-endian, seq); "
+    "the seed's SHA-256 must be the commitment. `onsale waiting verify` does both.",
+)
 WAITING_SCHEMAS: dict[str, dict[str, Any]] = {
+    "QueueDraw": DRAW,
     "QueuePlace": PLACE,
     "QueueJoinRequest": EMPTY,
     "WaitingRoom": FIGURES,
@@ -191,6 +223,20 @@ WAITING_PATHS: dict[str, Any] = {
             "sold-out event (nothing free, held or blocked) gives no place: 200 sold_out.",
             parameters=[path("event_id")],
             body=json_body("QueueJoinRequest", required=False),
+        )
+    },
+    "/v1/events/{event_id}/queue/draw": {
+        "get": operation(
+            "getQueueDraw",
+            "Read a waiting room's draw, to check it",
+            answer(200, "QueueDraw", "the commitment; from T0 on the seed and the entries"),
+            (*STORE, *PATHED, *EVENT_CODES, "invalid_request"),
+            description="No login needed: an entry is a hash of the event and a login, which "
+            "only that buyer (and the operator) can tie to a person. Before T0 only the "
+            "commitment to the seed; from T0 on the seed and, a page at a time in place order, "
+            "every entry drawn before T0 (an entry that joined again after its turn has its "
+            "new place after T0 and is not listed).",
+            parameters=[path("event_id"), query("offset", 0), query("limit", 500)],
         )
     },
     "/v1/events/{event_id}/queue/me": {

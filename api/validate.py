@@ -56,6 +56,7 @@ LIMITS: Mapping[str, Bound] = MappingProxyType(
         "opens_at_ms": Bound(0, EXACT_MAX),  # 0: now, by the server clock
         "rank": Bound(-RANK_ABS_MAX, RANK_ABS_MAX, integer=False),
         "limit": Bound(1, 500),  # items listed by one request (free seats, deliveries)
+        "offset": Bound(0, 1_000_000),  # where a page of a room's published draw starts
         "charging_older_than_ms": Bound(0, EXACT_MAX),
         "batch": Bound(1, 1_000),  # holds one cancel script call examines (ADR 0025)
         "quantity": Bound(1, PARTY_MAX),  # seats one claim asks for: a party (one hold, one charge)

@@ -39,6 +39,7 @@ from engine import errors, keys
 from engine.reads import timed
 from engine.scripts import QueuePollCode, QueueSetupCode, QueueUseCode
 from engine.store import Store
+from engine.waiting_draw import DRAW_BITS, Arrival, commitment_of, entry_of, seed_of
 from engine.waiting_errors import (
     AdmissionExpired,
     AdmissionRequired,
@@ -47,7 +48,7 @@ from engine.waiting_errors import (
     NoWaitingRoom,
     QueueFull,
 )
-from engine.waiting_tokens import DRAW_BITS, Admission, draw, issue
+from engine.waiting_tokens import Admission, draw, issue
 
 ENTRIES_MAX = 1_000_000  # places one room holds (lua/_queue.lua needs fewer than 2^20)
 # `admit_per_s` when the operator gives none: a fifth of the claim endpoint's measured rate on
@@ -61,6 +62,8 @@ RATE_TAU_MS = 5_000  # the admission rate averages over about this long (lua/_qu
 # A spent admission keeps counting against the free units this long: its claim is the next call
 # and holds the unit once it lands; until then another look must not admit someone for it.
 SPEND_GRACE_MS = 2_000
+SEQ_SPAN = 2**20  # lua/_queue.lua: a place before T0 is draw x SEQ_SPAN + its arrival number
+AFTER_T0 = 2**52  # lua/_queue.lua: every place taken from T0 on is after every draw
 T0_MARGIN_MS = 500  # "no room" learnt before T0 is asked again this long before T0
 
 
@@ -130,6 +133,14 @@ class Place:
 
 
 @dataclass(frozen=True, slots=True)
+class PublishedDraw:
+    commitment: str
+    seed: str | None  # None before T0
+    arrivals: list[Arrival]  # in place order
+    next_offset: int | None  # None: the list is complete
+
+
+@dataclass(frozen=True, slots=True)
 class Room:
     secret: str  # hex; never leaves the server
 
@@ -187,6 +198,37 @@ class WaitingRoom:
             raise errors.Recovering(f"event {event_id} is being recovered; retry later")
         raise await self._missing(event_id)
 
+    async def published_draw(self, event_id: str, offset: int, limit: int) -> PublishedDraw:
+        """The room's draw as anyone may check it (ADR 0040): its commitment always; from T0 on
+        (by the server clock) its seed and, in place order from `offset`, the anonymous entries
+        that joined before T0 with their arrival numbers (`limit` at most)."""
+        room = await self.room(event_id)
+        if room is None:
+            raise await self._missing(event_id)
+        seed = seed_of(room.secret)
+        if not await self._drawn(event_id):
+            return PublishedDraw(commitment_of(seed), None, [], None)
+        order = self.keys(event_id)[3]
+        rows = await timed(
+            self.store.client.zrangebyscore(
+                order, 0, f"({AFTER_T0}", start=offset, num=limit + 1, withscores=True
+            ),
+            self.store.timeout_s,
+        )
+        arrivals = [Arrival(entry_of(event_id, str(login)), int(score) % SEQ_SPAN)
+                    for login, score in rows[:limit]]  # fmt: skip
+        after = offset + limit if len(rows) > limit else None
+        return PublishedDraw(commitment_of(seed), seed, arrivals, after)
+
+    async def _drawn(self, event_id: str) -> bool:
+        """T0 passed: the first look since marked the room drawn, or the server clock says so
+        (nobody looked yet)."""
+        queue = self.keys(event_id)[1]
+        if await timed(self.store.client.hget(queue, "drawn"), self.store.timeout_s) == "1":
+            return True
+        (opens_at,) = await self.store.read.event_fields(event_id, "opens_at_ms")
+        return bool(opens_at) and await self.store.read.server_time_ms() >= int(opens_at or 0)
+
     async def figures(self, event_id: str) -> dict[str, Any]:
         """The room's settings and counters, for operators (a read: decides nothing)."""
         queue, _entries, order, lapses = self.keys(event_id)[1:]
@@ -234,7 +276,7 @@ class WaitingRoom:
         room = await self.room(event_id)
         if room is None:
             raise await self._missing(event_id)
-        drawn = draw(room.secret, login)
+        drawn = draw(room.secret, event_id, login)
         reply = await self._call("queue_poll", event_id, [login, mode, drawn, ENTRIES_MAX])
         code = QueuePollCode(reply[0])
         if code in _STATES or code == QueuePollCode.NOT_IN_QUEUE:

@@ -5,30 +5,30 @@ Each room has its own secret (32 random bytes, hex, set once in its queue hash b
 lua/queue_setup.lua and never changed): every API process reads it from Redis, none has to be
 configured with it, and nobody outside can compute a login's draw or forge an admission.
 
-- The draw is HMAC-SHA256(secret, "draw" | login), its first 32 bits: fixed per login, so a
-  second tab, a rejoin or a retry draws the same; unpredictable without the secret.
+- The draw is engine/waiting_draw.py's: HMAC-SHA256 of the login's anonymous entry under a seed
+  derived from the secret, its first 32 bits: fixed per login, so a second tab, a rejoin or a
+  retry draws the same; unpredictable before the seed is revealed after T0, and checkable by
+  anyone then (ADR 0040).
 - An admission token is "<admitted_ms>.<expires_ms>.<mac>": engine/signing.py's HMAC-SHA256,
   timestamped with the admission's time, over the event, the login and the expiry. It names its
   admission and binds it to one login and one event; single use and the deadline are decided in
   Redis (lua/queue_use.lua), by the server clock."""
 
-import hashlib
 import hmac
 import re
 from dataclasses import dataclass
 
 from engine import signing
+from engine.waiting_draw import draw_of, entry_of, seed_of
 from engine.waiting_errors import AdmissionInvalid
 
-DRAW_BITS = 32
 TOKEN_CHARS_MAX = 128
 _TOKEN_RE = re.compile(r"^([0-9]{1,16})\.([0-9]{1,16})\.([0-9a-f]{64})$")
 
 
-def draw(secret: str, login: str) -> int:
+def draw(secret: str, event_id: str, login: str) -> int:
     """The login's place among those who join before T0 (0 comes first)."""
-    mac = hmac.new(bytes.fromhex(secret), b"draw\x00" + login.encode(), hashlib.sha256).digest()
-    return int.from_bytes(mac[: DRAW_BITS // 8], "big")
+    return draw_of(seed_of(secret), entry_of(event_id, login))
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from onsale.help_text import document, env_option
 from onsale.policy_command import add_policy_parser, run_policy
 from onsale.serve import raise_open_files, serve, serve_options
 from onsale.stock_command import add_stock_parser, run_stock
+from onsale.waiting_command import add_waiting_parser, run_waiting
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_policy_parser(sub)
     add_stock_parser(sub)
     add_chaos_parser(sub)
+    add_waiting_parser(sub)
     document(parser)
     return parser
 
@@ -93,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_stock(args)
     if args.command == "chaos":
         return run_chaos(args)
+    if args.command == "waiting":
+        return run_waiting(args)
     if args.command in ("migrate", "ledger", "rebuild", "reconcile"):
         return _ledger_command(args)
     return worker_command(args.command)

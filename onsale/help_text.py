@@ -169,6 +169,10 @@ EXPORTER: Group = (
     },
 )
 OPERATOR: Group = ("stock corrections", {"ONSALE_OPERATOR": "who corrects (else $USER)"})
+API_URL: Group = (
+    "the API it reads",
+    {"ONSALE_API_URL": "the API's base URL (default http://127.0.0.1:8000)"},
+)
 
 WITH_REDIS = (LOGS, ENGINE, STRIPE)
 WITH_LEDGER = (*WITH_REDIS, LEDGER, SENDER)
@@ -183,6 +187,7 @@ COMMANDS: Mapping[str, tuple[Group, ...]] = {
     "policy": (*WITH_REDIS, LEDGER),
     "stock": (*WITH_REDIS, OPERATOR),
     "chaos": (),  # it starts its own servers and hands them their settings
+    "waiting": (API_URL,),  # a client of the public API: nothing else
 }
 
 # Options whose default comes from the environment: (command, option) -> variable.

@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from api.context import ctx, endpoint, path_id
 from api.responses import json_response, read_json
-from api.validate import obj, only, whole
+from api.validate import LIMITS, obj, only, query_integer, whole
 from engine.waiting_errors import AdmissionRequired
 from engine.waiting_room import (
     ADMISSION_TTL_MS,
@@ -180,7 +180,28 @@ async def figures(request: Request) -> Response:
     return json_response({"event_id": event_id, **await rooms(request).figures(event_id)})
 
 
+@endpoint("queue_draw")
+async def published_draw(request: Request) -> Response:
+    """The room's draw as anyone may check it (ADR 0040): its commitment before T0; from T0 on
+    its seed and, a page at a time in place order, the anonymous entries drawn before T0. No
+    login: the list names no one (an entry is a hash a buyer can compute of their own login)."""
+    event_id = path_id(request, "event_id")
+    offset = query_integer(request.query_params, "offset", 0)
+    limit = query_integer(request.query_params, "limit", int(LIMITS["limit"].high))
+    d = await rooms(request).published_draw(event_id, offset, limit)
+    return json_response(
+        {
+            "event_id": event_id,
+            "commitment": d.commitment,
+            "seed": d.seed,
+            "entries": [{"entry": a.entry, "seq": a.seq} for a in d.arrivals],
+            "next_offset": d.next_offset,
+        }
+    )
+
+
 ROUTES = [
+    Route("/v1/events/{event_id}/queue/draw", published_draw, methods=["GET"]),
     Route("/v1/events/{event_id}/queue", join, methods=["POST"]),
     Route("/v1/events/{event_id}/queue/me", me, methods=["GET"]),
     Route("/v1/admin/events/{event_id}/waiting-room", configure, methods=["PUT"]),

@@ -4,6 +4,8 @@ claim once with their admission (a replay with another key is refused, the same 
 answered), pay, and everyone still waiting is then told "sold out" without any claim of theirs
 reaching the claim script."""
 
+import subprocess
+import sys
 import time
 import uuid
 from typing import Any
@@ -13,6 +15,7 @@ import pytest
 import redis
 
 from engine import keys
+from engine.waiting_draw import entry_of
 from engine.waiting_tokens import draw
 from loadtest import waiting_burst
 from loadtest.buyer import BuyerApi, Call, bearer
@@ -114,12 +117,22 @@ def test_join_early_admitted_in_order_claim_once_then_sold_out(stack: Stack) -> 
 
     time.sleep(3.2)  # T0
     places = {name: stack.send(queue(buyers[name])).body for name in names}
-    by_draw = sorted(names, key=lambda n: draw(room_secret(stack, event_id), n))
+    by_draw = sorted(names, key=lambda n: draw(room_secret(stack, event_id), event_id, n))
     admitted = [n for n in by_draw if places[n]["state"] == "admitted"]
     assert admitted == by_draw[:3]  # 2 free seats x 150%, the three best draws
     waiting = [n for n in names if places[n]["state"] == "waiting"]
     assert sorted(waiting, key=lambda n: places[n]["position"]) == by_draw[3:]
     assert [places[n]["position"] for n in by_draw[3:]] == [1, 2, 3, 4, 5]
+    # The draw, as anyone may check it (ADR 0040): published without a login, and verified by
+    # the command line from what the API publishes alone.
+    with stack.client() as c:
+        published = c.get(f"/v1/events/{event_id}/queue/draw").json()
+    assert [e["entry"] for e in published["entries"]] == [entry_of(event_id, n) for n in by_draw]
+    checked = subprocess.run(
+        [sys.executable, "-m", "onsale.cli", "waiting", "verify", event_id, "--api", stack.api],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert checked.returncode == 0 and "verified" in checked.stdout, checked
     first, second, third = (buyers[n] for n in admitted)
     token = places[admitted[0]]["admission"]["token"]
 

@@ -12,6 +12,7 @@ import pytest
 from api.routes.waiting import POLL_SPREAD_MS_MAX, estimate_s, poll_after_ms
 from engine import errors
 from engine.store import Store
+from engine.waiting_draw import entry_of, verify
 from engine.waiting_errors import (
     AdmissionExpired,
     AdmissionInvalid,
@@ -101,7 +102,7 @@ async def test_places_before_t0_follow_the_draw_not_the_arrival(store: Store) ->
     secret = await secret_of(room, sale.event_id)
     positions = {u: (await room.look(sale.event_id, u)).position for u in logins}
     assert sorted(positions.values()) == list(range(1, 31))
-    by_draw = sorted(logins, key=lambda u: draw(secret, u))
+    by_draw = sorted(logins, key=lambda u: draw(secret, sale.event_id, u))
     assert sorted(logins, key=positions.__getitem__) == by_draw
     assert by_draw != logins  # the draw is not the arrival order
 
@@ -126,6 +127,33 @@ async def admitted(room: WaitingRoom, event_id: str, logins: list[str]) -> list[
     return [u for u, state in states if state == QueueState.ADMITTED]
 
 
+async def test_the_draw_is_published_at_t0_and_checks_out(store: Store) -> None:
+    # ADR 0040: before T0 only the commitment; from T0 the seed and the entries drawn before
+    # T0 in place order, a page at a time, which recompute to the same order.
+    sale, room = await room_sale(store, 2)
+    logins = [f"u{i:02d}" for i in range(12)]
+    for login in logins:
+        await room.join(sale.event_id, login)
+    before = await room.published_draw(sale.event_id, 0, 5)
+    assert (before.seed, before.arrivals, before.next_offset) == (None, [], None)
+    await sale.at(T0)
+    await room.join(sale.event_id, "late")  # after T0: after every draw, not in the list
+    pages, offset = [], 0
+    while True:
+        page = await room.published_draw(sale.event_id, offset, 5)
+        assert page.commitment == before.commitment and page.seed is not None
+        pages += page.arrivals
+        if page.next_offset is None:
+            break
+        offset = page.next_offset
+    assert len(pages) == 12 and verify(before.commitment, page.seed, pages) == []
+    assert {a.entry for a in pages} == {entry_of(sale.event_id, u) for u in logins}
+    secret = await secret_of(room, sale.event_id)
+    by_draw = sorted(logins, key=lambda u: draw(secret, sale.event_id, u))
+    assert [a.entry for a in pages] == [entry_of(sale.event_id, u) for u in by_draw]
+    assert verify(before.commitment, page.seed, [pages[1], pages[0], *pages[2:]]) != []
+
+
 async def test_admission_follows_the_places_within_the_free_units(store: Store) -> None:
     settings = RoomSettings(admit_per_s=100_000, admit_factor_pct=150, admission_ttl_ms=60_000)
     sale, room = await room_sale(store, 4, settings)
@@ -138,7 +166,7 @@ async def test_admission_follows_the_places_within_the_free_units(store: Store) 
     first = await room.look(sale.event_id, logins[0])  # this poll admits the first six
     assert first.admitted == 6  # ceil(4 free x 150%)
     secret = await secret_of(room, sale.event_id)
-    by_draw = sorted(logins, key=lambda u: draw(secret, u))
+    by_draw = sorted(logins, key=lambda u: draw(secret, sale.event_id, u))
     assert sorted(await admitted(room, sale.event_id, logins)) == sorted(by_draw[:6])
     assert (await room.look(sale.event_id, by_draw[6])).position == 1  # the next one
     # Three of them claim: 1 seat free, 3 admissions unused: nobody more for now.
@@ -350,8 +378,10 @@ def test_tokens_bind_an_admission_to_one_login_and_one_event() -> None:
     ):
         with pytest.raises(AdmissionInvalid):
             admitted_ms_of(key, event_id, login, token)
-    assert mac and draw(secret, "alice") == draw(secret, "alice") != draw("cd" * 32, "alice")
-    assert 0 <= draw(secret, "bob") < 2**32
+    alice = draw(secret, "ev", "alice")
+    assert mac and alice == draw(secret, "ev", "alice") != draw("cd" * 32, "ev", "alice")
+    assert alice != draw(secret, "ev2", "alice")  # each event draws its own
+    assert 0 <= draw(secret, "ev", "bob") < 2**32
 
 
 def a_place(**changes: object) -> Place:

@@ -75,7 +75,7 @@ async def test_tabs_joining_at_once_get_one_place_each_in_the_draws_order(
     await until(race_store, t0)
     looks = await asyncio.gather(*(room.look(event_id, login) for login in reversed(logins)))
     secret = (await room.room(event_id) or pytest.fail("no room")).secret
-    by_draw = sorted(logins, key=lambda u: draw(secret, u))
+    by_draw = sorted(logins, key=lambda u: draw(secret, event_id, u))
     admitted = {login for login, p in zip(reversed(logins), looks, strict=True) if p.admitted_ms}
     assert admitted == set(by_draw[:40])  # the 40 free seats' worth, the 40 best draws
     looks = await asyncio.gather(*(room.look(event_id, login) for login in logins))
@@ -106,7 +106,7 @@ async def test_polls_racing_to_admit_stay_within_the_free_units_and_the_bucket(
         assert len(admitted) == max(p.admitted for p in looks) <= 15  # ceil(10 x 150%)
     assert len(admitted) == 15
     secret = (await room.room(event_id) or pytest.fail("no room")).secret
-    assert set(admitted) == set(sorted(logins, key=lambda u: draw(secret, u))[:15])
+    assert set(admitted) == set(sorted(logins, key=lambda u: draw(secret, event_id, u))[:15])
     late = [f"late{i:03d}" for i in range(200)]
     places = await asyncio.gather(*(room.join(event_id, login) for login in late))
     assert sorted(p.position for p in places) == list(range(1_000 - 15 + 1, 1_200 - 15 + 1))
