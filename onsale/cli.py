@@ -34,6 +34,7 @@ log = logging.getLogger("onsale")
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onsale", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"onsale {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("sweep", help="run the sweeper (expiry and quarantine timeout) until stopped")
     sub.add_parser(
@@ -78,6 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_waiting_parser(sub)
     document(parser)
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml), or "unknown" when run from a tree
+    that was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("onsale")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:

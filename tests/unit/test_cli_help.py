@@ -162,3 +162,12 @@ def test_an_option_that_names_a_variable_reads_it() -> None:
             if action.help and "env ONSALE_" in action.help:
                 flag = action.option_strings[0]
                 assert (path[0], flag) in h.OPTION_ENV, f"{path} {flag}"
+
+
+def test_version_names_the_installed_distribution(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"onsale {version('onsale')}"
