@@ -28,6 +28,7 @@ from api.routes import (
     admin,
     callbacks,
     checkout,
+    events,
     listings,
     logins,
     meta,
@@ -86,6 +87,7 @@ ROUTES = [
     Route("/v1/admin/logins/{login}/revoke", logins.revoke_login, methods=["POST"]),
     *webhooks.ROUTES,  # merchant webhooks (ADR 0024)
     *waiting.ROUTES,  # the waiting room (ADR 0029)
+    *events.ROUTES,  # events as buyers find them (ADR 0041)
     *ui.ROUTES,  # the buyer's page and the ops dashboard (ADR 0028)
 ]
 

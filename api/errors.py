@@ -74,6 +74,8 @@ STATUS: dict[str, int] = {
     e.SaleNotOpen.code: 409,
     e.SaleClosed.code: 409,
     e.AlreadyOpen.code: 409,
+    e.DetailsFixed.code: 409,  # details are set while a draft (ADR 0041)
+    "not_changeable": 409,  # a PATCH of what the create fixed (api/routes/events.py)
     e.SaleStarted.code: 409,
     e.BadCursor.code: 400,
     e.EventExists.code: 409,

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from api.openapi_admin import ADMIN_SCHEMAS
+from api.openapi_events import DESCRIBE, EVENT_PATHS, EVENT_SCHEMAS
 from api.openapi_listings import ADMIN_PATHS, LISTING_PATHS
 from api.openapi_parts import (
     BODY,
@@ -263,7 +264,7 @@ BUYER_PATHS: dict[str, Any] = {
 
 SCHEMAS: dict[str, Any] = {"Error": ERROR_SCHEMA}
 PARTS = (STATE_SCHEMAS, REQUEST_SCHEMAS, BUYER_SCHEMAS, ADMIN_SCHEMAS, WEBHOOK_SCHEMAS,
-         WAITING_SCHEMAS, UI_SCHEMAS, REFUND_SCHEMAS)  # fmt: skip
+         WAITING_SCHEMAS, UI_SCHEMAS, REFUND_SCHEMAS, EVENT_SCHEMAS)  # fmt: skip
 for part in PARTS:
     assert not SCHEMAS.keys() & part.keys(), SCHEMAS.keys() & part.keys()
     SCHEMAS |= part
@@ -297,8 +298,10 @@ OPENAPI: dict[str, Any] = {
         **WEBHOOK_PATHS,  # merchant webhooks (api/openapi_webhooks.py, ADR 0024)
         **WAITING_PATHS,  # the waiting room (api/openapi_waiting.py, ADR 0029)
         **UI_PATHS,  # the seat map and the browser pages (api/openapi_ui.py, ADR 0028)
+        **EVENT_PATHS,  # the public list of events (api/openapi_events.py, ADR 0041)
     },
 }
+OPENAPI["paths"]["/v1/admin/events/{event_id}"]["patch"] = DESCRIBE  # beside its read
 document_admission(OPENAPI["paths"])  # the claim's admission header and refusals (ADR 0029)
 for route, item in OPENAPI["paths"].items():  # by audience: a generated client's modules
     tag = next(name for name, prefix, _ in TAGS if route.startswith(prefix))

@@ -332,3 +332,31 @@ SEAT_PRICES = {
     "additionalProperties": AMOUNT,
     "description": "seat_id -> its price: its level's (ADR 0038), else the event's price_minor",
 }
+
+
+# What people recognise an event by (ADR 0041): in every event read (null: not given), and as a
+# create's or a change's fields (null clears one).
+EVENT_DETAILS = {
+    "name": nullable({**STR, "description": "the event's name, as buyers know it"}),
+    "venue": nullable(STR),
+    "description": nullable(STR),
+    "image_url": nullable(STR),
+    "starts_at_ms": nullable({**INT, "description": "when the show starts (ms since the epoch)"}),
+    "time_zone": nullable({**STR, "description": "the show's IANA time zone (Europe/Berlin)"}),
+}
+EVENT_DETAILS_EXAMPLE = {
+    "name": "Spring Gala",
+    "venue": "Konzerthaus, Berlin",
+    "description": "Brahms and Ravel",
+    "image_url": "https://example.org/gala.jpg",
+    "starts_at_ms": 1767293100000,
+    "time_zone": "Europe/Berlin",
+}
+EVENT_DETAILS_REQUEST = {
+    "name": limit("name", nullable=True),
+    "venue": limit("venue", nullable=True),
+    "description": limit("event_description", nullable=True),
+    "image_url": limit("image_url", nullable=True, pattern="^https?://"),
+    "starts_at_ms": limit("starts_at_ms", nullable=True),
+    "time_zone": limit("time_zone", nullable=True, description="an IANA time zone"),
+}

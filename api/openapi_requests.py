@@ -5,7 +5,16 @@ the handler refuses is `additionalProperties: false`."""
 
 from typing import Any
 
-from api.openapi_parts import CHARGE_ID_EXAMPLE, EVENT_ID, ID, STOCK_ID, array, limit, record
+from api.openapi_parts import (
+    CHARGE_ID_EXAMPLE,
+    EVENT_DETAILS_REQUEST,
+    EVENT_ID,
+    ID,
+    STOCK_ID,
+    array,
+    limit,
+    record,
+)
 from api.openapi_ui import SEAT_PLACE_FIELDS
 from api.validate import LIMITS, SEATS_MAX, SECTION_CHARS_MAX
 from engine.states import LatePolicy, ReversalPolicy
@@ -127,6 +136,7 @@ CREATE_EVENT_REQUEST = record(
             "be one of them (ADR 0038). Absent: levels are display only",
         ),
         "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        **EVENT_DETAILS_REQUEST,
         "reversal_policy": {"type": "string", "enum": [*ReversalPolicy]},
         "opens_at_ms": {
             **limit("opens_at_ms"),
@@ -157,6 +167,7 @@ CREATE_EVENT_REQUEST = record(
         "policy",
         "price_minor",
         "price_levels",
+        *EVENT_DETAILS_REQUEST,
         "currency",
         "reversal_policy",
         "opens_at_ms",

@@ -237,6 +237,7 @@ WAITING_PATHS: dict[str, Any] = {
             "every entry drawn before T0 (an entry that joined again after its turn has its "
             "new place after T0 and is not listed).",
             parameters=[path("event_id"), query("offset", 0), query("limit", 500)],
+            bearer=False,
         )
     },
     "/v1/events/{event_id}/queue/me": {

@@ -56,7 +56,14 @@ LIMITS: Mapping[str, Bound] = MappingProxyType(
         "opens_at_ms": Bound(0, EXACT_MAX),  # 0: now, by the server clock
         "rank": Bound(-RANK_ABS_MAX, RANK_ABS_MAX, integer=False),
         "limit": Bound(1, 500),  # items listed by one request (free seats, deliveries)
-        "offset": Bound(0, 1_000_000),  # where a page of a room's published draw starts
+        "offset": Bound(0, 1_000_000),  # where a page of a list starts (a room's draw, events)
+        # What people recognise an event by (ADR 0041); times are ms since the epoch, UTC.
+        "name": Bound(1, 120, of="chars"),
+        "venue": Bound(1, 120, of="chars"),
+        "event_description": Bound(1, 2_000, of="chars"),  # an event's `description`
+        "image_url": Bound(1, 500, of="chars"),
+        "starts_at_ms": Bound(0, 10**14),
+        "time_zone": Bound(1, 64, of="chars"),
         "charging_older_than_ms": Bound(0, EXACT_MAX),
         "batch": Bound(1, 1_000),  # holds one cancel script call examines (ADR 0025)
         "quantity": Bound(1, PARTY_MAX),  # seats one claim asks for: a party (one hold, one charge)
@@ -162,10 +169,12 @@ def names(body: dict[str, Any], name: str) -> dict[str, Any]:
     return value
 
 
-def text(body: dict[str, Any], name: str, default: str | None = None) -> str:
+def text(
+    body: dict[str, Any], name: str, default: str | None = None, limit: str | None = None
+) -> str:
     """`body[name]` (or `default` when absent or null): a string whose length is within
-    `LIMITS[name]` (of="chars"), without control characters."""
-    bound = LIMITS[name]
+    `LIMITS[limit or name]` (of="chars"), without control characters."""
+    bound = LIMITS[limit or name]
     assert bound.of == "chars", f"{name} does not bound a text"
     value = body.get(name)
     value = default if value is None else value  # null: not given

@@ -58,6 +58,11 @@ class AlreadyOpen(EngineError):
     public = ("opens_at_ms",)
 
 
+class DetailsFixed(EngineError):
+    code = "details_fixed"
+    summary = "an event's name, venue, description, image and start are set while it is a draft"
+
+
 class SaleStarted(EngineError):
     code = "sale_started"
     summary = "the sale has started; its T0 can no longer move"

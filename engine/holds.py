@@ -1,10 +1,11 @@
 """Read-only views of what the scripts store: holds, charges, seats, an event's counters."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from engine.event_details import EventDetails
 from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
 from engine.stock_lines import is_stock_listing
 
@@ -148,6 +149,7 @@ class Availability:
     currency: str = "EUR"
     reversal_policy: ReversalPolicy = ReversalPolicy.MANUAL
     kind: str = "seats"  # what the event sells: seats, or quantity stock (ADR 0022)
+    details: EventDetails = field(default_factory=EventDetails)  # its name, venue, ... (ADR 0041)
 
 
 @dataclass(frozen=True, slots=True)

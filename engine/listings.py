@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from engine import errors, keys
+from engine.event_details import DETAIL_FIELDS, EventDetails
 from engine.holds import Charge, Hold
 from engine.reads import Reads
 from engine.states import ChargeState, HoldState
@@ -182,9 +183,12 @@ class Listings:
     async def config(self, event_id: str) -> dict[str, Any]:
         """What the event was created with, and where its sale stands."""
         await self._exists(event_id)
-        values = await self.read.event_fields(event_id, *CONFIG_FIELDS)
+        values = await self.read.event_fields(event_id, *CONFIG_FIELDS, *DETAIL_FIELDS)
         out: dict[str, Any] = {"event_id": event_id}
-        out |= {n: _typed(n, v) for n, v in zip(CONFIG_FIELDS, values, strict=True)}
+        out |= {n: _typed(n, v) for n, v in zip(CONFIG_FIELDS, values, strict=False)}
+        out |= EventDetails.of(
+            dict(zip(DETAIL_FIELDS, values[len(CONFIG_FIELDS) :], strict=True))
+        ).view()
         out["kind"] = out["kind"] or "seats"
         out["locations"] = [x for x in (out["locations"] or "").split(",") if x]
         if out["kind"] == "stock":

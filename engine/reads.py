@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from engine import errors, keys
 from engine.audit import AuditReport, Snapshot, audit
 from engine.cluster import is_outage
+from engine.event_details import EventDetails
 from engine.event_index import EventIndex
 from engine.holds import Alert, Availability, Charge, Hold
 from engine.states import LatePolicy, ReversalPolicy
@@ -129,6 +130,7 @@ class Reads:
             currency=raw.get("currency", "EUR"),
             reversal_policy=ReversalPolicy(raw.get("reversal_policy", "manual")),
             kind=raw.get("kind", "seats"),
+            details=EventDetails.of(raw),
         )
 
     async def hold(self, event_id: str, hold_id: str) -> Hold:

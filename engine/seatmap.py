@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from engine import errors
+from engine.event_details import DETAIL_FIELDS, EventDetails
 
 if TYPE_CHECKING:
     from engine.reads import Reads
@@ -42,7 +43,8 @@ COUNTERS = ("free", "held", "blocked", "sold")
 # What a page shows besides the seats; with `seq`, `restocks` and `created_ms` they are the
 # version (`created_ms` also tells a re-created event's new layout).
 EVENT_FIELDS = ("status", "kind", "opens_at_ms", "created_ms", "seq", "restocks", *COUNTERS,
-                "price_minor", "currency", "max_party", "hold_ttl_ms", "rebuilding")  # fmt: skip
+                "price_minor", "currency", "max_party", "hold_ttl_ms", "rebuilding",
+                *DETAIL_FIELDS)  # fmt: skip
 
 
 class SeatMapTooLarge(errors.EngineError):
@@ -159,7 +161,7 @@ def event_view(fields: list[str | None]) -> dict[str, Any]:
     for name in ("opens_at_ms", "price_minor", "max_party", "hold_ttl_ms", *COUNTERS):
         view[name] = int(raw[name] or 0)
     view["recovering"] = raw["rebuilding"] == "1" or raw["status"] == "fenced"
-    return view
+    return view | EventDetails.of(raw).view()  # what people know it by (ADR 0041)
 
 
 @dataclass

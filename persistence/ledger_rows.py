@@ -2,9 +2,10 @@
 query in persistence/queries.sql (`decisions`, `holds`, `charges`, `refunds`,
 `stock_corrections` from outbox records; `event_configs` from an event hash)."""
 
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Any
 
+from engine.event_details import EventDetails
 from engine.reads import stream_id
 from engine.records import OutboxRecord, RecordKind
 
@@ -77,6 +78,7 @@ def config_row(event_id: str, ev: dict[Any, Any], seats_total: int) -> tuple[Any
         ev.get("locations", ""),
         int(cap) if cap != "" else None,
         int(ev.get("max_party") or 0),
+        *astuple(EventDetails.of(ev)),  # ADR 0041: DETAIL_FIELDS' order
     )
 
 

@@ -114,8 +114,10 @@ on conflict do nothing
 
 -- name: insert_event_config
 insert into event_configs (event_id, hold_ttl_ms, quarantine_ms, policy, price_minor,
-  opens_at_ms, seats_total, currency, reversal_policy, kind, locations, login_cap, max_party)
-values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) on conflict do nothing
+  opens_at_ms, seats_total, currency, reversal_policy, kind, locations, login_cap, max_party,
+  name, venue, description, image_url, starts_at_ms, time_zone)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+on conflict do nothing
 
 -- name: insert_event_sku
 insert into event_skus (event_id, sku, price_minor) values ($1, $2, $3) on conflict do nothing

@@ -34,10 +34,12 @@ ledger.
   from available to sold (all of them or none)."""
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import asyncpg
 
+from engine.event_catalogue import describe
+from engine.event_details import EventDetails
 from engine.holds import Charge, SeatSpec
 from engine.policies import Policies
 from engine.records import Marker
@@ -158,6 +160,7 @@ async def _rebuild(
     await store.restore.begin(event_id, await conn.fetchval(Q["event_last_seq"], event_id))
     create = _create_stock if config["kind"] == "stock" else _create
     report.seats, amount_of = await create(store, conn, event_id, config)
+    await describe(store.runner, event_id, asdict(EventDetails.of(config)))  # ADR 0041
     await _restore_policies(store, conn, event_id)
     winners = await _restore_holds(store, conn, event_id, report)
     paying = await _restore_paying(store, conn, event_id, report)

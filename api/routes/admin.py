@@ -13,6 +13,7 @@ from starlette.responses import Response
 from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
 from api.responses import json_response, parse_json, read_body, read_json
+from api.routes.events import EVENT_FIELDS, details_of
 from api.routes.seatmap import PLACE_FIELDS, price_table, seat_layout, seat_price
 from api.routes.stock import NewStock, new_stock
 from api.validate import (
@@ -28,19 +29,13 @@ from api.validate import (
     whole,
 )
 from engine import keys
+from engine.event_catalogue import describe
 from engine.holds import Alert, Charge, Hold, SeatSpec
 from engine.seatmap import SeatPlace, save_layout
 from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
 
 CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
 ALERTS_SHOWN_MAX = 500
-EVENT_FIELDS = frozenset(
-    (
-        "event_id", "kind", "seats", "hold_ttl_ms", "quarantine_ms", "policy", "price_minor",
-        "currency", "reversal_policy", "opens_at_ms", "login_cap", "max_party", "locations",
-        "skus", "price_levels",
-    )
-)  # fmt: skip
 KINDS = ("seats", "stock")
 STOCK_ONLY = ("locations", "skus")
 SEAT_FIELDS = frozenset(("seat_id", "rank", "section", *PLACE_FIELDS))  # places: ADR 0028
@@ -66,6 +61,7 @@ class NewEvent:
     max_party: int = 0  # seats one claim may ask for (0: the API's limit)
     stock: NewStock | None = None  # a stock event's locations and SKUs (then no seats)
     places: list[SeatPlace] | None = None  # the drawn map, rank order (None: too large to draw)
+    details: dict[str, Any] | None = None  # name, venue, ... (ADR 0041)
     price_levels: dict[str, int] | None = None  # level -> price (None: levels are display only)
 
 
@@ -103,6 +99,7 @@ def new_event(raw: bytes, content_type: str | None) -> NewEvent:
         stock=stock,
         places=None if stock else seat_layout(body["seats"], seats),
         price_levels=levels,
+        details=details_of(body),
     )
 
 
@@ -166,6 +163,8 @@ async def create_event(request: Request) -> Response:
         answer |= {"kind": "seats", "seats": n_seats}
         if new.places is not None:  # off the hot path: no script reads it (ADR 0028)
             await save_layout(c.store.read, new.event_id, new.places, new.price_levels)
+    if new.details:  # while a draft, before any open (ADR 0041)
+        await describe(c.store.runner, new.event_id, new.details)
     if new.opens_at_ms is not None:
         await c.store.open_sale(new.event_id, new.opens_at_ms)
     return json_response(answer, 201)

@@ -49,6 +49,7 @@ async def availability(request: Request) -> Response:
             "price_minor": a.price_minor,
             "hold_ttl_ms": a.hold_ttl_ms,
             "waiting_room": room is not None,  # ADR 0029: claims then need an admission
+            **a.details.view(),  # name, venue, ... (ADR 0041)
             # the clock that decides T0 and every deadline (the pages' clock: no read per call)
             "server_time_ms": await board_of(request).server_time_ms(),
         }

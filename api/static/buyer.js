@@ -100,6 +100,11 @@ function renderEvent() {
   const ev = page.event;
   if (!ev) return;
   show("sale-panel");
+  if (ev.name) { // the event as people know it (ADR 0041)
+    $("title").textContent = ev.name;
+    if (page.title !== ev.name) document.title = page.title = ev.name;
+    $("event-about").textContent = [ev.venue, showTime(ev)].filter(Boolean).join(" · ");
+  }
   $("price").textContent = money(ev.price_minor, ev.currency);
   $("sale-status").textContent = ev.status;
   $("counts").replaceChildren(
@@ -732,9 +737,40 @@ async function startQueueOrMap() {
   return enterQueue(); // a room, or no answer: the queue itself says (404 no_waiting_room)
 }
 
+// --- the events on sale or to come (ADR 0041) -----------------------------------------------
+
+// When the show starts, in its own time zone (the buyer's when it has none).
+function showTime(ev) {
+  if (!ev.starts_at_ms) return "";
+  const options = { dateStyle: "full", timeStyle: "short", timeZone: ev.time_zone || undefined };
+  try {
+    return new Intl.DateTimeFormat(undefined, options).format(new Date(ev.starts_at_ms));
+  } catch {
+    return new Date(ev.starts_at_ms).toString();
+  }
+}
+
+async function listEvents() {
+  show("choose-event");
+  const answer = await api("/v1/events?limit=50");
+  if (answer.status !== 200) {
+    say($("event-list-message"), "The list of events is unavailable: type the event's id.", "bad");
+    return;
+  }
+  const items = answer.body.events.map((ev) => {
+    const link = el("a", { href: `/ui/buyer.html?event=${encodeURIComponent(ev.event_id)}`,
+      text: ev.name || ev.event_id });
+    const when = showTime(ev);
+    const line = [ev.venue, when].filter(Boolean).join(" · ");
+    return el("li", {}, link, line ? el("span", { class: "muted", text: ` ${line}` }) : "");
+  });
+  $("event-list").replaceChildren(...items);
+  if (!items.length) say($("event-list-message"), "Nothing is on sale right now.");
+}
+
 function main() {
   if (!eventId) {
-    show("choose-event");
+    listEvents();
     return;
   }
   $("title").textContent = `Tickets · ${eventId}`;

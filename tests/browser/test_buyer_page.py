@@ -169,3 +169,26 @@ def test_seats_of_two_price_levels_show_their_prices_before_and_after_the_hold(
         "Confirmed: seats s1, s2, s4, paid €155.00", timeout=15_000
     )
     assert errors == []
+
+
+def test_a_buyer_without_a_link_picks_the_event_by_name_from_the_public_list(
+    browser: Browser, stack: Stack, contexts: list[BrowserContext]
+) -> None:
+    # ADR 0041: the page opens on the events on sale or to come, named as people know them.
+    event_id = f"named-{uuid.uuid4().hex[:8]}"
+    stack.local.create_event(event_id, 3, price_minor=4500, name=f"Gala {event_id[-4:]}",
+                             venue="Konzerthaus", starts_at_ms=1_893_456_000_000,
+                             time_zone="Europe/Berlin")  # fmt: skip
+    errors: list[str] = []
+    page = new_profile(browser, stack, contexts).new_page()
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto("/ui/buyer.html")
+    entry = page.locator("#event-list li", has_text=f"Gala {event_id[-4:]}")
+    expect(entry).to_contain_text("Konzerthaus")
+    expect(entry).to_contain_text("2030")  # the show's date, in its own time zone
+    entry.get_by_role("link").click()
+    page.fill("#login-name", "nia")
+    page.click("#login-form button")
+    expect(page.locator("#title")).to_have_text(f"Gala {event_id[-4:]}")
+    expect(page.locator("#event-about")).to_contain_text("Konzerthaus")
+    assert page.url.endswith(f"?event={event_id}") and errors == []

@@ -1,0 +1,88 @@
+"""Events as buyers find them (ADR 0041): the public list of the events on sale or to come, and
+an event's details (name, venue, description, image, start and its time zone), given at the
+create and changed by `PATCH /v1/admin/events/{e}` while the event is a draft."""
+
+import re
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from api.context import ctx, endpoint, path_id
+from api.errors import ApiError
+from api.responses import json_response, read_json
+from api.validate import obj, query_integer, text, whole
+from engine.event_catalogue import describe, public_events
+from engine.event_details import DETAIL_FIELDS
+
+# Every field of an event's create (api/routes/admin.py): its details change while a draft.
+EVENT_FIELDS = frozenset(
+    (
+        "event_id", "kind", "seats", "hold_ttl_ms", "quarantine_ms", "policy", "price_minor",
+        "currency", "reversal_policy", "opens_at_ms", "login_cap", "max_party", "locations",
+        "skus", "price_levels", *DETAIL_FIELDS,
+    )
+)  # fmt: skip
+URL_RE = re.compile(r"^https?://[^\s/]+\S*$")
+LIMIT_OF = {"description": "event_description"}  # a field whose limit has another name
+
+
+def details_of(body: dict[str, Any]) -> dict[str, Any]:
+    """The details a create or a change gives (only those present; null clears one)."""
+    out: dict[str, Any] = {}
+    for name in DETAIL_FIELDS:
+        if name not in body:
+            continue
+        if body[name] is None:
+            out[name] = ""
+        elif name == "starts_at_ms":
+            out[name] = whole(body, name)
+        else:
+            out[name] = text(body, name, limit=LIMIT_OF.get(name))
+    if out.get("image_url") and not URL_RE.match(out["image_url"]):
+        raise ApiError(400, "invalid_request", "image_url must be an http(s) URL")
+    if out.get("time_zone"):
+        try:
+            ZoneInfo(out["time_zone"])
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            why = "time_zone must be an IANA time zone such as Europe/Berlin"
+            raise ApiError(400, "invalid_request", why) from exc
+    return out
+
+
+@endpoint("list_events")
+async def list_events(request: Request) -> Response:
+    """The events on sale or to come, soonest show first, a page at a time (no login)."""
+    offset = query_integer(request.query_params, "offset", 0)
+    limit = query_integer(request.query_params, "limit", 50)
+    page, after = await public_events(ctx(request).store.runner, offset, limit)
+    return json_response({"events": [e.view() for e in page], "next_offset": after})
+
+
+@endpoint("admin_describe_event")
+async def describe_event(request: Request) -> Response:
+    """Change a draft event's details; anything else of an event is fixed at its create (409
+    not_changeable names it), and an event out of draft keeps its details (409 details_fixed)."""
+    c = ctx(request)
+    c.require_admin(request)
+    event_id = path_id(request, "event_id")
+    body = obj(await read_json(request, c.settings.body_max_bytes))
+    fixed = sorted(k for k in body if k not in DETAIL_FIELDS and k in EVENT_FIELDS)
+    unknown = sorted(k for k in body if k not in DETAIL_FIELDS and k not in EVENT_FIELDS)
+    if unknown:
+        raise ApiError(400, "invalid_request", f"unknown field {unknown[0]}")
+    if fixed:
+        raise ApiError(409, "not_changeable", f"{fixed[0]} is fixed at the create; "
+                       f"a draft's {', '.join(DETAIL_FIELDS)} change")  # fmt: skip
+    if not body:
+        raise ApiError(400, "invalid_request", "nothing to change")
+    details = await describe(c.store.runner, event_id, details_of(body))
+    return json_response({"event_id": event_id, **details.view()})
+
+
+ROUTES = [
+    Route("/v1/events", list_events, methods=["GET"]),
+    Route("/v1/admin/events/{event_id}", describe_event, methods=["PATCH"]),
+]
