@@ -6,10 +6,10 @@ simulator speaks too (`running_stack(..., provider="stripe")`, ADR 0023)."""
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import orjson
@@ -20,6 +20,12 @@ from loadtest.buyer import Answer, BuyerApi, Call, bearer
 from loadtest.stack import LocalStack
 from tests.conftest import API_TEST_ENV, REDIS_URL
 from tests.provider_wire import signed_headers
+
+if TYPE_CHECKING:
+    import asyncpg
+
+    from engine.store import Store
+    from persistence.writer import LedgerWriter
 
 ADMIN = API_TEST_ENV["ONSALE_ADMIN_TOKEN"]
 WEBHOOK_SECRET = "whsec-e2e-Qm7Rt2Vx9Kc4Np1Lw8Hd3Js6Bf0Gz5"
@@ -176,3 +182,42 @@ def pay(stack: Stack, buyer: BuyerApi, hold_id: str) -> dict[str, Any]:
     answer = stack.send(buyer.pay(hold_id))
     assert answer.status == 202, answer
     return answer.body
+
+
+@dataclass
+class StackLedger:
+    """A private ledger database beside the stack, and the store and writer to reach it."""
+
+    store: "Store"
+    pool: "asyncpg.Pool"
+    writer: "LedgerWriter"
+    dsn: str
+
+    async def drain(self, event_id: str) -> None:
+        """Every outbox record of the event written to the ledger."""
+        while await self.writer.step(event_id):
+            pass
+
+
+@pytest.fixture
+async def stack_ledger(stack: Stack) -> AsyncIterator[StackLedger]:
+    import asyncpg
+    import redis.asyncio as redis_asyncio
+
+    from engine.store import Store
+    from persistence.database import create_pool
+    from persistence.migrate import migrate
+    from persistence.writer import LedgerWriter
+    from tests.pg import private_database
+
+    async with private_database() as dsn:
+        conn = await asyncpg.connect(dsn)
+        await migrate(conn)
+        await conn.close()
+        pool = await create_pool(dsn, size_max=2, timeout_s=5)
+        client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
+        store = Store(client, prefix=stack.prefix)
+        writer = LedgerWriter(client, pool, prefix=stack.prefix, consumer="test", batch_max=100)
+        yield StackLedger(store, pool, writer, dsn)
+        await client.aclose()
+        await pool.close()

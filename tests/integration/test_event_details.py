@@ -4,24 +4,15 @@ come, soonest show first, paged, no login), a draft's details change by PATCH an
 does, an event out of draft keeps them, and the ledger keeps them through a rebuild."""
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
-import redis.asyncio as redis_asyncio
 
 from engine.event_catalogue import describe
 from engine.holds import SeatSpec
-from engine.store import Store
-from persistence.database import create_pool
-from persistence.migrate import migrate
 from persistence.rebuild import rebuild
-from persistence.writer import LedgerWriter
-from tests.conftest import REDIS_URL
-from tests.integration.conftest import Stack
-from tests.pg import private_database
+from tests.integration.conftest import Stack, StackLedger
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -96,30 +87,17 @@ def test_a_drafts_details_change_and_nothing_else_does(stack: Stack) -> None:
         assert c.get(f"/v1/events/{event_id}").json()["name"] == "Spring Gala II"
 
 
-@pytest.fixture
-async def ledger(stack: Stack) -> AsyncIterator[tuple[Store, asyncpg.Pool, LedgerWriter]]:
-    async with private_database() as dsn:
-        conn = await asyncpg.connect(dsn)
-        await migrate(conn)
-        await conn.close()
-        pool = await create_pool(dsn, size_max=2, timeout_s=5)
-        client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
-        store = Store(client, prefix=stack.prefix)
-        yield store, pool, LedgerWriter(client, pool, prefix=stack.prefix, consumer="t")
-        await client.aclose()
-        await pool.close()
-
-
 @pytest.mark.postgres
-async def test_the_ledger_keeps_the_details_through_a_rebuild(stack: Stack, ledger: Any) -> None:
-    store, pool, writer = ledger
+async def test_the_ledger_keeps_the_details_through_a_rebuild(
+    stack: Stack, stack_ledger: StackLedger
+) -> None:
+    store, pool = stack_ledger.store, stack_ledger.pool
     event_id = f"ev-{uuid.uuid4().hex[:8]}"
     await store.create_event(event_id, [SeatSpec("a", 0)], hold_ttl_ms=60_000,
                              quarantine_ms=60_000)  # fmt: skip
     await describe(store.runner, event_id, GALA)
     await store.open_sale(event_id, 0)
-    while await writer.step(event_id):
-        pass
+    await stack_ledger.drain(event_id)
     async with pool.acquire() as conn:
         await store.restore.drop_event(event_id)
         await rebuild(store, conn, event_id)

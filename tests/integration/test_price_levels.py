@@ -5,23 +5,14 @@ price; a level the table lacks is refused whole at the create; the ledger keeps 
 price and a rebuilt event charges the same."""
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
-import asyncpg
 import pytest
-import redis.asyncio as redis_asyncio
 
 from engine.holds import SeatSpec
 from engine.prices import seat_prices
-from engine.store import Store
-from persistence.database import create_pool
-from persistence.migrate import migrate
 from persistence.rebuild import rebuild
-from persistence.writer import LedgerWriter
-from tests.conftest import REDIS_URL
-from tests.integration.conftest import Stack, eventually, hold_state, pay
-from tests.pg import private_database
+from tests.integration.conftest import Stack, StackLedger, eventually, hold_state, pay
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -106,33 +97,18 @@ def test_levels_on_a_stock_event_are_refused(stack: Stack) -> None:
     assert "a stock event takes no price_levels" in r.json()["error"]["message"]
 
 
-@pytest.fixture
-async def ledger(stack: Stack) -> AsyncIterator[tuple[Store, asyncpg.Pool, LedgerWriter]]:
-    async with private_database() as dsn:
-        conn = await asyncpg.connect(dsn)
-        await migrate(conn)
-        await conn.close()
-        pool = await create_pool(dsn, size_max=2, timeout_s=5)
-        client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
-        store = Store(client, prefix=stack.prefix)
-        yield store, pool, LedgerWriter(client, pool, prefix=stack.prefix, consumer="t")
-        await client.aclose()
-        await pool.close()
-
-
 @pytest.mark.postgres
 async def test_the_ledger_keeps_each_seats_price_and_a_rebuild_charges_the_same(
-    stack: Stack, ledger: Any
+    stack: Stack, stack_ledger: StackLedger
 ) -> None:
-    store, pool, writer = ledger
+    store, pool = stack_ledger.store, stack_ledger.pool
     event_id = f"lv-{uuid.uuid4().hex[:8]}"
     specs = [SeatSpec("a", 0, "A", 9_000), SeatSpec("b", 1, "A", None), SeatSpec("c", 2, "B", 5)]
     await store.create_event(event_id, specs, hold_ttl_ms=60_000, quarantine_ms=60_000,
                              price_minor=700)  # fmt: skip
     await store.open_sale(event_id, 0)
     assert await seat_prices(store.runner, event_id, ["a", "b", "c"]) == [9_000, 700, 5]
-    while await writer.step(event_id):
-        pass
+    await stack_ledger.drain(event_id)
     async with pool.acquire() as conn:
         rows = await conn.fetch("select seat_id, price_minor from seats where event_id = $1 "
                                 "order by seat_id", event_id)  # fmt: skip

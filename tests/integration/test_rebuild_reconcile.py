@@ -4,7 +4,6 @@ whole stack (API, simulator, worker) plus a private ledger database."""
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -12,39 +11,25 @@ import asyncpg
 import httpx
 import orjson
 import pytest
-import redis.asyncio as redis_asyncio
 
 from engine import errors
 from engine.holds import ProviderOutcome
 from engine.providers import SimulatorProvider
 from engine.states import ChargeState, HoldState
 from engine.store import Store
-from persistence.database import create_pool
-from persistence.migrate import migrate
 from persistence.nightly import reconcile_event
 from persistence.rebuild import RebuildRefused, rebuild
 from persistence.writer import LedgerWriter
 from tests.conftest import REDIS_URL
-from tests.integration.conftest import Stack
+from tests.integration.conftest import Stack, StackLedger
 from tests.integration.test_e2e import claim, eventually, hold_state, pay
-from tests.pg import private_database
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
 
 
 @pytest.fixture
-async def ledger(stack: Stack) -> AsyncIterator[tuple[Store, asyncpg.Pool, LedgerWriter, str]]:
-    async with private_database() as dsn:
-        conn = await asyncpg.connect(dsn)
-        await migrate(conn)
-        await conn.close()
-        pool = await create_pool(dsn, size_max=2, timeout_s=5)
-        client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
-        store = Store(client, prefix=stack.prefix)
-        writer = LedgerWriter(client, pool, prefix=stack.prefix, consumer="test", batch_max=100)
-        yield store, pool, writer, dsn
-        await client.aclose()
-        await pool.close()
+def ledger(stack_ledger: StackLedger) -> tuple[Store, asyncpg.Pool, LedgerWriter, str]:
+    return stack_ledger.store, stack_ledger.pool, stack_ledger.writer, stack_ledger.dsn
 
 
 async def drain(writer: LedgerWriter, event_id: str) -> None:
