@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from api.identity import JwtSettings
 from engine.holds import LoginLimits
-from engine.settings import MissingSetting, Settings, _bool, int_setting
+from engine.settings import Settings, _bool, int_setting, refuse
 
 SECRET_CHARS_MIN = 32
 SECRET_BITS_MIN = 96  # estimated from the characters' spread; a mistake catcher, not a meter
@@ -33,25 +33,27 @@ def secret(env: Mapping[str, str], name: str, *, required: bool = True) -> str:
     value = env.get(name, "")
     if not value:
         if required:
-            raise MissingSetting(f"{name} is not set (e.g. `openssl rand -base64 32`)")
+            refuse(f"{name} is not set (e.g. `openssl rand -base64 32`)")
         return ""
     weakness = secret_weakness(value)
     if weakness is not None:
-        raise MissingSetting(f"{name} {weakness} (e.g. `openssl rand -base64 32`)")
+        refuse(f"{name} {weakness} (e.g. `openssl rand -base64 32`)")
     return value
 
 
 def _required(env: Mapping[str, str], name: str) -> str:
     value = env.get(name)
     if not value:
-        raise MissingSetting(f"{name} is not set")
+        refuse(f"{name} is not set")
+        return ""
     return value
 
 
 def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
     value = env.get(name, allowed[0])
     if value not in allowed:
-        raise MissingSetting(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+        refuse(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+        return allowed[0]
     return value
 
 
@@ -61,7 +63,8 @@ def _count(env: Mapping[str, str], name: str, default: int) -> int:
     if raw == "":
         return default
     if not raw.isdigit():
-        raise MissingSetting(f"{name} must be a non-negative integer (0: off), got {raw!r}")
+        refuse(f"{name} must be a non-negative integer (0: off), got {raw!r}")
+        return default
     return int(raw)
 
 
@@ -103,7 +106,7 @@ def jwt_settings(env: Mapping[str, str]) -> JwtSettings:
     )
     for a in algorithms:
         if a[:2] not in ("RS", "ES", "PS") and a != "EdDSA":
-            raise MissingSetting(f"ONSALE_JWT_ALGORITHMS: {a!r} is not an asymmetric algorithm")
+            refuse(f"ONSALE_JWT_ALGORITHMS: {a!r} is not an asymmetric algorithm")
     return JwtSettings(
         jwks_url=_required(env, "ONSALE_JWT_JWKS_URL"),
         issuer=_required(env, "ONSALE_JWT_ISSUER"),
@@ -151,12 +154,12 @@ class ApiSettings:
 
     def __post_init__(self) -> None:
         if (self.jwt is None) == (not self.demo_login):
-            raise MissingSetting(
+            refuse(
                 "buyer identity: set ONSALE_JWT_JWKS_URL (with ONSALE_JWT_ISSUER and "
                 "ONSALE_JWT_AUDIENCE), or ONSALE_DEMO_LOGIN=1 for demo and load runs, not both"
             )
         if self.demo_login and not self.token_secret:
-            raise MissingSetting("ONSALE_TOKEN_SECRET is not set (required by ONSALE_DEMO_LOGIN)")
+            refuse("ONSALE_TOKEN_SECRET is not set (required by ONSALE_DEMO_LOGIN)")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "ApiSettings":

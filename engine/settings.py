@@ -1,7 +1,10 @@
 """Engine settings, read once at boot from ONSALE_* variables. Domain code receives values,
 never reads the environment. Every client option is set here explicitly."""
 
-from collections.abc import Mapping
+import contextlib
+import sys
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -19,6 +22,42 @@ class MissingSetting(RuntimeError):
     pass
 
 
+_FOUND: ContextVar[list[str] | None] = ContextVar("onsale_setting_problems", default=None)
+
+
+def refuse(message: str) -> None:
+    """A missing or weak setting: MissingSetting at once, unless `every_problem` collects; then
+    it is noted and the reader goes on with its default, so a boot names every problem at once."""
+    found = _FOUND.get()
+    if found is None:
+        raise MissingSetting(message)
+    found.append(message)
+
+
+def say_missing(exc: MissingSetting) -> None:
+    """Each problem of a refused boot on a line of its own, on stderr."""
+    for line in str(exc).splitlines():
+        print(f"onsale: {line}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def every_problem() -> Iterator[None]:
+    """Read settings inside; at the end, one MissingSetting naming every refusal (one a line),
+    if any. A reader that could not go on after a refusal ends the reading early: the problems
+    noted so far are still the ones named."""
+    found: list[str] = []
+    token = _FOUND.set(found)
+    try:
+        yield
+    except Exception:
+        if not found:
+            raise
+    finally:
+        _FOUND.reset(token)
+    if found:
+        raise MissingSetting("\n".join(found))
+
+
 def int_setting(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
     raw = env.get(name)
     if raw is None or raw == "":
@@ -26,10 +65,12 @@ def int_setting(env: Mapping[str, str], name: str, default: int, minimum: int = 
     try:
         value = int(raw)
     except ValueError:
-        raise MissingSetting(f"{name} must be an integer, got {raw!r}") from None
+        refuse(f"{name} must be an integer, got {raw!r}")
+        return default
     if value < minimum:
         word = "positive" if minimum == 1 else f"at least {minimum}"
-        raise MissingSetting(f"{name} must be {word}, got {value}")
+        refuse(f"{name} must be {word}, got {value}")
+        return default
     return value
 
 
@@ -41,7 +82,8 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
         return True
     if raw in ("0", "false", "no", "off"):
         return False
-    raise MissingSetting(f"{name} must be 1 or 0, got {raw!r}")
+    refuse(f"{name} must be 1 or 0, got {raw!r}")
+    return default
 
 
 PROVIDERS = ("simulator", "stripe")  # ONSALE_PROVIDER: which payment provider (ADR 0023)
@@ -51,7 +93,8 @@ HOLD_RECORDS = ("sparse", "full")  # ONSALE_HOLD_RECORD (ADR 0034)
 def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
     value = env.get(name) or default
     if value not in choices:
-        raise MissingSetting(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        refuse(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        return default
     return value
 
 
@@ -72,25 +115,25 @@ class StripeSettings:
     def from_env(cls, env: Mapping[str, str]) -> "StripeSettings":
         key = env.get("ONSALE_STRIPE_API_KEY", "")
         if not key.startswith(("sk_", "rk_")):
-            raise MissingSetting(
+            refuse(
                 "ONSALE_STRIPE_API_KEY is not set to a secret key (sk_... or rk_...); "
                 "ONSALE_PROVIDER=stripe needs it"
             )
         secret = env.get("ONSALE_STRIPE_WEBHOOK_SECRET", "")
         if not secret.startswith("whsec_") or len(secret) < 24:
-            raise MissingSetting(
+            refuse(
                 "ONSALE_STRIPE_WEBHOOK_SECRET is not set to the endpoint's signing secret "
                 "(whsec_...); ONSALE_PROVIDER=stripe needs it"
             )
         base = env.get("ONSALE_STRIPE_API_BASE", "")
         if base and not base.startswith(("https://", "http://")):
-            raise MissingSetting(f"ONSALE_STRIPE_API_BASE must be an http(s) URL, not {base!r}")
+            refuse(f"ONSALE_STRIPE_API_BASE must be an http(s) URL, not {base!r}")
         publishable = env.get("ONSALE_STRIPE_PUBLISHABLE_KEY", "")
         if publishable and not publishable.startswith("pk_"):
-            raise MissingSetting("ONSALE_STRIPE_PUBLISHABLE_KEY must be a publishable key (pk_...)")
+            refuse("ONSALE_STRIPE_PUBLISHABLE_KEY must be a publishable key (pk_...)")
         js_url = env.get("ONSALE_STRIPE_JS_URL", cls.js_url)
         if not js_url.startswith(("https://", "http://")):
-            raise MissingSetting(f"ONSALE_STRIPE_JS_URL must be an http(s) URL, not {js_url!r}")
+            refuse(f"ONSALE_STRIPE_JS_URL must be an http(s) URL, not {js_url!r}")
         return cls(
             api_key=key,
             webhook_secret=secret,
@@ -141,9 +184,9 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "Settings":
-        url = env.get("ONSALE_REDIS_URL")
+        url = env.get("ONSALE_REDIS_URL") or ""
         if not url:
-            raise MissingSetting("ONSALE_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
+            refuse("ONSALE_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
         provider = _choice(env, "ONSALE_PROVIDER", PROVIDERS, cls.provider)
         return cls(
             redis_url=url,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from engine.logs import configure
-from engine.settings import MissingSetting
+from engine.settings import MissingSetting, every_problem, say_missing
 from onsale.chaos_command import add_chaos_parser, run_chaos
 from onsale.daemons import migrate_ledger, run_ledger, until_signalled, worker_command
 from onsale.help_text import document, env_option
@@ -118,10 +118,11 @@ def _ledger_command(args: argparse.Namespace) -> int:
     from persistence.settings import LedgerSettings, SenderSettings
 
     try:
-        settings = LedgerSettings.from_env(os.environ)
-        hooks = SenderSettings.from_env(os.environ)  # merchant webhooks sent by `onsale ledger`
+        with every_problem():  # every missing or weak variable named at once
+            settings = LedgerSettings.from_env(os.environ)
+            hooks = SenderSettings.from_env(os.environ)  # merchant webhooks by `onsale ledger`
     except MissingSetting as exc:
-        print(f"onsale: {exc}", file=sys.stderr)
+        say_missing(exc)
         return 2
     if args.command == "rebuild":
         return asyncio.run(_rebuild(settings, args.event_id, args.force))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from engine.logs import redact_url
-from engine.settings import MissingSetting, Settings
+from engine.settings import MissingSetting, Settings, every_problem, say_missing
 
 if TYPE_CHECKING:
     from persistence.settings import LedgerSettings, SenderSettings
@@ -26,7 +26,8 @@ log = logging.getLogger("onsale")
 def worker_command(command: str) -> int:
     """`onsale worker` or `onsale sweep`, until stopped."""
     try:
-        settings = Settings.from_env(os.environ)
+        with every_problem():
+            settings = Settings.from_env(os.environ)
         run = _worker if command == "worker" else _sweep
         return asyncio.run(until_signalled(functools.partial(run, settings)))
     except RedisConnectionError as exc:
@@ -34,7 +35,7 @@ def worker_command(command: str) -> int:
         print(f"onsale: cannot reach Redis at {url}: {exc}", file=sys.stderr)
         return 3
     except MissingSetting as exc:  # settings, the metrics address, the provider's settings
-        print(f"onsale: {exc}", file=sys.stderr)
+        say_missing(exc)
         return 2
     except (KeyboardInterrupt, asyncio.CancelledError):
         return 1

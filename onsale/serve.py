@@ -11,12 +11,11 @@ import logging
 import os
 import resource
 import shutil
-import sys
 import tempfile
 from typing import TYPE_CHECKING, Any
 
 from engine.logs import redact_url, uvicorn_config
-from engine.settings import MissingSetting
+from engine.settings import MissingSetting, every_problem, say_missing
 
 if TYPE_CHECKING:
     from api.settings import ApiSettings
@@ -54,11 +53,12 @@ def _serve(args: argparse.Namespace) -> int:
     from api.webhooks_db import WebhookDbSettings
 
     try:
-        settings = ApiSettings.from_env(os.environ)  # fail fast, naming the missing variable
-        hooks = WebhookDbSettings.from_env(os.environ)
-        options = serve_options()
+        with every_problem():  # fail fast, naming every missing or weak variable at once
+            settings = ApiSettings.from_env(os.environ)
+            hooks = WebhookDbSettings.from_env(os.environ)
+            options = serve_options()
     except MissingSetting as exc:
-        print(f"onsale: {exc}", file=sys.stderr)
+        say_missing(exc)
         return 2
     bounds = options["http"].keywords["bounds"]
     summary = startup_summary(args, settings, bounds, hooks, raise_open_files())

@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from engine.settings import MissingSetting, Settings, _bool, int_setting
+from engine.settings import Settings, _bool, int_setting, refuse
 
 
 @dataclass(frozen=True)
@@ -21,9 +21,9 @@ class LedgerSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "LedgerSettings":
-        dsn = env.get("ONSALE_PG_DSN")
+        dsn = env.get("ONSALE_PG_DSN") or ""
         if not dsn:
-            raise MissingSetting("ONSALE_PG_DSN is not set (e.g. postgresql://u@127.0.0.1/db)")
+            refuse("ONSALE_PG_DSN is not set (e.g. postgresql://u@127.0.0.1/db)")
         return cls(
             engine=Settings.from_env(env),
             pg_dsn=dsn,

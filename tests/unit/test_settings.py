@@ -251,3 +251,34 @@ def test_what_counts_as_an_outage_of_the_store() -> None:
     assert is_outage(raised_in("/venv/lib/uvloop/transports.py", closed))
     assert not is_outage(raised_in("/work/engine/holds.py", AttributeError("ours")))
     assert not is_outage(AttributeError("no traceback"))
+
+
+def test_a_boot_names_every_missing_or_weak_setting_at_once() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from api.settings import ApiSettings
+    from engine.settings import every_problem
+
+    # No ONSALE_REDIS_URL, a number that is not one, a guessable admin token.
+    env = {**API_TEST_ENV, "ONSALE_SWEEP_INTERVAL_MS": "soon", "ONSALE_ADMIN_TOKEN": "aaaaaaaa",
+           "ONSALE_WEBHOOK_SECRET": "whk-R7pL2xQ9vN4mB8cT1yK6sJ3fH5gD0wE",
+           "ONSALE_PROVIDER_URL": "http://127.0.0.1:1"}  # fmt: skip
+    with pytest.raises(MissingSetting) as caught, every_problem():
+        ApiSettings.from_env(env)
+    lines = str(caught.value).splitlines()
+    assert [line.split()[0] for line in lines] == [
+        "ONSALE_REDIS_URL", "ONSALE_SWEEP_INTERVAL_MS", "ONSALE_ADMIN_TOKEN",
+    ]  # fmt: skip
+    with pytest.raises(MissingSetting, match="ONSALE_REDIS_URL"):  # outside: the first, at once
+        ApiSettings.from_env(env)
+    # And from the command line: exit 2, one line each.
+    done = subprocess.run(
+        [sys.executable, "-m", "onsale.cli", "serve"],
+        env={"PATH": os.environ.get("PATH", ""), **env}, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done
+    said = [line for line in done.stderr.splitlines() if line.startswith("onsale: ")]
+    assert len(said) == 3 and "ONSALE_ADMIN_TOKEN" in said[2], done.stderr
