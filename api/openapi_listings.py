@@ -36,9 +36,9 @@ PAGE = (
     "the whole hash: every entry present from the first page to the last is listed once."
 )
 CSV_EXAMPLE = (
-    "hold_id,login,seat_ids,lines,amount,currency,charge_id,decided_ms,seat_prices\n"
+    "hold_id,login,seat_ids,lines,amount,currency,charge_id,decided_ms,seat_prices,order_number\n"
     "9f2c4e1ab7d35f60c8e21d4b6a9f0e73:1748,alice,A-1 A-2,,9000,EUR,"
-    "spring-gala~3f9a1c2e7b4d6f8a0c1e2b3d,1767261620000,A-1=4500 A-2=4500\n"
+    "spring-gala~3f9a1c2e7b4d6f8a0c1e2b3d,1767261620000,A-1=4500 A-2=4500,7K2F-9QX3-MT\n"
 )
 
 
@@ -138,8 +138,8 @@ LISTING_PATHS: dict[str, Any] = {
             CSV_OK,
             (*ADMIN, *STORE, *PATHED, "event_not_found"),
             description="Every order as CSV (hold_id, login, seat_ids, lines, amount, "
-            "currency, charge_id, decided_ms, seat_prices as seat=price pairs), streamed a page at "
-            "a time.",
+            "currency, charge_id, decided_ms, seat_prices as seat=price pairs, order_number), "
+            "streamed a page at a time.",
             parameters=[path("event_id")],
         )
     },

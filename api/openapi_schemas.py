@@ -86,8 +86,15 @@ HOLD_CHARGE = record(
         "reason": None,
     },
 )
+ORDER_NUMBER = {
+    "type": "string",
+    "pattern": "^[0-9A-HJKMNP-TV-Z]{4}-[0-9A-HJKMNP-TV-Z]{4}-[0-9A-HJKMNP-TV-Z]{2}$",
+    "description": "the order's number, derived from the event and the hold (ADR 0042)",
+}
 ORDER = record(
     {
+        "order_number": ORDER_NUMBER,
+        "qr": {**STR, "description": "the buyer's view: a QR code of the number, an SVG data URL"},
         "seat_ids": array(ID),
         "seat_prices": SEAT_PRICES,
         "lines": array(ref("HeldLine")),
@@ -96,14 +103,17 @@ ORDER = record(
         "charge_id": CHARGE_ID,
     },
     {
+        "order_number": "7K2F-9QX3-MT",
+        "qr": "data:image/svg+xml,%3Csvg ...",
         "seat_ids": ["A-1", "A-2"],
         "seat_prices": {"A-1": 4500, "A-2": 4500},
         "amount": 9000,
         "currency": "EUR",
         "charge_id": CHARGE_ID_EXAMPLE,
     },
-    optional=("seat_ids", "seat_prices", "lines"),
-    description="What a CONFIRMED hold bought (seat_ids and seat_prices, or a cart's lines) "
+    optional=("qr", "seat_ids", "seat_prices", "lines"),
+    description="What a CONFIRMED hold bought (seat_ids and seat_prices, or a cart's lines), "
+    "its number, "
     "and the one "
     "charge that paid for it.",
 )

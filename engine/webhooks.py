@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 from standardwebhooks.webhooks import Webhook
 
+from engine.orders import order_number
 from engine.records import OutboxRecord, RecordKind
 from engine.states import ChargeState, HoldState
 from engine.stock_lines import lines_of
@@ -116,6 +117,7 @@ def _order(r: OutboxRecord, charge_id: str) -> dict[str, Any]:
     return {
         **_common(r),
         "hold_id": r.hold_id,
+        "order_number": order_number(r.event_id, r.hold_id),  # ADR 0042
         "charge_id": charge_id,
         "buyer": r.login,
         **goods(r.seat_id),

@@ -5,7 +5,6 @@ stock lines (ADR 0022) is answered with its amount from the same script call."""
 
 import os
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,16 +12,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.context import ctx, endpoint, path_id
-from api.durable import CONFIRMING, sale_durable
+from api.durable import sale_durable
 from api.errors import ApiError
 from api.refusal_lane import SLOT
 from api.responses import json_response, read_json
 from api.routes import waiting
+from api.routes.hold_views import goods_view, hold_view
 from api.routes.seatmap import board_of
 from api.routes.stock import LINES_MAX, cart_of, lines_view
 from api.validate import LIMITS, idempotency_key, ident, integer, obj, query_integer
 from engine import errors, keys
-from engine.holds import Charge, Claimed, Hold
+from engine.holds import Claimed, Hold
 from engine.prices import seat_prices
 from engine.providers import ProviderRefused, ProviderTimeout
 from engine.settings import StripeSettings
@@ -194,72 +194,6 @@ async def claim(request: Request) -> Response:
     return claimed_response(claimed)
 
 
-def goods_view(h: Hold | Claimed, prices: Sequence[int] = ()) -> dict[str, object]:
-    """What the hold owns: its seats (with `prices`, each seat's and their sum), or a stock
-    hold's lines and their amount."""
-    if h.is_stock:
-        return {"seat_id": None, "seat_ids": [], "lines": lines_view(h.seat_id), "amount": h.amount}
-    first = h.seat_ids[0] if h.seat_ids else h.seat_id
-    seats: dict[str, object] = {"seat_id": first, "seat_ids": list(h.seat_ids)}
-    if not prices:
-        return seats
-    own = dict(zip(h.seat_ids, prices, strict=True))
-    return {**seats, "seat_prices": own, "amount": sum(prices)}
-
-
-def order_view(
-    h: Hold, charges: list[Charge], currency: str, prices: Sequence[int] = ()
-) -> dict[str, object]:
-    """What a confirmed hold bought, and the one charge that paid for it."""
-    winner = next((ch for ch in charges if ch.charge_id == h.winner), None)
-    if h.is_stock:
-        goods: dict[str, object] = {"lines": lines_view(h.seat_id)}
-        amount: int | None = h.amount
-    else:
-        goods = {"seat_ids": list(h.seat_ids)}
-        if prices:
-            goods["seat_prices"] = dict(zip(h.seat_ids, prices, strict=True))
-        amount = winner.amount if winner is not None else None
-    return {**goods, "amount": amount, "currency": currency, "charge_id": h.winner}
-
-
-def hold_view(
-    h: Hold,
-    charges: list[Charge],
-    *,
-    durable: bool = True,
-    currency: str = "",
-    prices: Sequence[int] = (),
-) -> dict[str, object]:
-    """`durable`: False while the hold's sale is decided but not yet in the ledger; the buyer
-    then reads CONFIRMING (ADR 0016), and sees its `order` only once it is told.
-    `currency`: the event's, for the order of a CONFIRMED hold; `prices`: each seat's."""
-    told = durable and h.state == HoldState.CONFIRMED
-    return {
-        "hold_id": h.hold_id,
-        **goods_view(h, prices),
-        "state": h.state if durable else CONFIRMING,
-        "expires_ms": h.expires_ms,
-        "winner": h.winner or None,
-        "charge_in_flight": h.charge_in_flight or None,
-        "quarantine_until_ms": h.until_ms or None,
-        "decided_ms": h.decided_ms or None,
-        "reason": h.reason or None,
-        "given_up": h.given_up,
-        "charges": [
-            {
-                "charge_id": ch.charge_id,
-                "state": ch.state,
-                "amount": ch.amount,
-                "refund_only": ch.refund_only,
-                "reason": ch.reason or None,
-            }
-            for ch in charges
-        ],
-        "order": order_view(h, charges, currency, prices) if told else None,
-    }
-
-
 async def owned_hold(request: Request) -> tuple[str, str, Hold]:
     c = ctx(request)
     event_id, hold_id = path_id(request, "event_id"), path_id(request, "hold_id")
@@ -281,7 +215,9 @@ async def hold_status(request: Request) -> Response:
     if durable and h.state == HoldState.CONFIRMED:  # its order names the event's currency
         (currency,) = await c.store.read.event_fields(event_id, "currency")
     prices = [] if h.is_stock else await seat_prices(c.store.runner, event_id, h.seat_ids)
-    view = hold_view(h, charges, durable=durable, currency=currency or "EUR", prices=prices)
+    view = hold_view(
+        event_id, h, charges, durable=durable, currency=currency or "EUR", prices=prices
+    )
     now_ms = await board_of(request).server_time_ms()  # the clock of its deadline
     return json_response({**view, "server_time_ms": now_ms})
 

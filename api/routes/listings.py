@@ -14,7 +14,7 @@ from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.routes.admin import charge_view
-from api.routes.checkout import order_view
+from api.routes.hold_views import order_view
 from api.routes.stock import lines_view
 from api.validate import LIMITS, obj, only, query_integer, whole
 from engine.holds import Charge, Hold
@@ -26,7 +26,7 @@ from engine.states import ChargeState, HoldState
 CURSOR_CHARS_MAX = 4096
 LIMIT_DEFAULT = 100
 CSV_COLUMNS = ("hold_id", "login", "seat_ids", "lines", "amount", "currency", "charge_id",
-               "decided_ms", "seat_prices")  # fmt: skip
+               "decided_ms", "seat_prices", "order_number")  # fmt: skip
 CANCEL_FIELDS = frozenset(("batch",))
 
 
@@ -128,12 +128,12 @@ async def list_exceptions(request: Request) -> Response:
 
 
 def order_row(
-    h: Hold, winners: dict[str, Charge], currency: str, prices: dict[str, int]
+    event_id: str, h: Hold, winners: dict[str, Charge], currency: str, prices: dict[str, int]
 ) -> dict[str, object]:
     won = [winners[h.winner]] if h.winner in winners else []
     own = [prices[s] for s in h.seat_ids] if not h.is_stock else []
     return {"hold_id": h.hold_id, "login": h.login, "decided_ms": h.decided_ms,
-            **order_view(h, won, currency, own)}  # fmt: skip
+            **order_view(event_id, h, won, currency, own)}  # fmt: skip
 
 
 async def order_rows(
@@ -144,7 +144,7 @@ async def order_rows(
     prices = dict(
         zip(seats, await seat_prices(ctx(request).store.runner, event_id, seats), strict=True)
     )
-    return [order_row(h, winners, currency, prices) for h in holds]
+    return [order_row(event_id, h, winners, currency, prices) for h in holds]
 
 
 async def _currency(request: Request, event_id: str) -> str:
@@ -180,7 +180,7 @@ def csv_lines(rows: list[dict[str, object]], header: bool) -> str:
         writer.writerow(
             (row["hold_id"], row["login"], " ".join(map(str, seats)), goods, row["amount"],
              row["currency"], row["charge_id"], row["decided_ms"],
-             " ".join(f"{s}={p}" for s, p in prices.items()))
+             " ".join(f"{s}={p}" for s, p in prices.items()), row["order_number"])
         )  # fmt: skip
     return out.getvalue()
 

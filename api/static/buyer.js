@@ -299,6 +299,12 @@ function renderHold() {
   $("hold-seats").textContent = h.seat_ids.length ? `Seats ${h.seat_ids.join(", ")} · ${total}` : "";
   let [text, tone] = describe(h);
   if (page.followNote) text = `${text} (${page.followNote})`;
+  const order = h.order; // a confirmed, told hold: its number and the code for the door (ADR 0042)
+  show("order", Boolean(order));
+  if (order && $("order-number").textContent !== order.order_number) {
+    $("order-number").textContent = order.order_number;
+    $("order-qr").src = order.qr;
+  }
   say($("hold-message"), text, tone);
   $("hold-charges").replaceChildren(...chargeLines(h));
   const live = h.state === "RESERVED";

@@ -5,6 +5,7 @@ card that asks for one. Stripe.js is the simulator's stand-in (loadtest/provider
 served by the simulator speaking Stripe's wire; no network), the intents wait for the page
 (`buyer_confirms`), and the end state shown is the one the API tells, as for any provider."""
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -59,6 +60,11 @@ def test_a_seat_bought_with_a_card_that_asks_for_3d_secure(
         "Confirmed: seats s1, paid €45.00", timeout=15_000
     )
     expect(page.locator("#payment-form")).to_be_hidden()
+    # The order's number and its QR code for the door (ADR 0042).
+    expect(page.locator("#order-number")).to_have_text(
+        re.compile(r"^[0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{2}$")
+    )
+    assert page.evaluate("document.getElementById('order-qr').naturalWidth") > 0
     assert errors == []
 
 

@@ -15,7 +15,9 @@ import orjson
 import pytest
 import redis.asyncio as redis_asyncio
 
+from api.qr import qr_data_url
 from engine import keys
+from engine.orders import order_number
 from engine.store import Store
 from loadtest.buyer import BuyerApi
 from tests.conftest import REDIS_URL
@@ -74,7 +76,9 @@ def test_happy_path(stack: Stack, reconciled: list[str]) -> None:
     )  # fmt: skip
     final = eventually(state_is(stack, alice, h["hold_id"], "CONFIRMED"))
     assert final["winner"] == charge["charge_id"]
+    number = order_number(event_id, h["hold_id"])
     assert final["order"] == {
+        "order_number": number, "qr": qr_data_url(number),
         "seat_ids": ["s0"], "seat_prices": {"s0": 4500}, "amount": 4500, "currency": "EUR",
         "charge_id": charge["charge_id"],
     }  # fmt: skip
@@ -131,7 +135,9 @@ def test_a_party_of_four_pays_once(stack: Stack, reconciled: list[str]) -> None:
     assert charge["amount"] == 4 * 4500
     final = eventually(state_is(stack, fam, h["hold_id"], "CONFIRMED"))
     assert final["seat_ids"] == h["seat_ids"] and final["winner"] == charge["charge_id"]
+    number = order_number(event_id, h["hold_id"])
     assert final["order"] == {
+        "order_number": number, "qr": qr_data_url(number),
         "seat_ids": h["seat_ids"], "seat_prices": dict.fromkeys(h["seat_ids"], 4500),
         "amount": 4 * 4500, "currency": "EUR", "charge_id": charge["charge_id"],
     }  # fmt: skip

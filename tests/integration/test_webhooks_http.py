@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from engine import webhooks as wh
+from engine.orders import order_number
 from loadtest.stack import LocalStack
 from persistence import database
 from tests.conftest import REDIS_URL
@@ -114,6 +115,7 @@ def test_a_sale_its_refund_and_the_exception_reach_the_merchant(
     assert confirmed["type"] == wh.ORDER_CONFIRMED
     assert confirmed["data"] | {"seq": 0, "decision_id": ""} == {
         "event_id": event_id, "decision_id": "", "seq": 0, "hold_id": h["hold_id"],
+        "order_number": order_number(event_id, h["hold_id"]),
         "charge_id": charge_id, "buyer": "ada", "seat_ids": [h["seat_id"]], "reason": "winner",
         "amount": 4500, "currency": "EUR",
     }  # fmt: skip

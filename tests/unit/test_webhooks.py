@@ -15,6 +15,7 @@ from api.errors import ApiError
 from api.routes.webhooks import endpoint_url, event_types
 from api.webhooks_db import WebhookDb, WebhookDbSettings
 from engine import webhooks as wh
+from engine.orders import order_number
 from engine.records import OUTBOX_FIELDS, OutboxRecord
 from engine.settings import MissingSetting
 from engine.states import ReversalPolicy
@@ -60,6 +61,7 @@ async def test_an_order_its_refund_and_its_exception_notify_in_order(fake_store:
     assert confirmed.data == {
         "event_id": sale.event_id, "decision_id": "charge:c1:CAPTURED",
         "seq": confirmed.data["seq"], "hold_id": "h1", "charge_id": "c1", "buyer": "u1",
+        "order_number": order_number(sale.event_id, "h1"),  # ADR 0042
         "seat_ids": ["s00000"], "reason": "winner", "amount": 4500,
     }  # fmt: skip
 
