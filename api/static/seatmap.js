@@ -9,6 +9,10 @@ const NAMES = { F: "free", H: "held", B: "blocked", S: "sold" };
 const SVG = "http://www.w3.org/2000/svg";
 const STEP = 28; // seat spacing of a map drawn without positions
 const PER_ROW = 20;
+const RADIUS = 11; // a seat's circle, in map units
+// A seat is at least this many CSS px across on any screen (WCAG 2.2's 24 x 24 target): the
+// map is drawn no smaller than that scale and scrolls sideways inside its frame instead.
+const TARGET_PX = 24;
 
 function svgEl(tag, attrs) {
   const node = document.createElementNS(SVG, tag);
@@ -50,16 +54,23 @@ function gridPlaces(seats) {
   return { places: out, labels };
 }
 
-// A map with positions: each section named above its seats.
+// A map with positions: each section named above its seats, each row's label left of its
+// first seat.
 function placed(seats) {
   const places = seats.map((s) => ({ id: s[0], x: s[3], y: s[4] }));
   const bounds = new Map();
-  seats.forEach(([, section, , x, y]) => {
+  const rows = new Map();
+  seats.forEach(([, section, row, x, y]) => {
     const b = bounds.get(section) || { x0: x, x1: x, y0: y };
     bounds.set(section, { x0: Math.min(b.x0, x), x1: Math.max(b.x1, x), y0: Math.min(b.y0, y) });
+    if (!row) return;
+    const key = `${section}\u0000${row}`;
+    const r = rows.get(key) || { x, y, text: row };
+    rows.set(key, x < r.x ? { x, y, text: row } : r);
   });
   const labels = [...bounds].filter(([name]) => name).map(([name, b]) => (
     { x: (b.x0 + b.x1) / 2, y: b.y0 - 18, text: name, anchor: "middle" }));
+  for (const r of rows.values()) labels.push({ x: r.x - RADIUS - 6, y: r.y + 4, text: r.text, anchor: "end" });
   return { places, labels };
 }
 
@@ -83,7 +94,7 @@ export class SeatMap {
     if (!xs.length) xs.push(0);
     if (!ys.length) ys.push(0);
     const pad = 24;
-    const minX = Math.min(...xs) - pad - (positioned ? 0 : 30);
+    const minX = Math.min(...xs) - pad - 30; // room for the row labels
     const minY = Math.min(...ys) - pad;
     const width = Math.max(...xs) - minX + pad;
     const height = Math.max(...ys) - minY + pad;
@@ -100,12 +111,15 @@ export class SeatMap {
     drawn.places.forEach((p, i) => {
       const g = svgEl("g", { class: "seat F", role: "checkbox", "aria-checked": "false",
         tabindex: i === 0 ? "0" : "-1", "data-seat": p.id });
-      g.append(svgEl("circle", { cx: p.x, cy: p.y, r: 11 }));
+      g.append(svgEl("circle", { cx: p.x, cy: p.y, r: RADIUS }));
       g.addEventListener("click", () => this.pick(i));
       this.nodes.push(g);
       svg.append(g);
     });
     svg.addEventListener("keydown", (ev) => this.key(ev));
+    // Never smaller than a finger's target: wider than its frame, the map scrolls inside it.
+    svg.style.minWidth = `${Math.ceil((width * TARGET_PX) / (2 * RADIUS))}px`;
+    svg.style.maxHeight = "none";
     container.replaceChildren(svg);
     this.nodes.forEach((_, i) => this.paint(i));
   }

@@ -192,3 +192,27 @@ def test_a_buyer_without_a_link_picks_the_event_by_name_from_the_public_list(
     expect(page.locator("#title")).to_have_text(f"Gala {event_id[-4:]}")
     expect(page.locator("#event-about")).to_contain_text("Konzerthaus")
     assert page.url.endswith(f"?event={event_id}") and errors == []
+
+
+def test_on_a_phone_every_seat_is_a_24_px_target_and_rows_are_labelled(
+    browser: Browser, stack: Stack, contexts: list[BrowserContext]
+) -> None:
+    # WCAG 2.2 target size: 240 seats, 24 a row, 30 map units apart (a venue's plan), on a
+    # 390 px screen. The map scrolls inside its frame; the page never scrolls sideways.
+    event_id = f"phone-{uuid.uuid4().hex[:8]}"
+    seats = [{"seat_id": f"r{r}s{n}", "rank": r * 24 + n, "section": "Stalls", "row": str(r + 1),
+              "x": n * 30, "y": r * 30} for r in range(10) for n in range(24)]  # fmt: skip
+    stack.local.create_event(event_id, seats, price_minor=4500)
+    phone = new_profile(browser, stack, contexts, viewport=PHONE, is_mobile=True, has_touch=True)
+    page = signed_in(phone, event_id, "thumb")
+    sizes = page.eval_on_selector_all(
+        "g.seat circle", "cs => cs.map(c => { const b = c.getBoundingClientRect(); "
+        "return [b.width, b.height]; })",
+    )
+    assert len(sizes) == 240 and min(min(w, h) for w, h in sizes) >= 24, sizes[:3]
+    labels = page.eval_on_selector_all("svg.seatmap text.label", "ts => ts.map(t => t.textContent)")
+    assert {str(r + 1) for r in range(10)} <= set(labels) and "Stalls" in labels
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    page.locator(seat("r9s23")).scroll_into_view_if_needed()
+    page.locator(seat("r9s23")).tap()  # the last seat of the last row: reachable by a thumb
+    expect(page.locator("#picked")).to_have_text("Picked: r9s23 · €45.00")
