@@ -16,6 +16,7 @@ from engine.logs import configure
 from engine.settings import MissingSetting, every_problem, say_missing
 from onsale.chaos_command import add_chaos_parser, run_chaos
 from onsale.daemons import migrate_ledger, run_ledger, until_signalled, worker_command
+from onsale.event_command import add_event_parser, run_event
 from onsale.help_text import document, env_option
 from onsale.policy_command import add_policy_parser, run_policy
 from onsale.serve import raise_open_files, serve, serve_options
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_stock_parser(sub)
     add_chaos_parser(sub)
     add_waiting_parser(sub)
+    add_event_parser(sub)
     document(parser)
     return parser
 
@@ -109,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_chaos(args)
     if args.command == "waiting":
         return run_waiting(args)
+    if args.command == "event":
+        return run_event(args)
     if args.command in ("migrate", "ledger", "rebuild", "reconcile"):
         return _ledger_command(args)
     return worker_command(args.command)

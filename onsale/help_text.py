@@ -169,6 +169,10 @@ EXPORTER: Group = (
     },
 )
 OPERATOR: Group = ("stock corrections", {"ONSALE_OPERATOR": "who corrects (else $USER)"})
+ADMIN_CLIENT: Group = (
+    "the admin API's credential",
+    {"ONSALE_ADMIN_TOKEN": "the admin token it sends (never on the command line)"},
+)
 API_URL: Group = (
     "the API it reads",
     {"ONSALE_API_URL": "the API's base URL (default http://127.0.0.1:8000)"},
@@ -188,6 +192,7 @@ COMMANDS: Mapping[str, tuple[Group, ...]] = {
     "stock": (*WITH_REDIS, OPERATOR),
     "chaos": (),  # it starts its own servers and hands them their settings
     "waiting": (API_URL,),  # a client of the public API: nothing else
+    "event": (API_URL, ADMIN_CLIENT),  # a client of the admin API
 }
 
 # Options whose default comes from the environment: (command, option) -> variable.

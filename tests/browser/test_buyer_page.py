@@ -206,8 +206,8 @@ def test_on_a_phone_every_seat_is_a_24_px_target_and_rows_are_labelled(
     phone = new_profile(browser, stack, contexts, viewport=PHONE, is_mobile=True, has_touch=True)
     page = signed_in(phone, event_id, "thumb")
     sizes = page.eval_on_selector_all(
-        "g.seat circle", "cs => cs.map(c => { const b = c.getBoundingClientRect(); "
-        "return [b.width, b.height]; })",
+        "g.seat circle",
+        "cs => cs.map(c => { const b = c.getBoundingClientRect(); return [b.width, b.height]; })",
     )
     assert len(sizes) == 240 and min(min(w, h) for w, h in sizes) >= 24, sizes[:3]
     labels = page.eval_on_selector_all("svg.seatmap text.label", "ts => ts.map(t => t.textContent)")
