@@ -1,7 +1,6 @@
 """The events as buyers find them (ADR 0041): a DRAFT event's details set (`describe`), and the
 public list of the events on sale or to come (`public_events`), each with its details."""
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -64,23 +63,25 @@ class Listed:
 async def public_events(runner: Runner, offset: int, limit: int) -> tuple[list[Listed], int | None]:
     """The events on sale or to come (open, by T0 or not), soonest show first (its start, else
     its T0), a page from `offset`; and the next page's offset (None: the list is complete).
-    Reads every indexed event's listed fields, one pipeline per hundred events."""
+    Reads every indexed event's listed fields: one pipelined round trip per hundred events."""
     ids = sorted(await runner.reads.event_ids())
     found: list[Listed] = []
     for first in range(0, len(ids), 100):
         chunk = ids[first : first + 100]
-        rows = await asyncio.gather(*(_listed(runner, event_id) for event_id in chunk))
-        found += [r for r in rows if r is not None and r.status == "open"]
+        async with runner.client.pipeline(transaction=False) as pipe:
+            for event_id in chunk:
+                pipe.hmget(runner.key(event_id, "event"), LISTED_FIELDS)
+            rows = await runner.timed(pipe.execute())
+        for event_id, values in zip(chunk, rows, strict=True):
+            raw = dict(zip(LISTED_FIELDS, values, strict=True))
+            if raw["status"] == "open":
+                found.append(_listed(event_id, raw))
     found.sort(key=lambda e: (e.details.starts_at_ms or e.opens_at_ms, e.event_id))
     page = found[offset : offset + limit]
     return page, offset + limit if offset + limit < len(found) else None
 
 
-async def _listed(runner: Runner, event_id: str) -> Listed | None:
-    values = await runner.timed(runner.client.hmget(runner.key(event_id, "event"), LISTED_FIELDS))
-    raw = dict(zip(LISTED_FIELDS, values, strict=True))
-    if raw["status"] is None:
-        return None
+def _listed(event_id: str, raw: dict[str, Any]) -> Listed:
     return Listed(event_id, raw["status"], int(raw["opens_at_ms"] or 0), raw["kind"] or "seats",
                   raw["currency"] or "EUR", int(raw["price_minor"] or 0),
                   EventDetails.of(raw))  # fmt: skip

@@ -4,7 +4,8 @@ It is derived, never stored: the first 50 bits of SHA-256(event_id NUL hold_id) 
 characters of Crockford's base 32 (no I, L, O or U: nothing to misread), grouped 4-4-2, e.g.
 `7K2F-9QX3-MT`. The same hold always has the same number (a replayed callback, a rebuild, the
 ledger and the merchant's notification agree without a column or a counter); two holds of one
-event share one with a chance of about n^2 / 2^51 (one in two billion for 30,000 orders)."""
+event share one with a chance of about n^2 / 2^51 (about one in two and a half million for
+30,000 orders)."""
 
 import hashlib
 

@@ -79,7 +79,6 @@ class Store:
         self.client = client
         self.scripts = scripts or Scripts(client)
         self.prefix = prefix
-        self.timeout_s = timeout_s
         self.limits = limits = limits or LoginLimits()
         # 0: a claim's hold id is its idempotency key; else key + window (lua/hold_claim.lua).
         self._claim_limits = [
@@ -104,6 +103,15 @@ class Store:
         self.lifecycle = Lifecycle(runner)  # open, close, cancel (ADR 0025)
 
     # -- plumbing -------------------------------------------------------------------------
+
+    @property
+    def timeout_s(self) -> float:
+        """A call's whole wait (engine/runner.py), the same for the store and its facets."""
+        return self.runner.timeout_s
+
+    @timeout_s.setter
+    def timeout_s(self, value: float) -> None:
+        self.runner.timeout_s = value
 
     def keys(self, event_id: str) -> list[str]:
         return self.runner.keys(event_id)

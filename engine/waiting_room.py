@@ -208,16 +208,17 @@ class WaitingRoom:
         seed = seed_of(room.secret)
         if not await self._drawn(event_id):
             return PublishedDraw(commitment_of(seed), None, [], None)
+        # By rank (O(log n) to the page, whatever the offset): the places drawn before T0 are
+        # the zset's first ones; a place from T0 on ends the list.
         order = self.keys(event_id)[3]
         rows = await timed(
-            self.store.client.zrangebyscore(
-                order, 0, f"({AFTER_T0}", start=offset, num=limit + 1, withscores=True
-            ),
+            self.store.client.zrange(order, offset, offset + limit, withscores=True),
             self.store.timeout_s,
         )
-        arrivals = [Arrival(entry_of(event_id, str(login)), int(score) % SEQ_SPAN)
-                    for login, score in rows[:limit]]  # fmt: skip
-        after = offset + limit if len(rows) > limit else None
+        drawn = [(str(login), int(score)) for login, score in rows if score < AFTER_T0]
+        arrivals = [Arrival(entry_of(event_id, login), score % SEQ_SPAN)
+                    for login, score in drawn[:limit]]  # fmt: skip
+        after = offset + limit if len(drawn) > limit else None
         return PublishedDraw(commitment_of(seed), seed, arrivals, after)
 
     async def _drawn(self, event_id: str) -> bool:

@@ -12,7 +12,8 @@ an intent waits for that confirm; Stripe's test cards decide it:
   its challenge (a modal dialog named "3-D Secure" with "Complete authentication" and "Fail
   authentication", as Stripe's test page has), then posts the answer;
 - 4000 0000 0000 0002 is declined (`card_declined`);
-- any other 16 digits pay; anything else is `incorrect_number` and the intent keeps waiting.
+- any other 16 digits pay; anything else is refused in the page (`validation_error`, as
+  Stripe.js does) and the intent keeps waiting.
 
 Every decision after the confirm goes the simulator's usual way: its outcome after a delay,
 announced by signed events (payment_intent.succeeded, payment_intent.payment_failed). The
@@ -111,7 +112,7 @@ class Refused(Exception):
         return error(self.status, self.kind, self.message, self.code, **CORS)
 
 
-STRIPE_JS = """// A stand-in for Stripe.js v3, served by the payment simulator
+STRIPE_JS = r"""// A stand-in for Stripe.js v3, served by the payment simulator
 // (loadtest/provider_sim_stripe_js.py): the part of it the buyer's page uses, talking to the
 // simulator that served it.
 (function () {
@@ -172,6 +173,11 @@ STRIPE_JS = """// A stand-in for Stripe.js v3, served by the payment simulator
         };
       },
       async confirmPayment({ elements }) {
+        // As Stripe.js: a number that cannot be a card never leaves the page.
+        if (!/^\d{16}$/.test(elements.number().replace(/\s+/g, ""))) {
+          return { error: { type: "validation_error", code: "invalid_number",
+            message: "Your card number is invalid." } };
+        }
         const secret = elements.clientSecret;
         const id = secret.split("_secret_")[0];
         const fields = { key, client_secret: secret };

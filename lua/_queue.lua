@@ -9,8 +9,9 @@ KEYS[2] queue hash: settings (per_s, factor_pct, ttl_ms, auto, secret) and state
 KEYS[3] entries hash (login -> 'score|admitted_ms|hold_id|joined_ms')
 KEYS[4] order zset (login -> place score: draw * 2^20 + seq before T0, 2^52 + seq from T0 on)
 KEYS[5] lapses zset: the admissions that count against the free units. Login admitted and not
-  yet used -> ms its admission lapses (positive); SPENT .. login whose admission a claim spent
-  and whose claim may not have landed yet -> minus the ms this stops counting (negative)
+  yet used -> ms its admission lapses (positive); SPENT .. login (a space before the login)
+  whose admission a claim spent and whose claim may not have landed yet -> minus the ms this
+  stops counting (negative)
 Of _lib.lua's K_* names only K_EVENT names its key here: the queue scripts use no other.
 Places are exact integers below 2^53 (Lua numbers are doubles) and are stored as the strings
 '%.0f' makes of them, never through cjson (which keeps 14 digits). ]]
@@ -22,7 +23,8 @@ local function bind_queue_keys(keys)  -- after bind_keys, at every call of a que
 end
 local SEQ_SPAN = 1048576  -- 2^20: under each draw, room for this many arrivals before T0
 local AFTER_T0 = 4503599627370496  -- 2^52: every place taken from T0 on is after every draw
-local SPENT = '~'  -- a lapses member spent by a claim in flight: '~' .. login
+local SPENT = ' '  -- a lapses member spent by a claim in flight: ' ' .. login (no login has a
+-- space: api/identity.py valid_login)
 local RATE_TAU_MS = 5000  -- the admission rate told to clients averages about this long
 
 local function queue_settings()

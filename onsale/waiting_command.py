@@ -1,6 +1,7 @@
 """`onsale waiting verify EVENT`: check a waiting room's draw from what the API publishes, as
 anyone can (ADR 0040). It reads `GET /v1/events/{event}/queue/draw` a page at a time (no login),
-checks that the seed revealed at T0 is the one committed to before it, recomputes every place
+checks that the seed revealed at T0 is the one committed to before it (the commitment you noted
+then, with --commitment), recomputes every place
 from the seed and the anonymous entries, and compares with the order published. Exit 0 when the
 draw checks out, 1 when it does not, 2 when it cannot be read (or the draw is not made yet)."""
 
@@ -32,6 +33,12 @@ def add_waiting_parser(sub: Any) -> None:
     )
     check.add_argument("event_id", help="the event whose room's draw to check")
     check.add_argument("--api", default=None, help=f"the API's base URL (default ${API_ENV})")
+    check.add_argument(
+        "--commitment",
+        default=None,
+        help="the commitment you noted before T0 (without it, the one the API serves now: a "
+        "server that changed its seed could serve a matching new one)",
+    )
 
 
 def fetch_draw(api: str, event_id: str, console: Console) -> tuple[str, str | None, list[Arrival]]:
@@ -64,12 +71,15 @@ def run_waiting(args: argparse.Namespace) -> int:
     if seed is None:
         console.print(f"the draw of {args.event_id} is made at T0; its commitment: {commitment}")
         return 2
-    problems = verify(commitment, seed, arrivals)
+    noted = args.commitment or commitment
+    problems = verify(noted, seed, arrivals)
+    if args.commitment and args.commitment != commitment:
+        problems.insert(0, "the API now serves another commitment than the one noted before T0")
     table = Table(title=f"the draw of {args.event_id}")
     table.add_column("check")
     table.add_column("result")
     table.add_row("entries drawn before T0", f"{len(arrivals):,}")
-    table.add_row("commitment", commitment)
+    table.add_row("commitment", noted + ("" if args.commitment else " (as served now)"))
     table.add_row("seed", seed)
     table.add_row("verdict", "[green]verified" if not problems else "[red]" + "; ".join(problems))
     console.print(table)

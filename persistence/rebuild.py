@@ -116,7 +116,7 @@ async def _make_room(
 
 
 Winners = dict[str, tuple[str, str, HoldState]]  # charge id -> (hold, seat, hold state)
-AmountOf = Callable[[str], int]  # what a sale of this seat (or line list) cost
+AmountOf = Callable[[str], int]  # what a sale of these seats (or this line list) cost
 
 
 def rebuild_lock_key(event_id: str) -> str:
@@ -192,7 +192,8 @@ async def _create(
     store: Store, conn: asyncpg.Connection, event_id: str, config: asyncpg.Record
 ) -> tuple[int, AmountOf]:
     """The event as a DRAFT with every seat free: claims refused, callbacks told to retry.
-    Returns its seats and the amount of a sale (the event's price)."""
+    Returns its seats and the amount of a sale: the sum of its seats' prices (each its own,
+    ADR 0038, else the event's)."""
     seat_rows = await conn.fetch(Q["event_seats"], event_id)
     seats = await store.create_event(
         event_id,
@@ -207,7 +208,8 @@ async def _create(
         login_cap=config["login_cap"],
     )
     price: int = config["price_minor"]
-    return seats, lambda _seat: price
+    own = {r["seat_id"]: r["price_minor"] for r in seat_rows if r["price_minor"] is not None}
+    return seats, lambda listed: sum(own.get(s, price) for s in listed.split(",") if s)
 
 
 async def _create_stock(

@@ -75,7 +75,7 @@ def seat_price(item: dict[str, Any], seat_id: str, table: dict[str, int] | None)
     level = item.get("price_level")
     if table is None or level is None:
         return None
-    if level not in table:
+    if not isinstance(level, str) or level not in table:
         raise ApiError(400, "invalid_request", f"price_level {level} of {seat_id} is not in "
                        "price_levels")  # fmt: skip
     return table[level]

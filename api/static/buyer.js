@@ -374,15 +374,15 @@ function loadScript(url) {
 async function openPaymentForm(form, clientSecret) {
   try {
     await loadScript(form.js_url);
+    const stripe = window.Stripe(form.publishable_key);
+    const elements = stripe.elements({ clientSecret });
+    const element = elements.create("payment");
+    element.mount("#payment-element");
+    page.payment = { stripe, elements, element };
   } catch {
     page.payNote = "The payment form did not load: reload the page to try again.";
     return;
   }
-  const stripe = window.Stripe(form.publishable_key);
-  const elements = stripe.elements({ clientSecret });
-  const element = elements.create("payment");
-  element.mount("#payment-element");
-  page.payment = { stripe, elements, element };
   page.payNote = "Enter your card below and press “Pay now”.";
   $("payment-error").textContent = "";
   $("pay-confirm").disabled = false;
@@ -401,11 +401,18 @@ async function confirmPayment() {
   $("payment-error").textContent = "";
   page.payNote = "Payment sent: waiting for your bank's answer…";
   renderHold();
-  const { error } = await p.stripe.confirmPayment({ elements: p.elements, redirect: "if_required" });
+  let error;
+  try {
+    ({ error } = await p.stripe.confirmPayment({ elements: p.elements, redirect: "if_required" }));
+  } catch {
+    error = { type: "api_connection_error", message: "The payment could not be sent: try again." };
+  }
   if (!error) {
     closePaymentForm();
-  } else if (["card_declined", "payment_intent_authentication_failure"].includes(error.code)) {
-    closePaymentForm(); // this intent is spent: the hold tells the decline, Pay starts anew
+  } else if (error.type !== "validation_error" && error.type !== "api_connection_error") {
+    // The provider answered (a decline, a failed 3-D Secure, a wrong CVC...): that attempt is
+    // a failed charge to us, and its intent is spent. The hold tells it; Pay starts anew.
+    closePaymentForm();
     page.payNote = "";
   } else {
     page.payNote = "Enter your card below and press “Pay now”.";

@@ -72,6 +72,10 @@ def test_a_declined_card_is_said_and_another_card_pays(
     browser: Browser, stack: Stack, contexts: list[BrowserContext]
 ) -> None:
     page, errors = holding(stack, contexts, browser, "dec")
+    page.fill("#payment-element input[name=cardnumber]", "4242 4242")  # mistyped: stays on form
+    page.click("#pay-confirm")
+    expect(page.locator("#payment-error")).to_have_text("Your card number is invalid.")
+    expect(page.locator("#pay-confirm")).to_be_enabled()
     page.fill("#payment-element input[name=cardnumber]", CARD_DECLINED)
     page.click("#pay-confirm")
     expect(page.locator("#hold-message")).to_contain_text("declined", timeout=15_000)

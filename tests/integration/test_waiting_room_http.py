@@ -4,6 +4,7 @@ claim once with their admission (a replay with another key is refused, the same 
 answered), pay, and everyone still waiting is then told "sold out" without any claim of theirs
 reaching the claim script."""
 
+import os
 import subprocess
 import sys
 import time
@@ -115,6 +116,9 @@ def test_join_early_admitted_in_order_claim_once_then_sold_out(stack: Stack) -> 
     second_tab = stack.send(queue(stack.buyer(event_id, "fan3"), "POST"))
     assert (second_tab.status, second_tab.body["entries"]) == (200, 8)  # the same place
 
+    with stack.client() as c:  # the commitment, noted before T0 (ADR 0040)
+        noted = c.get(f"/v1/events/{event_id}/queue/draw").json()
+    assert (noted["seed"], noted["entries"]) == (None, [])
     time.sleep(3.2)  # T0
     places = {name: stack.send(queue(buyers[name])).body for name in names}
     by_draw = sorted(names, key=lambda n: draw(room_secret(stack, event_id), event_id, n))
@@ -128,11 +132,15 @@ def test_join_early_admitted_in_order_claim_once_then_sold_out(stack: Stack) -> 
     with stack.client() as c:
         published = c.get(f"/v1/events/{event_id}/queue/draw").json()
     assert [e["entry"] for e in published["entries"]] == [entry_of(event_id, n) for n in by_draw]
-    checked = subprocess.run(
-        [sys.executable, "-m", "onsale.cli", "waiting", "verify", event_id, "--api", stack.api],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    verify = [sys.executable, "-m", "onsale.cli", "waiting", "verify", event_id, "--api",
+              stack.api, "--commitment"]  # fmt: skip
+    wide = {**os.environ, "COLUMNS": "300"}  # the verdict on one line of the table
+    checked = subprocess.run([*verify, noted["commitment"]], capture_output=True, text=True,
+                             timeout=60, env=wide)  # fmt: skip
     assert checked.returncode == 0 and "verified" in checked.stdout, checked
+    other = subprocess.run([*verify, "0" * 64], capture_output=True, text=True, timeout=60,
+                           env=wide)  # fmt: skip
+    assert other.returncode == 1 and "another commitment" in other.stdout, other
     first, second, third = (buyers[n] for n in admitted)
     token = places[admitted[0]]["admission"]["token"]
 
