@@ -39,7 +39,15 @@ async def test_a_burst_of_slow_refused_callbacks_never_stalls_the_simulator() ->
     try:
         wait_healthy(url, proc, 15.0)
         limits = httpx.Limits(max_connections=50)
-        async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+        # No pool deadline: on a loaded machine the burst's creates queue for a connection.
+        timeout = httpx.Timeout(60, pool=None)
+        async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) as client:
+            # What a /healthz costs on this machine now, before the burst: the margin below.
+            quiet = []
+            for _ in range(10):
+                began = time.monotonic()
+                assert (await client.get("/healthz", timeout=10)).status_code == 200
+                quiet.append(time.monotonic() - began)
             created = await asyncio.gather(
                 *(
                     client.post(
@@ -58,9 +66,12 @@ async def test_a_burst_of_slow_refused_callbacks_never_stalls_the_simulator() ->
                 assert (await client.get("/healthz", timeout=10)).status_code == 200
                 waits.append(time.monotonic() - began)
                 await asyncio.sleep(0.1)
-        assert max(waits) < 1.0, max(waits)  # was over 10 s
-        # It kept delivering: 64 at a time, each held 1 s, over the 6 s watched.
-        assert len(receiver.received) >= 250, len(receiver.received)
+        # It kept answering (the stall was over 10 s): within a second of its quiet latency,
+        # whatever the machine's load.
+        assert max(waits) < 1.0 + 3 * max(quiet), (max(waits), max(quiet))
+        # It kept delivering: 64 at a time, each held 1 s (at least two rounds over the 6 s
+        # watched, on a loaded machine too; the stall delivered a fifth in all).
+        assert len(receiver.received) >= 128, len(receiver.received)
     finally:
         signal_group(proc, 9)
         proc.wait(10)
