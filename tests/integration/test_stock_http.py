@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from api.qr import qr_data_url
+from engine.orders import order_number
 from loadtest.buyer import Answer, Call, bearer
 from onsale.cli import main
 from tests.conftest import REDIS_URL
@@ -115,7 +117,9 @@ def test_a_cart_from_two_locations_pays_once_and_its_order_lists_its_lines(stack
     assert (charge["amount"], charge["currency"]) == (amount, "EUR")
     final = eventually(lambda: (s := ann.hold(cart["hold_id"]))["state"] == "CONFIRMED" and s)
     assert (final["lines"], final["amount"]) == (lines, amount)
+    number = order_number(event_id, final["hold_id"])
     assert final["order"] == {
+        "order_number": number, "qr": qr_data_url(number),
         "lines": lines, "amount": amount, "currency": "EUR", "charge_id": charge["charge_id"],
     }  # fmt: skip
     assert moves(stack, charge["charge_id"]) == [("capture", amount)]  # paid once
