@@ -31,6 +31,7 @@ from api.routes import (
     events,
     listings,
     logins,
+    me,
     meta,
     seatmap,
     stock,
@@ -88,6 +89,7 @@ ROUTES = [
     *webhooks.ROUTES,  # merchant webhooks (ADR 0024)
     *waiting.ROUTES,  # the waiting room (ADR 0029)
     *events.ROUTES,  # events as buyers find them (ADR 0041)
+    *me.ROUTES,  # a buyer's own orders (ADR 0042)
     *ui.ROUTES,  # the buyer's page and the ops dashboard (ADR 0028)
 ]
 

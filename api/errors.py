@@ -95,6 +95,7 @@ STATUS: dict[str, int] = {
     "webhook_endpoint_disabled": 409,
     "too_many_webhook_endpoints": 409,
     "webhooks_unavailable": 503,
+    "orders_unavailable": 503,  # GET /v1/me/orders without the ledger database
 }
 
 

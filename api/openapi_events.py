@@ -1,5 +1,6 @@
-"""The OpenAPI parts of events as buyers find them (api/routes/events.py, ADR 0041): the public
-list, and the change of a draft's details."""
+"""The OpenAPI parts of what buyers find: events (api/routes/events.py, ADR 0041), the public
+list and the change of a draft's details; and a buyer's own orders (api/routes/me.py, ADR
+0042)."""
 
 from typing import Any
 
@@ -8,6 +9,7 @@ from api.openapi_parts import (
     AMOUNT,
     AT_MS,
     BODY,
+    BUYER,
     CURRENCY,
     EVENT_DETAILS,
     EVENT_DETAILS_EXAMPLE,
@@ -67,7 +69,67 @@ EVENT_SCHEMAS: dict[str, dict[str, Any]] = {
         {"event_id": ID, **EVENT_DETAILS}, {"event_id": EVENT_ID, **EVENT_DETAILS_EXAMPLE}
     ),
 }
+MY_ORDER = record(
+    {
+        "event_id": ID,
+        "event_name": nullable(STR),
+        "hold_id": ID,
+        "order_number": {**STR, "description": "the order's number (ADR 0042)"},
+        "seat_ids": {"type": "array", "items": ID},
+        "lines": {"type": "array", "items": {"$ref": "#/components/schemas/HeldLine"}},
+        "amount": nullable(AMOUNT),
+        "currency": CURRENCY,
+        "decided_ms": AT_MS,
+    },
+    {
+        "event_id": EVENT_ID,
+        "event_name": "Spring Gala",
+        "hold_id": "h-7f3a:1748",
+        "order_number": "7K2F-9QX3-MT",
+        "seat_ids": ["A-1", "A-2"],
+        "amount": 9000,
+        "currency": "EUR",
+        "decided_ms": 1767261620000,
+    },
+    optional=("seat_ids", "lines"),
+)
+EVENT_SCHEMAS["MyOrder"] = MY_ORDER
+EVENT_SCHEMAS["MyOrderPage"] = record(
+    {
+        "orders": {"type": "array", "items": {"$ref": "#/components/schemas/MyOrder"}},
+        "next_cursor": nullable({**STR, "description": "the next page's cursor (null: done)"}),
+    },
+    {"orders": [MY_ORDER["example"]], "next_cursor": None},
+)
 EVENT_PATHS: dict[str, Any] = {
+    "/v1/me/orders": {
+        "get": operation(
+            "listMyOrders",
+            "List the buyer's own orders",
+            answer(200, "MyOrderPage", "a page of them, newest first"),
+            (*BUYER, "invalid_request", "orders_unavailable"),
+            description="The token's login's confirmed orders, newest first, from the ledger "
+            "(every order the buyer was told of is there). A token for one event sees that "
+            "event's. 503 orders_unavailable without the ledger database.",
+            parameters=[
+                {
+                    "name": "event_id",
+                    "in": "query",
+                    "required": False,
+                    "schema": ID,
+                    "example": EVENT_ID,
+                },
+                query("limit", 50),
+                {
+                    "name": "cursor",
+                    "in": "query",
+                    "required": False,
+                    "schema": STR,
+                    "example": "1767261620000.h-7f3a:1748",
+                },
+            ],
+        )
+    },
     "/v1/events": {
         "get": operation(
             "listPublicEvents",

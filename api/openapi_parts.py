@@ -179,6 +179,7 @@ MESSAGES: dict[str, str] = {
     "webhook_endpoint_disabled": "enable the endpoint to replay to it",
     "too_many_webhook_endpoints": "at most 100 endpoints; delete one",
     "webhooks_unavailable": "the webhook store cannot be reached",
+    "orders_unavailable": "the ledger database cannot be reached",
     SectionsInterleaved.code: "the sections of this seat map share rank ranges",
 }
 

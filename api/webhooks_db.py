@@ -30,6 +30,18 @@ SQL: Mapping[str, str] = MappingProxyType(
             select $1, $2, $3, $4, $5
             where (select count(*) from webhook_endpoints where deleted_at is null) < $6
             returning *, now() as now""",
+        # A buyer's orders, newest first, from the ledger (api/routes/me.py, ADR 0042): the
+        # confirmed holds of one login, with the winning charge's money and the event's
+        # currency and name; $2 an event id or '' (every event), $3/$4 the keyset cursor.
+        "my_orders": """
+            select h.event_id, h.hold_id, h.seat_id, h.winner, h.decided_at_ms,
+              coalesce(nullif(c.captured, 0), c.amount) as amount, e.currency, e.name
+            from holds h
+            left join charges c on c.event_id = h.event_id and c.charge_id = h.winner
+            left join event_configs e on e.event_id = h.event_id
+            where h.login = $1 and h.state = 'CONFIRMED' and ($2 = '' or h.event_id = $2)
+              and (h.decided_at_ms, h.hold_id) < ($3, $4)
+            order by h.decided_at_ms desc, h.hold_id desc limit $5""",
         "endpoints": """
             select *, now() as now from webhook_endpoints where deleted_at is null
             order by created_at, endpoint_id""",
@@ -111,10 +123,10 @@ class WebhookDb:
         self._pool: asyncpg.Pool | None = None
 
     @asynccontextmanager
-    async def conn(self) -> AsyncIterator[Any]:
-        """A pooled connection; an outage (or no database configured) is 503."""
+    async def conn(self, unavailable: str = "webhooks_unavailable") -> AsyncIterator[Any]:
+        """A pooled connection; an outage (or no database configured) is 503 `unavailable`."""
         if not self.settings.pg_dsn:
-            raise ApiError(503, "webhooks_unavailable", "no ledger database is configured")
+            raise ApiError(503, unavailable, "no ledger database is configured")
         try:
             if self._pool is None:
                 timeout_s = self.settings.timeout_ms / 1000
@@ -129,9 +141,7 @@ class WebhookDb:
                 yield conn
         except OUTAGES as exc:
             log.warning("webhook store unavailable: %r", exc)
-            raise ApiError(
-                503, "webhooks_unavailable", "the webhook store cannot be reached"
-            ) from None
+            raise ApiError(503, unavailable, "the ledger database cannot be reached") from None
 
     async def fetch(self, name: str, *args: Any) -> list[Any]:
         async with self.conn() as conn:
