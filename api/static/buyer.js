@@ -304,6 +304,7 @@ function renderHold() {
   if (order && $("order-number").textContent !== order.order_number) {
     $("order-number").textContent = order.order_number;
     $("order-qr").src = order.qr;
+    myOrders(); // it is in the ledger now: under "My orders" too
   }
   say($("hold-message"), text, tone);
   $("hold-charges").replaceChildren(...chargeLines(h));
@@ -719,8 +720,21 @@ async function openMap() {
 
 // --- start ----------------------------------------------------------------------------
 
+// The buyer's own orders of this event (ADR 0042), from the ledger: hidden when the API has
+// none to show, or no ledger to read them from (503 orders_unavailable).
+async function myOrders() {
+  const answer = await api(`/v1/me/orders?event_id=${encodeURIComponent(eventId)}`,
+    { token: page.me.token });
+  const orders = answer.status === 200 ? answer.body.orders : [];
+  show("orders-panel", orders.length > 0);
+  $("my-orders").replaceChildren(...orders.map((o) => el("li", {},
+    el("strong", { text: o.order_number }),
+    ` · ${(o.seat_ids || []).join(", ") || "goods"} · ${money(o.amount ?? 0, o.currency)}`)));
+}
+
 function start() {
   $("who").textContent = `Signed in as ${page.me.login}`;
+  myOrders();
   show("sign-out");
   $("hold-picked").addEventListener("click", () => claim({ seat_ids: [...page.picked] }));
   $("hold-best").addEventListener("click", () => claim({ quantity: Number($("best-n").value) }));

@@ -221,3 +221,13 @@ async def stack_ledger(stack: Stack) -> AsyncIterator[StackLedger]:
         yield StackLedger(store, pool, writer, dsn)
         await client.aclose()
         await pool.close()
+
+
+def run_apart(coro: Any) -> Any:
+    """`asyncio.run(coro)` in a thread of its own: from a fixture that may run while another
+    event loop runs in this thread (Playwright's sync API keeps one)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()

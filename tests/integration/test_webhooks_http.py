@@ -3,7 +3,6 @@ simulator, and `onsale ledger`, which runs the writer and the sender) on a priva
 database; the merchant registers an endpoint through the admin API and a local receiver checks
 every delivery with the Standard Webhooks library, as a merchant would."""
 
-import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +16,7 @@ from engine.orders import order_number
 from loadtest.stack import LocalStack
 from persistence import database
 from tests.conftest import REDIS_URL
-from tests.integration.conftest import ADMIN, WEBHOOK_SECRET, Stack
+from tests.integration.conftest import ADMIN, WEBHOOK_SECRET, Stack, run_apart
 from tests.integration.test_e2e import claim, eventually, hold_state, pay
 from tests.integration.test_money_integrity import attempt_of, sim_post
 from tests.pg import PG_DSN
@@ -39,7 +38,7 @@ QUICK_WEBHOOKS = {
 def hooks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """The stack with a ledger of its own (migrated by the stack) and quick webhook retries."""
     name = f"onsale_test_{uuid.uuid4().hex[:10]}"
-    dsn = asyncio.run(database.create_database(PG_DSN, name))
+    dsn = run_apart(database.create_database(PG_DSN, name))
     prefix = f"onsale:test:{uuid.uuid4().hex[:12]}"
     local = LocalStack(
         redis_url=REDIS_URL,
@@ -62,7 +61,7 @@ def hooks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         for key in client.scan_iter(match=f"{prefix}:*"):
             client.delete(key)
         client.close()
-        asyncio.run(database.drop_database(PG_DSN, name))
+        run_apart(database.drop_database(PG_DSN, name))
 
 
 @pytest.fixture

@@ -1,0 +1,42 @@
+"""A buyer's orders on the page (ADR 0042) in headless Chromium, against a stack with a ledger
+(the webhook tests' stack): a seat bought is found under "My orders" with its number, and its
+confirmation shows the number and its QR code."""
+
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, expect
+
+from engine.orders import order_number
+from tests.browser.conftest import new_profile, seat, signed_in
+from tests.integration.conftest import Stack
+from tests.integration.test_webhooks_http import hooks
+
+pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
+__all__ = ["hooks"]
+
+
+@pytest.fixture(scope="module")
+def stack(hooks: Stack) -> Iterator[Stack]:
+    yield hooks
+
+
+def test_a_seat_bought_is_found_under_my_orders_with_its_number_and_code(
+    browser: Browser, stack: Stack, contexts: list[BrowserContext]
+) -> None:
+    event_id = stack.new_event(3)
+    errors: list[str] = []
+    page = signed_in(new_profile(browser, stack, contexts), event_id, "rui", errors=errors)
+    expect(page.locator("#orders-panel")).to_be_hidden()  # none yet
+    page.click(seat("s2"))
+    page.click("#hold-picked")
+    page.click("#pay")
+    expect(page.locator("#hold-message")).to_contain_text("Confirmed: seats s2", timeout=15_000)
+    number = page.locator("#order-number").inner_text()
+    hold_id = page.evaluate(f"localStorage.getItem('onsale.hold.{event_id}.rui')")
+    assert number == order_number(event_id, hold_id)
+    assert page.evaluate("document.getElementById('order-qr').naturalWidth") > 0
+    mine = page.locator("#my-orders li")
+    expect(mine).to_have_count(1)
+    expect(mine).to_have_text(f"{number} · s2 · €45.00")
+    assert errors == []
