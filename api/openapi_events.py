@@ -101,7 +101,56 @@ EVENT_SCHEMAS["MyOrderPage"] = record(
     },
     {"orders": [MY_ORDER["example"]], "next_cursor": None},
 )
+EVENT_SCHEMAS["MyHolds"] = record(
+    {
+        "event_id": ID,
+        "holds": {
+            "type": "array",
+            "maxItems": 1,
+            "description": "the login's live hold (RESERVED or QUARANTINED), or none",
+            "items": record(
+                {
+                    "hold_id": ID,
+                    "state": {"type": "string", "enum": ["RESERVED", "QUARANTINED"]},
+                    "expires_ms": AT_MS,
+                    "seat_id": nullable(ID),
+                    "seat_ids": {"type": "array", "items": ID},
+                    "lines": {"type": "array", "items": {"$ref": "#/components/schemas/HeldLine"}},
+                    "amount": AMOUNT,
+                },
+                {
+                    "hold_id": "h-7f3a:1748",
+                    "state": "RESERVED",
+                    "expires_ms": 1767262080000,
+                    "seat_id": "A-1",
+                    "seat_ids": ["A-1", "A-2"],
+                },
+                optional=("lines", "amount"),
+            ),
+        },
+    },
+    {"event_id": EVENT_ID, "holds": []},
+)
 EVENT_PATHS: dict[str, Any] = {
+    "/v1/me/holds": {
+        "get": operation(
+            "listMyHolds",
+            "Find the buyer's live hold in an event",
+            answer(200, "MyHolds", "the login's live hold, or none"),
+            (*BUYER, *STORE, "invalid_request", "event_not_found"),
+            description="The one checkout a login has at a time in an event, found without its "
+            "id (a closed tab, another device); read its details at its own path.",
+            parameters=[
+                {
+                    "name": "event_id",
+                    "in": "query",
+                    "required": True,
+                    "schema": ID,
+                    "example": EVENT_ID,
+                }
+            ],
+        )
+    },
     "/v1/me/orders": {
         "get": operation(
             "listMyOrders",

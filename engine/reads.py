@@ -144,6 +144,12 @@ class Reads:
         self.saw(event_id)
         return Hold.from_json(raw)
 
+    async def live_hold(self, event_id: str, login: str) -> str | None:
+        """The login's live hold in the event (RESERVED, or QUARANTINED while its payment
+        resolves), if any: the one checkout a login has at a time."""
+        found: str | None = await self._read(self.client.hget(self._key(event_id, "logins"), login))
+        return found
+
     async def lost_in_recovery(self, event_id: str, hold_id: str) -> bool:
         """A hold id made before the event was rebuilt from the ledger (its window, the suffix
         lua/hold_claim.lua gives it, began before the rebuild), which the rebuild does not

@@ -1,4 +1,5 @@
-"""What a buyer finds of their own (ADR 0042): `GET /v1/me/orders`, the token's login's
+"""What a buyer finds of their own (ADR 0042): `GET /v1/me/holds`, the login's live hold in an
+event (found without its id), and `GET /v1/me/orders`, the token's login's
 confirmed orders, newest first, a page at a time, read from the ledger (a sale is told only
 once the ledger holds it, ADR 0016, so every order the buyer was told of is there). Each with
 its number, its seats (or a cart's lines), the amount and the event's name. Without a ledger
@@ -14,6 +15,7 @@ from starlette.routing import Route
 from api.context import ctx, endpoint
 from api.errors import ApiError
 from api.responses import json_response
+from api.routes.hold_views import goods_view
 from api.routes.stock import lines_view
 from api.validate import query_integer
 from api.webhooks_db import SQL, WebhookDb
@@ -73,4 +75,25 @@ async def my_orders(request: Request) -> Response:
     return json_response({"orders": [order_item(r) for r in rows], "next_cursor": after})
 
 
-ROUTES = [Route("/v1/me/orders", my_orders, methods=["GET"])]
+@endpoint("my_holds")
+async def my_holds(request: Request) -> Response:
+    """The token's login's live hold in an event (`event_id`, required: holds live in Redis,
+    per event), found without its id: after a closed tab, on another device."""
+    c = ctx(request)
+    event_id = request.query_params.get("event_id") or ""
+    if not keys.valid_id(event_id):
+        raise ApiError(400, "invalid_request", "event_id must match [A-Za-z0-9_.:-]{1,64}")
+    login = c.login_of(request, event_id)
+    hold_id = await c.store.read.live_hold(event_id, login)
+    holds = []
+    if hold_id:
+        h = await c.store.read.hold(event_id, hold_id)
+        holds.append({"hold_id": h.hold_id, "state": h.state, "expires_ms": h.expires_ms,
+                      **goods_view(h)})  # fmt: skip
+    return json_response({"event_id": event_id, "holds": holds})
+
+
+ROUTES = [
+    Route("/v1/me/orders", my_orders, methods=["GET"]),
+    Route("/v1/me/holds", my_holds, methods=["GET"]),
+]

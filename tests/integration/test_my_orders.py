@@ -9,7 +9,7 @@ import pytest
 
 from engine.orders import order_number
 from loadtest.buyer import bearer
-from tests.integration.conftest import Stack, eventually
+from tests.integration.conftest import Stack, claim, eventually
 from tests.integration.test_webhooks_http import bought, hooks
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
@@ -49,3 +49,24 @@ def test_without_a_ledger_the_orders_are_unavailable(stack: Stack) -> None:
     event_id = stack.new_event(1)
     r = orders(stack, bearer(stack.buyer(event_id, "qin").token))
     assert (r.status_code, r.json()["error"]["code"]) == (503, "orders_unavailable")
+
+
+def test_a_buyer_finds_their_live_hold_without_its_id(stack: Stack) -> None:
+    event_id = stack.new_event(3)
+    buyer = stack.buyer(event_id, "sam")
+
+    def live() -> Any:
+        with stack.client() as c:
+            return c.get("/v1/me/holds", headers=bearer(buyer.token), params={"event_id": event_id})
+
+    assert live().json()["holds"] == []
+    h = claim(stack, buyer, party=2)
+    [found] = live().json()["holds"]
+    assert (found["hold_id"], found["state"], found["seat_ids"]) == (
+        h["hold_id"], "RESERVED", h["seat_ids"],
+    )  # fmt: skip
+    assert stack.send(buyer.release(h["hold_id"])).status == 200
+    assert live().json()["holds"] == []
+    with stack.client() as c:
+        r = c.get("/v1/me/holds", headers=bearer(buyer.token))
+    assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request")
