@@ -9,6 +9,7 @@ from api.openapi_parts import (
     AMOUNT,
     AT_MS,
     BODY,
+    BOOL,
     BUYER,
     CURRENCY,
     EVENT_DETAILS,
@@ -98,8 +99,9 @@ EVENT_SCHEMAS["MyOrderPage"] = record(
     {
         "orders": {"type": "array", "items": {"$ref": "#/components/schemas/MyOrder"}},
         "next_cursor": nullable({**STR, "description": "the next page's cursor (null: done)"}),
+        "kept": {**BOOL, "description": "false: this deployment keeps no ledger, so no orders"},
     },
-    {"orders": [MY_ORDER["example"]], "next_cursor": None},
+    {"orders": [MY_ORDER["example"]], "next_cursor": None, "kept": True},
 )
 EVENT_SCHEMAS["MyHolds"] = record(
     {
@@ -159,7 +161,8 @@ EVENT_PATHS: dict[str, Any] = {
             (*BUYER, "invalid_request", "orders_unavailable"),
             description="The token's login's confirmed orders, newest first, from the ledger "
             "(every order the buyer was told of is there). A token for one event sees that "
-            "event's. 503 orders_unavailable without the ledger database.",
+            "event's. Without a ledger database: none, kept false; an unreachable one: 503 "
+            "orders_unavailable.",
             parameters=[
                 {
                     "name": "event_id",
