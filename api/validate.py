@@ -8,10 +8,10 @@ OpenAPI document (api/openapi.py) both read it, so the document states exactly w
 (tests/unit/test_api_contract.py checks both against it)."""
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sized
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from api.errors import ApiError
 from engine import keys
@@ -145,28 +145,34 @@ def stock_ident(body: dict[str, Any], name: str, *, required: bool = True) -> st
     return value
 
 
-def items(body: dict[str, Any], name: str, limit: str | None = None) -> list[Any]:
-    """`body[name]`: a list whose length is within `LIMITS[limit or name]` (of="items")."""
-    bound = LIMITS[limit or name]
-    assert bound.of == "items", f"{limit or name} does not bound a list"
+# What `items` and `names` bound: the JSON type, and the words for it and its parts.
+_SIZED: dict[str, tuple[type, str, str]] = {"items": (list, "a list", "items"),
+                                            "names": (dict, "an object", "names")}  # fmt: skip
+
+
+def _sized(body: dict[str, Any], name: str, limit: str, of: str) -> Any:
+    """`body[name]`, of the JSON type `of` bounds, its size within `LIMITS[limit]`."""
+    bound = LIMITS[limit]
+    assert bound.of == of, f"{limit} does not bound {_SIZED[of][1]}"
+    kind, noun, parts = _SIZED[of]
     value = body.get(name)
-    if not isinstance(value, list) or not bound.low <= len(value) <= bound.high:
+    if not isinstance(value, kind) or not bound.low <= len(cast(Sized, value)) <= bound.high:
         raise ApiError(
-            400, "invalid_request", f"{name} must be a list of {bound.low} to {bound.high} items"
+            400, "invalid_request", f"{name} must be {noun} of {bound.low} to {bound.high} {parts}"
         )
     return value
+
+
+def items(body: dict[str, Any], name: str, limit: str | None = None) -> list[Any]:
+    """`body[name]`: a list whose length is within `LIMITS[limit or name]` (of="items")."""
+    found: list[Any] = _sized(body, name, limit or name, "items")
+    return found
 
 
 def names(body: dict[str, Any], name: str) -> dict[str, Any]:
     """`body[name]`: an object whose number of names is within `LIMITS[name]` (of="names")."""
-    bound = LIMITS[name]
-    assert bound.of == "names", f"{name} does not bound an object"
-    value = body.get(name)
-    if not isinstance(value, dict) or not bound.low <= len(value) <= bound.high:
-        raise ApiError(
-            400, "invalid_request", f"{name} must be an object of {bound.low} to {bound.high} names"
-        )
-    return value
+    found: dict[str, Any] = _sized(body, name, name, "names")
+    return found
 
 
 def text(
