@@ -46,16 +46,20 @@ class Runner:
     def key(self, event_id: str, name: str) -> str:
         return keys.event_key(event_id, name, self.prefix)
 
-    async def run(self, name: str, event_id: str, args: Sequence[Any]) -> list[Any]:
-        """One script call on the event's keys, under one timeout from queueing to reply; an
-        outage is StoreUnavailable, a script's INVARIANT error InvariantViolation."""
+    async def run(
+        self, name: str, event_id: str, args: Sequence[Any], on: list[str] | None = None
+    ) -> list[Any]:
+        """One script call on the event's key set (or on `on`, keys under the same hash tag:
+        the waiting room's), under one timeout from queueing to reply; an outage is
+        StoreUnavailable, a script's INVARIANT error InvariantViolation."""
+        keys_ = on if on is not None else self.keys(event_id)
         try:
             if self.pipeline is not None:  # one timeout_s from queueing to reply, pipeline.py
-                reply = await self.pipeline.call(name, self.keys(event_id), args)
+                reply = await self.pipeline.call(name, keys_, args)
                 assert isinstance(reply, list) and reply, f"{name}: unexpected reply {reply!r}"
                 return reply
             async with asyncio.timeout(self.timeout_s):  # pool wait, command, retry: one bound
-                return await self.scripts.call(name, self.keys(event_id), list(args))
+                return await self.scripts.call(name, keys_, list(args))
         except errors.EngineError:
             raise
         except Exception as exc:

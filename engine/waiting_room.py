@@ -31,10 +31,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
 from engine import errors, keys
 from engine.reads import timed
 from engine.scripts import QueuePollCode, QueueSetupCode, QueueUseCode
@@ -162,22 +158,8 @@ class WaitingRoom:
         return known
 
     async def _call(self, name: str, event_id: str, args: Sequence[Any]) -> list[Any]:
-        """One queue script on the queue's keys, as the store runs its own (engine/store.py)."""
-        store = self.store
-        try:
-            if store.pipeline is not None:
-                reply = await store.pipeline.call(name, self.keys(event_id), args)
-            else:
-                async with asyncio.timeout(store.timeout_s):
-                    reply = await store.scripts.call(name, self.keys(event_id), list(args))
-        except ResponseError as exc:
-            if str(exc).startswith("INVARIANT"):
-                raise errors.InvariantViolation(f"{name}: {exc}") from exc
-            raise
-        except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
-            raise errors.StoreUnavailable(f"{name}: {exc!r}") from exc
-        assert isinstance(reply, list) and reply, f"{name}: unexpected reply {reply!r}"
-        return reply
+        """One queue script on the queue's keys, as the store runs its own (engine/runner.py)."""
+        return await self.store.runner.run(name, event_id, args, on=self.keys(event_id))
 
     # -- the operator -----------------------------------------------------------------------
 
