@@ -7,8 +7,8 @@ call; a cancel is bounded per call (`cancel_step`) and `cancel` repeats it until
 from dataclasses import dataclass
 
 from engine import errors
+from engine.replies import CancelCode, CloseCode, OpenCode
 from engine.runner import Runner
-from engine.scripts import CancelCode, CloseCode, OpenCode
 
 CANCEL_BATCH = 200  # holds one event_cancel call examines: a few ms, buyers go between
 CANCEL_CALLS_MAX = 50  # calls one `cancel` makes before handing back what remains

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine import errors
-from engine.scripts import PolicyCode
+from engine.replies import PolicyCode
 from engine.states import GRACE_MS_MAX, GRACE_MS_MIN, GRACE_POLICY_PREFIX, LatePolicy
 
 if TYPE_CHECKING:

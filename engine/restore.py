@@ -3,8 +3,8 @@ script call per restored hold or charge, while the event is a DRAFT."""
 
 from engine import keys
 from engine.holds import Charge
+from engine.replies import RestoreCode
 from engine.runner import Runner
-from engine.scripts import RestoreCode
 from engine.states import HoldState
 
 

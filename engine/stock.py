@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine import errors, keys
+from engine.replies import CORRECTION_REFUSALS, CorrectionCode, StockAddCode, refusal
 from engine.runner import Runner
-from engine.scripts import CORRECTION_REFUSALS, CorrectionCode, StockAddCode, refusal
 from engine.states import LatePolicy, ReversalPolicy
 from engine.stock_lines import Correction, SkuSpec, stock_table, valid_stock_id
 

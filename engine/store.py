@@ -26,10 +26,7 @@ from engine.pipeline import AutoPipeline
 from engine.prices import save_prices
 from engine.reads import Reads
 from engine.replicas import ReplicaWait
-from engine.restore import Restore
-from engine.revoked import RevokedLogins
-from engine.runner import Runner
-from engine.scripts import (
+from engine.replies import (
     CHARGE_START_REFUSALS,
     CLAIM_REFUSALS,
     AbandonCode,
@@ -42,11 +39,14 @@ from engine.scripts import (
     ReleaseCode,
     ReversalCode,
     RevokeCode,
-    Scripts,
     SeatsAddCode,
     SweepCode,
     refusal,
 )
+from engine.restore import Restore
+from engine.revoked import RevokedLogins
+from engine.runner import Runner
+from engine.scripts import Scripts
 from engine.soldout import SoldOutMemory
 from engine.states import (
     ChargeState,

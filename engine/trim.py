@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from engine.errors import EventNotFound
 from engine.loops import each_event, run_passes
-from engine.scripts import TrimCode
+from engine.replies import TrimCode
 
 if TYPE_CHECKING:
     from engine.store import Store

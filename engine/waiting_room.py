@@ -33,7 +33,7 @@ from typing import Any
 
 from engine import errors, keys
 from engine.reads import timed
-from engine.scripts import QueuePollCode, QueueSetupCode, QueueUseCode
+from engine.replies import QueuePollCode, QueueSetupCode, QueueUseCode
 from engine.store import Store
 from engine.waiting_draw import DRAW_BITS, Arrival, commitment_of, entry_of, seed_of
 from engine.waiting_errors import (

@@ -43,7 +43,7 @@ from engine.event_details import EventDetails
 from engine.holds import Charge, SeatSpec
 from engine.policies import Policies
 from engine.records import Marker
-from engine.scripts import PolicyCode, RestoreCode
+from engine.replies import PolicyCode, RestoreCode
 from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
 from engine.stock_lines import SkuSpec, lines_of
 from engine.store import Store

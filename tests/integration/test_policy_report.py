@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from engine.policies import DeadlinePolicy, Policies
-from engine.scripts import PolicyCode
+from engine.replies import PolicyCode
 from engine.states import HoldState
 from engine.store import Store
 from onsale.cli import main

@@ -8,7 +8,7 @@ import pytest
 from engine import errors
 from engine.policies import DeadlinePolicy, Policies
 from engine.records import OutboxRecord
-from engine.scripts import PolicyCode
+from engine.replies import PolicyCode
 from engine.states import HoldState, LatePolicy
 from engine.store import Store
 from tests.conftest import Sale, open_sale

@@ -5,7 +5,7 @@ Redis."""
 import pytest
 
 from engine import errors, keys
-from engine.scripts import FenceCode, RestoreCode
+from engine.replies import FenceCode, RestoreCode
 from engine.states import HoldState
 from engine.store import Store
 from tests.conftest import Sale, open_sale, seats
