@@ -33,6 +33,7 @@ from api.routes import (
     logins,
     me,
     meta,
+    refunds,
     seatmap,
     stock,
     ui,
@@ -83,7 +84,12 @@ ROUTES = [
         "/v1/admin/events/{event_id}/holds/{hold_id}/revoke", admin.revoke_hold, methods=["POST"]
     ),
     Route("/v1/admin/events/{event_id}/exceptions", admin.exceptions, methods=["GET"]),
-    Route("/v1/admin/events/{event_id}/refunds/retry", admin.retry_refund, methods=["POST"]),
+    Route("/v1/admin/events/{event_id}/refunds/retry", refunds.retry_refund, methods=["POST"]),
+    Route(
+        "/v1/admin/events/{event_id}/holds/{hold_id}/refunds",
+        refunds.refund_order,
+        methods=["POST"],
+    ),
     Route("/v1/admin/events/{event_id}/stock/corrections", stock.correct_stock, methods=["POST"]),
     Route("/v1/admin/logins/{login}/revoke", logins.revoke_login, methods=["POST"]),
     *webhooks.ROUTES,  # merchant webhooks (ADR 0024)

@@ -66,6 +66,8 @@ STATUS: dict[str, int] = {
     e.HoldExpired.code: 409,
     e.AlreadyConfirmed.code: 409,
     e.HoldRevoked.code: 409,
+    e.NotConfirmed.code: 409,
+    e.NotInOrder.code: 409,
     e.ChargeCaptured.code: 409,
     e.ChargeNotInFlight.code: 409,
     e.ChargeInFlight.code: 409,

@@ -142,6 +142,22 @@ class NotRefunding(EngineError):
     summary = "the charge is not waiting for a refund"
 
 
+class NotConfirmed(EngineError):
+    """A refund of an order asked of a hold that is not a paid, confirmed order (`state`)."""
+
+    code = "not_confirmed"
+    summary = "the hold is not a confirmed order whose money we hold"
+    public = ("state",)
+
+
+class NotInOrder(EngineError):
+    """A refund named a seat or stock line the order does not hold (`item`)."""
+
+    code = "not_in_order"
+    summary = "the order does not hold this seat or these units"
+    public = ("item",)
+
+
 class NotAnException(EngineError):
     """An operator action meant for a hold in EXCEPTION, on a hold in another state."""
 

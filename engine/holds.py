@@ -96,6 +96,11 @@ class Charge:
     orphan: bool = False  # money we could not tie to a charge; refunded after the provider agrees
     final: bool = False  # its one terminal record exists (later provider moves add others)
     refunding_ms: int = 0  # when it last went REFUNDING (kept once REFUNDED), 0 if never
+    # Parts of an order given back (ADR 0043): a part names the charge it returns money of;
+    # that charge counts what its parts gave back, and what the provider gave back on its own.
+    part_of: str = ""
+    parted: int = 0
+    moved: int = 0  # PROVIDER_REFUNDED by less than it held: that amount (0: all of it)
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> "Charge":
@@ -120,15 +125,21 @@ class Charge:
             orphan=d["id"].startswith("orphan/"),
             final=bool(d["final"]) if "final" in d else d["state"] in _TERMINAL_CHARGE,
             refunding_ms=int(d.get("refunding_ms") or 0),
+            part_of=str(d.get("part_of") or ""),
+            parted=int(d.get("parted") or 0),
+            moved=int(d.get("moved") or 0),
         )
 
     @property
     def holds_money(self) -> int:
-        """Minor units the provider holds for us on this charge (docs/invariants.md)."""
+        """Minor units the provider holds for us on this charge (docs/invariants.md): what it
+        captured, less what its parts give back (those are charges of their own)."""
         if self.state == ChargeState.CAPTURED:
-            return self.captured or self.amount
+            return (self.captured or self.amount) - self.parted
         if self.state == ChargeState.REFUNDING:
-            return self.captured
+            return self.captured - self.parted
+        if self.state == ChargeState.PROVIDER_REFUNDED and self.moved:
+            return max(0, (self.captured or self.amount) - self.parted - self.moved)
         return 0
 
 

@@ -75,8 +75,30 @@ def event_of_charge_key(key: str) -> str | None:
     return m["event"] if m else None
 
 
+# A part of an order's money given back (ADR 0043) is a charge of its own, named after the
+# charge whose money it returns: '<winner>:r<12 hex>', the hex from the operator's
+# Idempotency-Key (all zeros: the rest given back after the provider returned a part itself).
+PART_SEP = ":r"
+_PART_RE = re.compile(r"^(?P<parent>.+~[0-9a-f]{24}):r[0-9a-f]{12}$")
+
+
+def part_id(winner: str, event_id: str, hold_id: str, client_key: str) -> str:
+    digest = hashlib.sha256("\x00".join((event_id, hold_id, "part", client_key)).encode())
+    return f"{winner}{PART_SEP}{digest.hexdigest()[:12]}"
+
+
+def part_parent(charge_id: str) -> str | None:
+    """The charge whose money a part gives back; None for any other charge."""
+    m = _PART_RE.match(charge_id)
+    return m["parent"] if m else None
+
+
 def valid_charge_id(value: str) -> bool:
-    return valid_id(value) or event_of_charge_key(value) is not None
+    return (
+        valid_id(value)
+        or event_of_charge_key(value) is not None
+        or event_of_charge_key(part_parent(value) or "") is not None
+    )
 
 
 def event_keys(event_id: str, prefix: str = PREFIX) -> list[str]:

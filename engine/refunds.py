@@ -74,7 +74,14 @@ class RefundWorker:
         try:
             if charge.attempt_id and not await self._provider_agrees(event_id, charge):
                 return
-            await self.provider.refund(charge.key, charge.attempt_id)
+            # A part of an order (ADR 0043) is exactly its amount, once per part; any other
+            # refund is whatever the attempt still holds, once per attempt.
+            if charge.part_of:
+                await self.provider.refund(
+                    charge.key, charge.attempt_id, amount=charge.amount, part=charge.charge_id
+                )
+            else:
+                await self.provider.refund(charge.key, charge.attempt_id)
         except (ProviderTimeout, ProviderRefused) as exc:
             # A refused refund (e.g. the provider says it never captured) is retried slowly
             # and stays visible in the ops view; it is never dropped.

@@ -110,6 +110,18 @@ class RevokeCode(StrEnum):
     NOT_FOUND = "NOT_FOUND"
 
 
+class HoldRefundCode(StrEnum):
+    """lua/hold_refund.lua: part (or all) of a confirmed order given back (ADR 0043)."""
+
+    PART = "PART"
+    WHOLE = "WHOLE"
+    REPLAY = "REPLAY"
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    NOT_CONFIRMED = "NOT_CONFIRMED"
+    NOT_IN_ORDER = "NOT_IN_ORDER"
+    NOT_FOUND = "NOT_FOUND"
+
+
 class EventCreateCode(StrEnum):
     CREATED = "CREATED"
     EXISTS = "EXISTS"
@@ -337,6 +349,7 @@ REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
         "charge_reversal": ReversalCode,
         "charge_refund": RefundCode,
         "hold_revoke": RevokeCode,
+        "hold_refund": HoldRefundCode,
         "queue_setup": QueueSetupCode,  # the waiting room (ADR 0029)
         "queue_poll": QueuePollCode,
         "queue_use": QueueUseCode,

@@ -67,6 +67,8 @@ class Restore:
                 charge.captured,
                 charge.key,
                 int(charge.final),
+                charge.part_of,
+                charge.parted,
             ],
         )
         return RestoreCode(reply[0])

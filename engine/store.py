@@ -22,6 +22,7 @@ from engine.holds import (
 )
 from engine.lifecycle import Lifecycle
 from engine.notes import Notes
+from engine.order_refunds import OrderRefunds
 from engine.pipeline import AutoPipeline
 from engine.prices import save_prices
 from engine.reads import Reads
@@ -101,6 +102,7 @@ class Store:
         self.notes = Notes(client, prefix=prefix, timeout_s=timeout_s)  # beside the state
         self.stock = Stock(runner)  # quantity stock: create, correct, read (ADR 0022)
         self.lifecycle = Lifecycle(runner)  # open, close, cancel (ADR 0025)
+        self.order_refunds = OrderRefunds(runner)  # an order's money given back (ADR 0043)
 
     # -- plumbing -------------------------------------------------------------------------
 

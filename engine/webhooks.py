@@ -12,6 +12,7 @@ same transaction (nothing else is ever notified):
 | hold, EXCEPTION -> REVOKED (operator, or a lost dispute under `revoke`) | `exception.resolved` |
 | hold, EXCEPTION -> CONFIRMED (a dispute won: reinstated) | `exception.resolved` |
 | hold, CONFIRMED -> REVOKED (money left under `reversal_policy: revoke`) | `order.revoked` |
+| charge -> REFUNDED, a part of an order whose charge won (ADR 0043) | `order.partially_refunded` |
 | correction (a stock event's on-hand count set or adjusted) | `stock.corrected` |
 
 "Won its hold" is read from the ledger when the row is written: the charge's terminal CAPTURED
@@ -30,6 +31,7 @@ from typing import Any
 import orjson
 from standardwebhooks.webhooks import Webhook
 
+from engine.keys import part_parent
 from engine.orders import order_number
 from engine.records import OutboxRecord, RecordKind
 from engine.states import ChargeState, HoldState
@@ -38,6 +40,7 @@ from engine.stock_lines import lines_of
 ORDER_CONFIRMED = "order.confirmed"
 ORDER_REFUNDED = "order.refunded"
 ORDER_REVOKED = "order.revoked"
+ORDER_PARTIALLY_REFUNDED = "order.partially_refunded"
 EXCEPTION_OPENED = "exception.opened"
 EXCEPTION_RESOLVED = "exception.resolved"
 STOCK_CORRECTED = "stock.corrected"
@@ -45,6 +48,7 @@ EVENT_TYPES: tuple[str, ...] = (
     ORDER_CONFIRMED,
     ORDER_REFUNDED,
     ORDER_REVOKED,
+    ORDER_PARTIALLY_REFUNDED,
     EXCEPTION_OPENED,
     EXCEPTION_RESOLVED,
     STOCK_CORRECTED,
@@ -127,6 +131,11 @@ def _order(r: OutboxRecord, charge_id: str) -> dict[str, Any]:
 
 def _charge_notification(r: OutboxRecord) -> tuple[str, dict[str, Any], str] | None:
     money = r.captured or r.amount
+    parent = part_parent(r.entity_id)
+    if parent is not None:  # a part of the order: told once its money is back
+        if r.to_state != ChargeState.REFUNDED:
+            return None
+        return ORDER_PARTIALLY_REFUNDED, {**_order(r, parent), "amount": money}, parent
     if r.to_state == ChargeState.CAPTURED and r.terminal:
         return ORDER_CONFIRMED, {**_order(r, r.entity_id), "amount": money}, ""
     if r.to_state in REFUNDED_BY:

@@ -13,13 +13,15 @@ import logging
 import random
 import secrets
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 import httpx
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
+
+from loadtest.provider_sim_attempt import Attempt
 
 log = logging.getLogger("onsale.provider_sim")
 
@@ -49,26 +51,6 @@ class SimConfig:
 
 
 SENDS_MAX = 64  # callbacks in flight at once (and the HTTP client's connections)
-
-
-@dataclass
-class Attempt:
-    attempt_id: str
-    intent_id: str
-    idempotency_key: str
-    amount: int
-    currency: str
-    metadata: dict[str, Any]
-    status: str = "processing"  # processing | captured | declined | failed
-    created_s: float = field(default_factory=time.time)
-    late_until_s: float = 0.0  # a late success answers every call for its key 504 until then
-    refunds: list[str] = field(default_factory=list)
-    disputed: str = ""  # "" | open | won | lost
-    disputed_s: float = 0.0  # when the dispute was opened
-    captured_amount: int = 0  # what was actually captured (a planted capture may differ)
-    # While the buyer's page has not confirmed it (buyer_confirms): requires_payment_method,
-    # then requires_action while 3-D Secure asks; "" once confirmed (or never asked).
-    stage: str = ""
 
 
 def reply(data: Any, status: int = 200) -> Response:
@@ -206,7 +188,8 @@ class Simulator:
             "currency": a.currency,
             "status": a.status,
             "metadata": a.metadata,
-            "refunded": bool(a.refunds),
+            "refunded": a.refunded,
+            "amount_refunded": a.refunded_amount,
             "disputed": a.disputed,
         }
 
@@ -316,33 +299,43 @@ class Simulator:
         a = self.by_attempt.get(body.get("attempt_id", "")) or self.by_key.get(
             body.get("idempotency_key", "")
         )
-        refusal = self.refusal(a)
+        amount = body.get("amount")
+        refusal = self.refusal(a, amount)
         if refusal is not None:
             return reply(refusal, 503 if refusal["error"] == "processor_unavailable" else 409)
         assert a is not None
-        refund = self.refund(a, requested_by="merchant")
+        refund = self.refund(a, requested_by="merchant", amount=amount)
         self.refunds[key] = refund
         return reply(refund, 201)
 
-    def refusal(self, a: Attempt | None) -> dict[str, Any] | None:
-        """Why the attempt cannot be refunded now (None: it can)."""
+    def refusal(self, a: Attempt | None, amount: Any = None) -> dict[str, Any] | None:
+        """Why the attempt cannot be refunded now, all it holds or `amount` of it (None: it
+        can)."""
         if a is None or a.status != "captured":
             return {"error": "not_captured"}
-        if a.refunds:  # never refunds more than it captured
+        if a.refunded:  # never refunds more than it captured
             return {"error": "already_refunded", "refund_id": a.refunds[0]}
+        if amount is not None and (
+            not isinstance(amount, int) or isinstance(amount, bool) or amount < 1
+        ):
+            return {"error": "invalid_amount"}
+        if amount is not None and amount > a.unrefunded:
+            return {"error": "amount_too_large", "unrefunded": a.unrefunded}
         if a.disputed in ("open", "lost"):
             return {"error": "charge_disputed"}
         if self.rng.random() < self.config.refund_fail_rate:
             return {"error": "processor_unavailable"}
         return None
 
-    def refund(self, a: Attempt, *, requested_by: str) -> dict[str, Any]:
+    def refund(self, a: Attempt, *, requested_by: str, amount: int | None = None) -> dict[str, Any]:
+        """Give back `amount` of the attempt (default: all it still holds)."""
+        amount = a.unrefunded if amount is None else amount
         refund_id = f"re_{self.run}_{next(self.ids)}"
         refund = {
             "refund_id": refund_id,
             "attempt_id": a.attempt_id,
             "idempotency_key": a.idempotency_key,
-            "amount": a.captured_amount,
+            "amount": amount,
             "currency": a.currency,
             "status": "succeeded",
             "requested_by": requested_by,  # merchant (our API) | provider (its dashboard)
@@ -350,8 +343,9 @@ class Simulator:
             "created": int(time.time()),
         }
         a.refunds.append(refund_id)
+        a.refunded_amount += amount
         self.refund_log[refund_id] = refund
-        self.money("refund", a, a.captured_amount)
+        self.money("refund", a, amount)
         self.ledger[-1]["requested_by"] = requested_by
         self.emit("refund.succeeded", a, refund, self.delay_s())
         if self.wire.name == "stripe" and self.rng.random() < self.config.refund_updated_rate:

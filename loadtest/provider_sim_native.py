@@ -5,7 +5,8 @@ import time
 from typing import Any
 
 from engine.signing import HEADER, sign
-from loadtest.provider_sim_charges import Attempt, Simulator
+from loadtest.provider_sim_attempt import Attempt
+from loadtest.provider_sim_charges import Simulator
 
 
 class NativeWire:

@@ -11,7 +11,8 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from loadtest.provider_sim_charges import Attempt, Simulator, reply
+from loadtest.provider_sim_attempt import Attempt
+from loadtest.provider_sim_charges import Simulator, reply
 
 
 class Contradictions:
@@ -49,11 +50,13 @@ class Contradictions:
         return reply(self.sim.charge_data(b), 201)
 
     async def refund(self, request: Request) -> Response:
-        """A refund made from the provider's dashboard: nobody asked us."""
+        """A refund made from the provider's dashboard: nobody asked us. All the attempt still
+        holds, or `amount` of it."""
         a = self._planted(request)
-        if a is None or a.status != "captured" or a.refunds:
+        amount = orjson.loads(await request.body() or b"{}").get("amount")
+        if a is None or self.sim.refusal(a, amount) is not None:
             return reply({"error": "not_refundable"}, 409)
-        return reply(self.sim.refund(a, requested_by="provider"), 201)
+        return reply(self.sim.refund(a, requested_by="provider", amount=amount), 201)
 
     async def dispute(self, request: Request) -> Response:
         """A dispute (chargeback): `open` withdraws the money, `won` gives it back, `lost`

@@ -11,7 +11,8 @@ import time
 from typing import Any
 
 from engine.signing import sign
-from loadtest.provider_sim_charges import Attempt, Simulator
+from loadtest.provider_sim_attempt import Attempt
+from loadtest.provider_sim_charges import Simulator
 
 API_VERSION = "2026-10-28.endive"  # what the stripe library in use speaks
 SIGNATURE_HEADER = "Stripe-Signature"
@@ -96,14 +97,14 @@ def charge(a: Attempt) -> dict[str, Any]:
     return {
         "id": a.attempt_id, "object": "charge", "amount": a.amount,
         "amount_captured": a.captured_amount if captured else 0,
-        "amount_refunded": a.captured_amount if a.refunds else 0,
+        "amount_refunded": a.refunded_amount,
         "balance_transaction": None, "captured": captured, "created": int(a.created_s),
         "currency": a.currency.lower(), "customer": None, "description": None,
         "disputed": bool(a.disputed), "failure_code": error.get("code"),
         "failure_message": error.get("message"), "livemode": False,
         "metadata": dict(a.metadata), "outcome": OUTCOMES.get(a.status), "paid": captured,
         "payment_intent": a.intent_id, "payment_method": "pm_card_visa",
-        "refunded": bool(a.refunds), "status": status,
+        "refunded": a.refunded, "status": status,
     }  # fmt: skip
 
 

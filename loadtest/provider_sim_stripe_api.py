@@ -19,7 +19,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from loadtest import provider_sim_stripe as wire
-from loadtest.provider_sim_charges import Attempt, Simulator
+from loadtest.provider_sim_attempt import Attempt
+from loadtest.provider_sim_charges import Simulator
 
 _KEY_PART = re.compile(r"\[([^\]]*)\]")
 _SEARCH = re.compile(r"""^\s*metadata\[['"]([^'"]+)['"]\]\s*:\s*['"]([^'"]*)['"]\s*$""")
@@ -209,11 +210,12 @@ class StripeApi:
         if replay is not None:
             return replay
         a = self._refunded_attempt(params)
-        refusal = self.sim.refusal(a)
+        amount = int(params["amount"]) if str(params.get("amount", "")).isdigit() else None
+        refusal = self.sim.refusal(a, amount)
         if refusal is not None:
             return _refusal(refusal, a)
         assert a is not None
-        r = self.sim.refund(a, requested_by="merchant")
+        r = self.sim.refund(a, requested_by="merchant", amount=amount)
         r["request_metadata"] = params.get("metadata", {})
         return self._answer("refund", key, params, wire.refund(self.sim, r))
 
@@ -256,6 +258,10 @@ def _refusal(refusal: dict[str, Any], a: Attempt | None) -> Response:
         return error(400, "invalid_request_error",
                      f"Charge {a.attempt_id} has already been refunded.",
                      "charge_already_refunded")  # fmt: skip
+    if why == "amount_too_large":
+        return error(400, "invalid_request_error",
+                     f"Refund amount is greater than unrefunded amount on charge "
+                     f"({refusal['unrefunded']}).", "amount_too_large")  # fmt: skip
     if why == "charge_disputed":
         return error(400, "invalid_request_error", "This charge is disputed.", "charge_disputed")
     return error(400, "invalid_request_error", "This charge has no captured money to refund.",

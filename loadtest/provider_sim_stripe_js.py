@@ -28,7 +28,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from loadtest import provider_sim_stripe as wire
-from loadtest.provider_sim_charges import Attempt, Simulator
+from loadtest.provider_sim_attempt import Attempt
+from loadtest.provider_sim_charges import Simulator
 from loadtest.provider_sim_stripe_api import error, ok
 
 CARD_3DS = "4000002760003184"

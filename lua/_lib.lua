@@ -416,11 +416,51 @@ end
 -- After the sale: the winning money of a CONFIRMED hold moved at the provider. EXCEPTION keeps
 -- the seat assigned (SOLD) for an operator; REVOKED puts it back on sale; CONFIRMED again when
 -- a dispute is won. Non-terminal records (the CONFIRMED terminal record stays the decision).
+-- A part of charge c's money given back (ADR 0043): a charge of its own, REFUNDING for
+-- `amount` on c's provider attempt and key, naming the goods it paid for (`seat`) and its
+-- parent (`part_of`); c counts it in `parted`, so what c still holds is its capture less its
+-- parts. The refund worker asks the provider for exactly `amount`, idempotent by part_id.
+local function part_refund(ctx, c, part_id, goods, amount, reason)
+  local p = { id = part_id, key = c.key or c.id, hold = c.hold, seat = goods, login = c.login,
+    state = REFUNDING, attempt = c.attempt, intent = c.intent, refund_only = 0, amount = amount,
+    captured = amount, created_ms = ctx.now, decided_ms = ctx.now, refund_attempts = 0,
+    reason = reason, final = 0, part_of = c.id }
+  put_charge(p)
+  redis.call('ZADD', K_REFUNDS, ctx.now, part_id)
+  local h = get_hold(c.hold)  -- listed with the hold's charges: its views show the part
+  if h then
+    h.charges = h.charges == '' and part_id or h.charges .. ',' .. part_id
+    put_hold(h)
+  end
+  c.parted = (c.parted or 0) + amount
+  put_charge(c)
+  emit(ctx, 'charge', part_id, '', REFUNDING, 0, nil, p, reason)
+  return p
+end
+
+-- What the provider captured on charge c, and what of it is still there after our parts.
+local function money_captured(c)
+  if (c.captured or 0) > 0 then return c.captured end
+  return c.amount
+end
+
+-- A hold's seats back on sale while its winner's money only partly left at the provider (its
+-- own partial refund, `moved`): the rest is given back too, never kept without a seat.
+local function give_back_rest(ctx, h)
+  local c = h.winner ~= '' and get_charge(h.winner) or nil
+  if not c or c.state ~= PROVIDER_REFUNDED or (c.moved or 0) == 0 then return end
+  local rest = money_captured(c) - (c.parted or 0) - c.moved
+  if rest > 0 then
+    part_refund(ctx, c, c.id .. ':r000000000000', h.seat, rest, 'rest_of_partial_refund')
+  end
+end
+
 local function hold_after_sale(ctx, h, to, reason, suffix)
   local from = h.state
   if to == REVOKED then
     seat_move(h, nil)
     count_bought(h.login, -units_of(h))
+    give_back_rest(ctx, h)
   end
   h.state = to
   h.reason = reason

@@ -45,11 +45,19 @@ local function move_apply(ctx, c, h, move)
       charge_record(ctx, c, REFUNDING, h, c.reason)
       return 'REFUNDED'
     elseif c.state == CAPTURED then
+      -- Less than the charge holds: our own parts as the provider reports them (a cumulative
+      -- amount within what parts gave back), or a part the provider gave back on its own.
+      -- Which seats that paid for is not ours to guess: the order is treated as the money
+      -- left, and the rest is given back when its seats go back on sale (ADR 0043).
+      local amount, parted = tonumber(move.claimed.amount), c.parted or 0
+      if amount and amount > 0 and amount <= parted then return 'DUPLICATE' end
+      local partly = amount and amount > parted and amount < money_captured(c)
       c.state = PROVIDER_REFUNDED
+      if partly then c.moved = amount - parted end
       charge_record(ctx, c, CAPTURED, h, reason, pev)
       if wins and h.state == CONFIRMED then
         hold_after_sale(ctx, h, ctx.cfg.reversal_policy == 'revoke' and REVOKED or EXCEPTION,
-          'money_refunded_at_provider', pev)
+          partly and 'money_partly_refunded_at_provider' or 'money_refunded_at_provider', pev)
       end
       return 'MONEY_LEFT'
     elseif c.state == REFUNDED or c.state == PROVIDER_REFUNDED then

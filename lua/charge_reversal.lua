@@ -68,10 +68,12 @@ if unbound then
   return finish('NOTED', c, h)
 end
 local amount = tonumber(amount_raw)
-local held = c.amount
-if (c.captured or 0) > 0 then held = c.captured end
-if not move_early(c, kind) and amount ~= held then
-  -- Partial movements are not modelled: the whole charge is treated as moved, and ops see it.
+local held, parted = money_captured(c), c.parted or 0
+-- The amount the charge holds, or what is left after our parts, or (a refund) our parts as the
+-- provider reports them: expected. Anything else is applied as _money.lua says, and ops see it.
+local expected = amount == held or amount == held - parted
+  or (kind == 'REFUND' and amount and amount > 0 and amount <= parted)
+if not move_early(c, kind) and not expected then
   raise_alert(ctx, 'pev/' .. pev, h, c, 'partial_or_wrong_amount:' .. string.lower(kind), claimed)
 end
 local code = move_apply(ctx, c, h, move)

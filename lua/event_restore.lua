@@ -6,7 +6,9 @@ ARGV[1] HOLD: ARGV[2] hold_id ARGV[3] login ARGV[4] seat ARGV[5] winner charge i
 ARGV[1] CHARGE: ARGV[2] charge_id ARGV[3] state ARGV[4] hold_id ('' if the hold is gone)
   ARGV[5] seat ARGV[6] login ARGV[7] amount ARGV[8] attempt ARGV[9] intent ARGV[10] decided_ms
   ARGV[11] refund_only (1|0)   ARGV[12] captured amount   ARGV[13] provider key ('' = charge id)
-  ARGV[14] final (1|0: its terminal record is in the ledger)
+  ARGV[14] final (1|0: its terminal record is in the ledger)   ARGV[15] part_of (a part of an
+  order: the charge whose money it gives back, ADR 0043; '')   ARGV[16] parted (what its parts
+  give back)
 ARGV[1] STOCK: ARGV[2] sku ARGV[3] location ARGV[4] on hand (the ledger's last correction)
 ARGV[1] CORRECTION: ARGV[2] correction id ARGV[3] its json (kept so a replay stays a replay)
 Returns {code, ...}: RESTORED | EXISTS | NOT_DRAFT | SEAT_NOT_FREE | NOT_FOUND
@@ -75,8 +77,10 @@ elseif ARGV[1] == 'CHARGE' then
     decided_ms = tonumber(ARGV[10]), refund_attempts = 0, reason = 'restored',
     captured = tonumber(ARGV[12]) or 0, key = (ARGV[13] ~= nil and ARGV[13] ~= '') and ARGV[13]
     or charge_id, final = tonumber(ARGV[14]) or 0 }
+  if (ARGV[15] or '') ~= '' then c.part_of = ARGV[15] end
+  if (tonumber(ARGV[16]) or 0) > 0 then c.parted = tonumber(ARGV[16]) end
   put_charge(c)
-  if c.attempt ~= '' then redis.call('HSET', K_ATTEMPTS, c.attempt, charge_id) end
+  if c.attempt ~= '' and not c.part_of then redis.call('HSET', K_ATTEMPTS, c.attempt, charge_id) end
   if state == REFUNDING then redis.call('ZADD', K_REFUNDS, 0, charge_id) end
   return { 'RESTORED' }
 elseif ARGV[1] == 'STOCK' then

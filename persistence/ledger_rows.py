@@ -5,6 +5,7 @@ query in persistence/queries.sql (`decisions`, `holds`, `charges`, `refunds`,
 from dataclasses import astuple, dataclass, field
 from typing import Any
 
+from engine import keys
 from engine.event_details import EventDetails
 from engine.reads import stream_id
 from engine.records import OutboxRecord, RecordKind
@@ -103,6 +104,7 @@ class Rows:
                 (
                     r.event_id, r.entity_id, r.hold_id, r.seat_id, r.to_state, r.amount,
                     r.attempt_id, r.intent_id, *common, r.captured,
+                    keys.part_parent(r.entity_id) or "",  # a part of an order: its charge
                 )
             )  # fmt: skip
             if r.to_state in REFUND_STATES:

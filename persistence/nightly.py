@@ -35,62 +35,22 @@ Classes:
   (persistence/stock_ledger.py). Never repaired: a person finds out which side is right."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import asyncpg
 
-from engine import keys
 from engine.holds import Charge, Hold, ProviderReversal
-from engine.providers import (
-    DISPUTE_STILL_OUT,
-    LEDGER_MONEY_SIGN,
-    MoneyMovement,
-    Provider,
-    ProviderCharge,
-)
+from engine.providers import DISPUTE_STILL_OUT, MoneyMovement, Provider, ProviderCharge
 from engine.reads import stream_id
 from engine.reconcile import provider_record_outcome
 from engine.states import ChargeState, HoldState
 from engine.store import Store
 from persistence.nightly_report import CLASSES, Discrepancy, EventReport
+from persistence.provider_money import ProviderAttempt, provider_attempts
 from persistence.queries import Q
 from persistence.stock_ledger import stock_mismatches
 from persistence.writer import LedgerWriter
 
 SOLD = (HoldState.CONFIRMED, HoldState.EXCEPTION)
-
-
-@dataclass
-class ProviderAttempt:
-    """What the provider's ledger says one attempt holds for us."""
-
-    attempt_id: str
-    key: str
-    captured: int = 0
-    net: int = 0
-    refunded: bool = False
-    withdrawn: bool = False
-
-
-def owner_event(entry: MoneyMovement) -> str:
-    """The event an attempt's money belongs to: the one our key names, else its metadata's."""
-    return keys.event_of_charge_key(str(entry["idempotency_key"])) or str(entry.get("event_id", ""))
-
-
-def provider_attempts(
-    entries: Sequence[MoneyMovement], event_id: str
-) -> dict[str, ProviderAttempt]:
-    out: dict[str, ProviderAttempt] = {}
-    for e in entries:
-        if e["kind"] not in LEDGER_MONEY_SIGN or owner_event(e) != event_id:
-            continue
-        a = out.setdefault(e["attempt_id"], ProviderAttempt(e["attempt_id"], e["idempotency_key"]))
-        a.net += LEDGER_MONEY_SIGN[e["kind"]] * int(e["amount"])
-        if e["kind"] == "capture":
-            a.captured += int(e["amount"])
-        a.refunded |= e["kind"] == "refund"
-        a.withdrawn |= e["kind"] == "dispute_withdrawal"
-    return out
 
 
 class _Event:
@@ -291,7 +251,7 @@ class _Event:
             if c.state != ChargeState.REFUNDING or c.parked or c.charge_id in self.repaired:
                 continue  # (one this run just sent back is the refund queue's, not overdue)
             pa = self.attempts.get(c.attempt_id)
-            if pa is not None and pa.refunded:
+            if pa is not None and pa.refunded and not c.part_of:
                 record = await self.record(c.attempt_id)
                 if record is not None:
                     await self.reverse(c, record, "REFUND")
@@ -313,12 +273,21 @@ class _Event:
         moves at the provider first): a refund the provider made that we have not recorded yet
         is on its way, not a discrepancy."""
         provider_net = sum(pa.net for pa in fresh.values())
+        # Per attempt: what our charges say it holds, less any of its refunds that already
+        # landed (a part of an order is one of several refunds of one attempt, ADR 0043).
+        held: dict[str, list[int]] = {}
+        for c in self.charges.values():
+            if not c.parked:
+                due = held.setdefault(c.attempt_id, [0, 0])
+                due[0] += c.holds_money
+                due[1] += c.holds_money if c.state == ChargeState.REFUNDING else 0
 
-        def holds(c: Charge) -> int:
-            landed = c.state == ChargeState.REFUNDING and fresh.get(c.attempt_id)
-            return 0 if landed and landed.refunded else c.holds_money
+        def holds(attempt_id: str, ours: int, refunding: int) -> int:
+            pa = fresh.get(attempt_id)
+            landed = pa is not None and ours - refunding <= pa.net < ours
+            return pa.net if landed and pa is not None else ours
 
-        expected = sum(holds(c) for c in self.charges.values() if not c.parked)
+        expected = sum(holds(a, *due) for a, due in held.items())
         parked = sum(c.holds_money for c in self.charges.values() if c.parked)
         self.report.provider_net, self.report.expected_net = provider_net, expected
         # A parked refund is money the provider's own records say is not this charge's: it is

@@ -17,13 +17,14 @@ insert into holds as h (event_id, hold_id, seat_id, login, state, winner, policy
 values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 on conflict (event_id, hold_id) do update set
   state = excluded.state, winner = excluded.winner, decided_at_ms = excluded.decided_at_ms,
+  seat_id = excluded.seat_id,
   stream_ms = excluded.stream_ms, stream_seq = excluded.stream_seq
 where (h.stream_ms, h.stream_seq) < (excluded.stream_ms, excluded.stream_seq)
 
 -- name: upsert_charge
 insert into charges as c (event_id, charge_id, hold_id, seat_id, state, amount, attempt_id,
-  intent_id, policy, decided_at_ms, stream_ms, stream_seq, captured)
-values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+  intent_id, policy, decided_at_ms, stream_ms, stream_seq, captured, part_of)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 on conflict (event_id, charge_id) do update set
   state = excluded.state, attempt_id = excluded.attempt_id, intent_id = excluded.intent_id,
   captured = excluded.captured,
@@ -62,20 +63,21 @@ select event_id, hold_id, seat_id, login, state, winner, policy, decided_at_ms, 
 from staged_holds order by stream_ms, stream_seq
 on conflict (event_id, hold_id) do update set
   state = excluded.state, winner = excluded.winner, decided_at_ms = excluded.decided_at_ms,
+  seat_id = excluded.seat_id,
   stream_ms = excluded.stream_ms, stream_seq = excluded.stream_seq
 where (h.stream_ms, h.stream_seq) < (excluded.stream_ms, excluded.stream_seq)
 
 -- name: bulk_upsert_charges
 -- upsert_charge for a batch: one row per charge (its latest), in the order of the arrays.
 insert into charges as c (event_id, charge_id, hold_id, seat_id, state, amount, attempt_id,
-  intent_id, policy, decided_at_ms, stream_ms, stream_seq, captured)
+  intent_id, policy, decided_at_ms, stream_ms, stream_seq, captured, part_of)
 select event_id, charge_id, hold_id, seat_id, state, amount, attempt_id, intent_id, policy,
-  decided_at_ms, stream_ms, stream_seq, captured
+  decided_at_ms, stream_ms, stream_seq, captured, part_of
 from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
   $7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[],
-  $13::bigint[]) with ordinality
+  $13::bigint[], $14::text[]) with ordinality
   as t(event_id, charge_id, hold_id, seat_id, state, amount, attempt_id, intent_id, policy,
-  decided_at_ms, stream_ms, stream_seq, captured, n)
+  decided_at_ms, stream_ms, stream_seq, captured, part_of, n)
 order by n
 on conflict (event_id, charge_id) do update set
   state = excluded.state, attempt_id = excluded.attempt_id, intent_id = excluded.intent_id,

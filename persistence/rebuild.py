@@ -33,8 +33,8 @@ ledger.
   replayed correction id is answered as a replay; then the holds, a sold one taking its lines
   from available to sold (all of them or none)."""
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field, replace
 
 import asyncpg
 
@@ -304,7 +304,11 @@ async def _restore_charges(
 ) -> None:
     final = {r[0] for r in await conn.fetch(Q["event_final_charges"], event_id)}
     rows = {r["charge_id"]: r for r in await conn.fetch(Q["event_charges"], event_id)}
-    restored = [_winner(c, rows.pop(c, None), w, amount_of(w[1])) for c, w in winners.items()]
+    parted = parts_given_back(rows.values())
+    restored = [
+        replace(_winner(c, rows.pop(c, None), w, amount_of(w[1])), parted=parted.get(c, 0))
+        for c, w in winners.items()
+    ]
     restored += [_other(c, r, c in final, paying.get(c, "")) for c, r in rows.items()]
     for charge in restored:
         _restored(await store.restore.charge(event_id, charge), f"charge {charge.charge_id}")
@@ -343,6 +347,15 @@ def _winner(
     )
 
 
+def parts_given_back(rows: Iterable[asyncpg.Record]) -> dict[str, int]:
+    """What the parts of each order gave back (ADR 0043), by the charge they are parts of."""
+    out: dict[str, int] = {}
+    for r in rows:
+        if r["part_of"]:
+            out[r["part_of"]] = out.get(r["part_of"], 0) + int(r["amount"])
+    return out
+
+
 def _other(charge_id: str, r: asyncpg.Record, final: bool, hold_id: str) -> Charge:
     """Every other charge: resolve-by-refund (its hold is gone, or restored as an ended record
     when the ledger knew it only through this charge); captured without winning a hold we still
@@ -350,7 +363,7 @@ def _other(charge_id: str, r: asyncpg.Record, final: bool, hold_id: str) -> Char
     state = ChargeState(r["state"])
     if state == ChargeState.CAPTURED:
         state = ChargeState.REFUNDING
-    return Charge(
+    charge = Charge(
         charge_id=charge_id,
         hold_id=hold_id,
         seat_id=r["seat_id"],
@@ -367,3 +380,8 @@ def _other(charge_id: str, r: asyncpg.Record, final: bool, hold_id: str) -> Char
         captured=r["captured"] or (r["amount"] if state == ChargeState.REFUNDING else 0),
         final=final,
     )
+    parent = r["part_of"]
+    if not parent:
+        return charge
+    # A part of an order (ADR 0043): its hold's, refunded on its order's provider key.
+    return replace(charge, hold_id=r["hold_id"], refund_only=False, key=parent, part_of=parent)

@@ -1,6 +1,6 @@
-"""Admin (create a seat or stock event, open sale, revoke a seat whose money left, retry a refund)
-and ops (the exceptions view, with the capture-to-refund bound). Admin token required. Stock
-corrections are in api/routes/stock.py."""
+"""Admin (create a seat or stock event, open sale, revoke a seat whose money left) and ops (the
+exceptions view, with the capture-to-refund bound). Admin token required. Stock corrections are
+in api/routes/stock.py, refunds an operator makes in api/routes/refunds.py."""
 
 import re
 from dataclasses import dataclass
@@ -28,7 +28,6 @@ from api.validate import (
     query_integer,
     whole,
 )
-from engine import keys
 from engine.event_catalogue import describe
 from engine.holds import Alert, Charge, Hold, SeatSpec
 from engine.seatmap import SeatPlace, save_layout
@@ -40,8 +39,6 @@ KINDS = ("seats", "stock")
 STOCK_ONLY = ("locations", "skus")
 SEAT_FIELDS = frozenset(("seat_id", "rank", "section", *PLACE_FIELDS))  # places: ADR 0028
 OPEN_FIELDS = frozenset(("opens_at_ms", "reschedule"))
-RETRY_FIELDS = frozenset(("charge_id",))
-ORPHAN = "orphan/"  # money we could not tie to a charge: its id is the provider's attempt's
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,33 +193,6 @@ async def revoke_hold(request: Request) -> Response:
     await c.store.revoke_hold(event_id, hold_id, "admin")
     h = await c.store.read.hold(event_id, hold_id)
     return json_response({"hold_id": hold_id, "state": h.state, "seat_id": h.seat_id})
-
-
-@endpoint("admin_retry_refund")
-async def retry_refund(request: Request) -> Response:
-    """A person's "retry this refund now": a refund waiting for its next attempt (after the
-    provider timed out or refused) is made due at once, and a parked one is unparked. The refund
-    worker still asks the provider whose money it is before refunding, so a retry cannot return
-    money that is not this charge's; a disowned refund is parked again. Idempotent. Only for a
-    charge in REFUNDING (409 not_refunding, with its state, otherwise)."""
-    c = ctx(request)
-    c.require_admin(request)
-    event_id = path_id(request, "event_id")
-    body = obj(await read_json(request, c.settings.body_max_bytes))
-    only(body, RETRY_FIELDS, "refund retry")
-    charge_id = body.get("charge_id")
-    if not isinstance(charge_id, str) or not keys.valid_charge_id(charge_id.removeprefix(ORPHAN)):
-        raise ApiError(400, "invalid_request", "charge_id must be a charge id (orphan/ allowed)")
-    attempts, was_parked = await c.store.retry_refund(event_id, charge_id)
-    return json_response(
-        {
-            "charge_id": charge_id,
-            "state": ChargeState.REFUNDING,
-            "due_now": True,
-            "refund_attempts": attempts,
-            "was_parked": was_parked,
-        }
-    )
 
 
 def percentile(ordered: list[int], pct: int) -> int | None:

@@ -38,10 +38,12 @@ def order_view(
         goods = {"seat_ids": list(h.seat_ids)}
         if prices:
             goods["seat_prices"] = dict(zip(h.seat_ids, prices, strict=True))
-        amount = winner.amount if winner is not None else None
+        amount = winner.amount - winner.parted if winner is not None else None
+    # Parts given back (ADR 0043): the order's amount is what it still paid for.
+    refunded = winner.parted if winner is not None else 0
     number = order_number(event_id, h.hold_id)
-    return {"order_number": number, **goods, "amount": amount, "currency": currency,
-            "charge_id": h.winner}  # fmt: skip
+    return {"order_number": number, **goods, "amount": amount, "refunded": refunded,
+            "currency": currency, "charge_id": h.winner}  # fmt: skip
 
 
 def hold_view(

@@ -50,7 +50,8 @@ class ProviderCharge:
     amount: int | None = None  # None: the provider sent something that is not an integer
     currency: str = ""
     metadata: dict[str, str] | None = None
-    refunded: bool = False  # the provider has refunded it (ours or its own)
+    refunded: bool = False  # the provider has refunded it in full (ours or its own)
+    amount_refunded: int = 0  # minor units refunds gave back so far (parts included)
     disputed: str = ""  # "" | open | won | lost
     # What the buyer's page needs to confirm the payment with the provider itself (Stripe: the
     # PaymentIntent's client secret, for Stripe.js); "" when the provider needs nothing.
@@ -141,9 +142,12 @@ class Provider(Protocol):
         """Every attempt made on one intent, oldest first ([] if it has none)."""
         ...
 
-    async def refund(self, charge_key: str, attempt_id: str) -> str:
-        """Refund the captured attempt (by key when the attempt is unknown), idempotent per
-        attempt (`refund-<attempt>`); returns the provider's refund id."""
+    async def refund(
+        self, charge_key: str, attempt_id: str, *, amount: int | None = None, part: str = ""
+    ) -> str:
+        """Refund the captured attempt (by key when the attempt is unknown): all it still holds,
+        idempotent per attempt (`refund-<attempt>`), or `amount` of it for a part of an order
+        (ADR 0043), idempotent per part (`refund-<part>`); returns the provider's refund id."""
         ...
 
     async def money_movements(self) -> list[MoneyMovement]:

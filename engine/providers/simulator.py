@@ -171,14 +171,19 @@ class SimulatorProvider:
         data = await self._call("GET", f"/v1/intents/{intent_id}")
         return [record(a) for a in data["attempts"]] if data else []
 
-    async def refund(self, charge_key: str, attempt_id: str) -> str:
-        """Refund the captured attempt; idempotent by attempt (one refund per attempt, whoever
-        asks). Returns the refund id."""
+    async def refund(
+        self, charge_key: str, attempt_id: str, *, amount: int | None = None, part: str = ""
+    ) -> str:
+        """Refund what the captured attempt still holds, or `amount` of it (a part); idempotent
+        by attempt, or by part. Returns the refund id."""
+        body: dict[str, Any] = {"attempt_id": attempt_id, "idempotency_key": charge_key}
+        if amount is not None:
+            body["amount"] = amount
         data = await self._call(
             "POST",
             "/v1/refunds",
-            json={"attempt_id": attempt_id, "idempotency_key": charge_key},
-            headers={"Idempotency-Key": f"refund-{attempt_id or charge_key}"},
+            json=body,
+            headers={"Idempotency-Key": f"refund-{part or attempt_id or charge_key}"},
         )
         if data is None:
             raise ProviderRefused("refund endpoint not found")
@@ -218,5 +223,6 @@ def record(data: dict[str, Any]) -> ProviderCharge:
             {str(k): str(v) for k, v in metadata.items()} if isinstance(metadata, dict) else {}
         ),
         refunded=bool(data.get("refunded")),
+        amount_refunded=int(data.get("amount_refunded") or 0),
         disputed=str(data.get("disputed") or ""),
     )

@@ -186,16 +186,20 @@ class StripeProvider:
         charges.sort(key=lambda c: int(c.get("created") or 0))
         return [ev.record_of(pi, c, await self._dispute_status(c)) for c in charges]
 
-    async def refund(self, charge_key: str, attempt_id: str) -> str:
-        """Refund the attempt (or, when it is unknown, the intent our key created) in full,
-        once: the idempotency key is per attempt, and a charge Stripe already refunded answers
-        with that refund."""
+    async def refund(
+        self, charge_key: str, attempt_id: str, *, amount: int | None = None, part: str = ""
+    ) -> str:
+        """Refund the attempt (or, when it is unknown, the intent our key created): what it
+        still holds (Stripe's default), once per attempt, or `amount` of it once per part; a
+        charge Stripe already refunded answers with that refund."""
         params: RefundCreateParams = {
             "metadata": {
                 "charge_id": charge_key,
                 "event_id": keys.event_of_charge_key(charge_key) or "",
             }
         }
+        if amount is not None:
+            params["amount"] = amount
         if attempt_id:
             params["charge"] = attempt_id
         else:
@@ -206,7 +210,7 @@ class StripeProvider:
         with answers("create refund"):
             try:
                 refund = await self.client.v1.refunds.create_async(
-                    params, {"idempotency_key": f"refund-{attempt_id or charge_key}"}
+                    params, {"idempotency_key": f"refund-{part or attempt_id or charge_key}"}
                 )
             except stripe.InvalidRequestError as exc:
                 if exc.code != "charge_already_refunded" or not attempt_id:

@@ -229,7 +229,8 @@ def record_of(
         amount=amount_of(charge, "amount_captured" if status == "captured" else "amount"),
         currency=currency(charge),
         metadata=metadata,
-        refunded=bool(refunded),
+        refunded=charge.get("refunded") is True,  # in full (a part of an order: not yet)
+        amount_refunded=refunded or 0,
         disputed=dispute_word(dispute_status),
         client_secret=str(pi.get("client_secret") or ""),
     )

@@ -48,6 +48,7 @@ def honest_provider(stack: Stack) -> None:
         duplicate_rate=0.5,
         loss_rate=0.0,
         contradict_rate=0.0,
+        refund_fail_rate=0.0,
     )
 
 
@@ -526,3 +527,161 @@ def test_rebuild_keeps_a_seat_whose_money_left_as_an_exception(
     avail = stack.send(buyer.availability()).body
     assert (avail["sold"], avail["free"]) == (2, 1)
     assert kept["seat_id"] != h["seat_id"]
+
+
+# -- part of an order given back (ADR 0043) ----------------------------------------------------
+# One seat of a party of four returns exactly that seat's price at the provider and goes back
+# on sale; the whole rest returns the rest; a part the provider returned on its own waits for a
+# person, whose revoke sends the rest back. Each closed by the clean nightly run above.
+
+
+def refund(stack: Stack, event_id: str, hold_id: str, key: str, **body: Any) -> httpx.Response:
+    with stack.client() as c:
+        return c.post(
+            f"/v1/admin/events/{event_id}/holds/{hold_id}/refunds",
+            json={"reason": "seat broken", **body},
+            headers={**stack.admin_headers(), "Idempotency-Key": key},
+        )
+
+
+def refunds_at_provider(stack: Stack, attempt_id: str) -> list[int]:
+    return [
+        e["amount"]
+        for e in stack.ledger()["entries"]
+        if e["attempt_id"] == attempt_id and e["kind"] == "refund"
+    ]
+
+
+def party_of_four(stack: Stack, event_id: str) -> tuple[Any, dict[str, Any], str]:
+    buyer = stack.buyer(event_id, "quinn")
+    h = claim(stack, buyer, party=4)
+    charge_id = pay(stack, buyer, h["hold_id"])["charge_id"]
+    eventually(state_is(stack, buyer, h["hold_id"], "CONFIRMED"))
+    return buyer, h, charge_id
+
+
+def test_one_seat_of_a_party_of_four_returns_its_price_and_goes_back_on_sale(
+    stack: Stack, reconciled: list[str]
+) -> None:
+    event_id = stack.new_event(6)
+    reconciled.append(event_id)
+    buyer, h, charge_id = party_of_four(stack, event_id)
+    seats = h["seat_ids"]
+    r = refund(stack, event_id, h["hold_id"], "refund-1", seat_ids=[seats[1]])
+    assert r.status_code == 202, r.text
+    done = r.json()
+    assert (done["amount"], done["whole"], done["hold_state"]) == (PRICE, False, "CONFIRMED")
+    assert done["kept"] == {"seat_ids": [s for s in seats if s != seats[1]]}
+    # The same key again is the same refund; with another seat it is refused.
+    again = refund(stack, event_id, h["hold_id"], "refund-1", seat_ids=[seats[1]])
+    assert (again.status_code, again.json()["charge_id"]) == (200, done["charge_id"])
+    other = refund(stack, event_id, h["hold_id"], "refund-1", seat_ids=[seats[2]])
+    assert (other.status_code, other.json()["error"]["code"]) == (422, "idempotency_key_reused")
+    # Exactly one seat's price goes back at the provider, once.
+    attempt = attempt_of(stack, charge_id)
+    eventually(lambda: refunds_at_provider(stack, attempt) == [PRICE])
+    # The seat is on sale again; the order keeps three seats and says what came back.
+    after = stack.send(stack.buyer(event_id, "rory").claim(seat_id=seats[1]))
+    assert after.status == 201, after
+    order = hold_state(stack, buyer, h["hold_id"])["order"]
+    assert (order["seat_ids"], order["amount"], order["refunded"]) == (
+        done["kept"]["seat_ids"], 3 * PRICE, PRICE
+    )  # fmt: skip
+    part = eventually(
+        lambda: next(
+            (ch for ch in hold_state(stack, buyer, h["hold_id"])["charges"]
+             if ch["charge_id"] == done["charge_id"] and ch["state"] == "REFUNDED"), None
+        )
+    )  # fmt: skip
+    assert part["amount"] == PRICE
+    # Seats the order does not hold, or a hold that is not a paid order, change nothing.
+    bad = refund(stack, event_id, h["hold_id"], "refund-2", seat_ids=[seats[1]])
+    assert (bad.status_code, bad.json()["error"]["code"]) == (409, "not_in_order")
+
+
+def test_the_whole_rest_returns_the_rest_and_revokes_the_order(
+    stack: Stack, reconciled: list[str]
+) -> None:
+    event_id = stack.new_event(4)
+    reconciled.append(event_id)
+    _, h, charge_id = party_of_four(stack, event_id)
+    seats = h["seat_ids"]
+    assert refund(stack, event_id, h["hold_id"], "a", seat_ids=seats[:1]).status_code == 202
+    r = refund(stack, event_id, h["hold_id"], "b", seat_ids=seats[1:])
+    assert r.status_code == 202, r.text
+    assert (r.json()["whole"], r.json()["amount"], r.json()["hold_state"]) == (
+        True, 3 * PRICE, "REVOKED"
+    )  # fmt: skip
+    attempt = attempt_of(stack, charge_id)
+    eventually(lambda: sorted(refunds_at_provider(stack, attempt)) == [PRICE, 3 * PRICE])
+    with stack.client() as c:
+        avail = c.get(f"/v1/events/{event_id}").json()
+    assert (avail["free"], avail["sold"]) == (4, 0)
+
+
+def test_a_part_returned_at_the_provider_waits_for_a_person_then_the_rest_goes_back(
+    stack: Stack, reconciled: list[str]
+) -> None:
+    event_id = stack.new_event(4)
+    reconciled.append(event_id)
+    buyer, h, charge_id = party_of_four(stack, event_id)
+    attempt = attempt_of(stack, charge_id)
+    r = httpx.post(
+        f"{stack.sim}/v1/test/attempts/{attempt}/refund", json={"amount": PRICE}, timeout=5
+    )
+    assert r.status_code == 201, r.text
+    held = eventually(state_is(stack, buyer, h["hold_id"], "EXCEPTION"))
+    assert held["reason"] == "money_partly_refunded_at_provider"
+    with stack.client() as c:
+        revoked = c.post(
+            f"/v1/admin/events/{event_id}/holds/{h['hold_id']}/revoke",
+            headers=stack.admin_headers(),
+        )
+    assert revoked.status_code == 200, revoked.text
+    eventually(lambda: sorted(refunds_at_provider(stack, attempt)) == [PRICE, 3 * PRICE])
+
+
+def test_a_rebuild_keeps_a_part_on_its_way_back_at_exactly_its_amount(
+    stack: Stack, ledger_dsn: str, reconciled: list[str]
+) -> None:
+    """The provider refuses refunds for a while: the part is still REFUNDING when Redis loses
+    the event. The rebuilt event keeps the order's three seats, its winner counts what the part
+    gives back, and the part, once the provider takes refunds again, returns exactly one seat's
+    price on its order's payment (never the whole order)."""
+    event_id = stack.new_event(4)
+    reconciled.append(event_id)
+    buyer, h, charge_id = party_of_four(stack, event_id)
+    stack.sim_config(refund_fail_rate=1.0)
+    r = refund(stack, event_id, h["hold_id"], "k", seat_ids=h["seat_ids"][:1])
+    assert r.status_code == 202, r.text
+    part_id = r.json()["charge_id"]
+
+    async def lose_redis_and_rebuild() -> tuple[Any, Any, Any]:
+        client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
+        pool = await create_pool(ledger_dsn, size_max=2, timeout_s=5)
+        try:
+            store = Store(client, prefix=stack.prefix)
+            writer = LedgerWriter(client, pool, prefix=stack.prefix, consumer="r", batch_max=500)
+            while await writer.step(event_id):
+                pass
+            await store.restore.drop_event(event_id)
+            async with pool.acquire() as conn:
+                await rebuild(store, conn, event_id)
+            return (
+                await store.read.charge(event_id, charge_id),
+                await store.read.charge(event_id, part_id),
+                await store.read.audit(event_id),
+            )
+        finally:
+            await pool.close()
+            await client.aclose()
+
+    winner, part, audit = asyncio.run(lose_redis_and_rebuild())
+    assert (winner.parted, winner.holds_money) == (PRICE, 3 * PRICE)
+    assert (part.part_of, part.key, part.amount) == (charge_id, charge_id, PRICE)
+    assert audit.ok, audit.violations
+    held = hold_state(stack, buyer, h["hold_id"])
+    assert (held["state"], held["seat_ids"]) == ("CONFIRMED", h["seat_ids"][1:])
+    stack.sim_config(refund_fail_rate=0.0)
+    attempt = attempt_of(stack, charge_id)
+    eventually(lambda: refunds_at_provider(stack, attempt) == [PRICE], timeout_s=30)

@@ -13,9 +13,15 @@ import pytest
 
 from tests.integration.conftest import Stack, claim, eventually, hold_state, pay, running_stack
 from tests.integration.test_money_integrity import (
+    PRICE,
+    _assert_nightly_clean,
     _nightly,
+    attempt_of,
     exceptions,
     ledger_dsn,
+    party_of_four,
+    refund,
+    refunds_at_provider,
     sim_post,
     state_is,
 )
@@ -130,3 +136,30 @@ def test_a_refund_delivered_before_its_capture_never_sells_the_seat(stack: Stack
     )
     [listed] = exceptions(stack, event_id)["seats_without_money"]
     assert (listed["hold_id"], listed["reason"]) == (h["hold_id"], "money_refunded_at_provider")
+
+
+def test_one_seat_of_a_party_refunded_through_stripe_leaves_the_rest_sold(
+    stack: Stack, ledger_dsn: str
+) -> None:
+    """Stripe refunds exactly the seat's price (a refund of an amount, keyed per part) and then
+    reports the charge's refunded total (charge.refunded, refund.updated): our own part, not
+    money that left the order; the order keeps three seats and the nightly run is clean."""
+    event_id = stack.new_event(4)
+    buyer, h, charge_id = party_of_four(stack, event_id)
+    r = refund(stack, event_id, h["hold_id"], "one-seat", seat_ids=h["seat_ids"][:1])
+    assert r.status_code == 202, r.text
+    attempt = attempt_of(stack, charge_id)
+    eventually(lambda: refunds_at_provider(stack, attempt) == [PRICE])
+    part = r.json()["charge_id"]
+    eventually(
+        lambda: any(
+            ch["charge_id"] == part and ch["state"] == "REFUNDED"
+            for ch in hold_state(stack, buyer, h["hold_id"])["charges"]
+        )
+    )
+    held = hold_state(stack, buyer, h["hold_id"])
+    assert (held["state"], len(held["seat_ids"]), held["order"]["amount"]) == (
+        "CONFIRMED", 3, 3 * PRICE
+    )  # fmt: skip
+    assert exceptions(stack, event_id)["alerts"] == []
+    asyncio.run(_assert_nightly_clean(stack, ledger_dsn, event_id))

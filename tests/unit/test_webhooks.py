@@ -122,6 +122,29 @@ def record(**fields: str) -> OutboxRecord:
     return OutboxRecord.from_fields(base)
 
 
+def test_a_part_of_an_order_is_told_once_its_money_is_back() -> None:
+    """ADR 0043: the part's REFUNDED record tells order.partially_refunded with the seats and
+    the amount it gave back, and needs its order's charge to have won; its REFUNDING record
+    tells nothing yet."""
+    winner = "ev1~" + "ab" * 12
+    part = f"{winner}:r0123456789ab"
+    fields = {
+        "event": "ev1",
+        "kind": "charge",
+        "id": part,
+        "hold": "h1",
+        "seat": "s2",
+        "login": "u1",
+        "amount": "4500",
+        "captured": "4500",
+        "reason": "operator_refund:x",
+    }
+    assert wh.notification_of(record(**fields, to="REFUNDING")) is None
+    n = wh.notification_of(record(**fields, to="REFUNDED", decision_id=f"charge:{part}:REFUNDED"))
+    assert n is not None and (n.event_type, n.needs_winner) == (wh.ORDER_PARTIALLY_REFUNDED, winner)
+    assert (n.data["seat_ids"], n.data["amount"], n.data["charge_id"]) == (["s2"], 4500, winner)
+
+
 def test_a_stock_correction_and_a_cart_say_what_they_moved() -> None:
     correction = record(
         decision_id="correction:k1:12", event="ev", kind="correction", id="k1", to="12",
