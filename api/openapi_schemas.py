@@ -53,6 +53,7 @@ CLAIMED = record(
         "replaced_hold_id": nullable(
             {**STR, "description": "the login's previous hold, released by this claim"}
         ),
+        "seat_prices": SEAT_PRICES,
         "lines": array(ref("HeldLine")),
         "amount": AMOUNT,
     },
@@ -63,12 +64,14 @@ CLAIMED = record(
         "expires_ms": EXPIRES,
         "state": "RESERVED",
         "replaced_hold_id": None,
+        "seat_prices": {"A-1": 4500, "A-2": 4500},
+        "amount": 9000,
     },
-    optional=("lines", "amount"),
+    optional=("seat_prices", "lines", "amount"),
     description="201: a new hold; 200: the replay of a claim sent again with its key (state: "
-    "where that hold stands now). A stock hold (a cart) has no seats (seat_id null, seat_ids "
-    "empty): its `lines`, each with the location it was taken from, and `amount`, what the "
-    "charge will ask.",
+    "where that hold stands now). Seats come with `seat_prices` (each seat's price) and "
+    "`amount`, what the charge will ask. A stock hold (a cart) has no seats (seat_id null, "
+    "seat_ids empty): its `lines`, each with the location it was taken from, and `amount`.",
 )
 HOLD_CHARGE = record(
     {

@@ -24,7 +24,7 @@ from engine.lifecycle import Lifecycle
 from engine.notes import Notes
 from engine.order_refunds import OrderRefunds
 from engine.pipeline import AutoPipeline
-from engine.prices import save_prices
+from engine.prices import PriceBook, save_prices
 from engine.reads import Reads
 from engine.replicas import ReplicaWait
 from engine.replies import (
@@ -103,6 +103,7 @@ class Store:
         self.stock = Stock(runner)  # quantity stock: create, correct, read (ADR 0022)
         self.lifecycle = Lifecycle(runner)  # open, close, cancel (ADR 0025)
         self.order_refunds = OrderRefunds(runner)  # an order's money given back (ADR 0043)
+        self.prices = PriceBook(runner)  # each event's seat prices, kept (ADR 0038)
 
     # -- plumbing -------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ stock lines (ADR 0022) is answered with its amount from the same script call."""
 
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,8 +140,10 @@ async def claim_input(
     return event_id, wanted, hold_id
 
 
-def claimed_response(claimed: Claimed, amount: int | None = None) -> Response:
-    """`amount`: a cart's (a stock hold: its lines instead of seats)."""
+def claimed_response(
+    claimed: Claimed, amount: int | None = None, prices: Sequence[int] = ()
+) -> Response:
+    """`amount`: a cart's (a stock hold: its lines instead of seats); `prices`: each seat's."""
     seats = claimed.seat_ids
     body: dict[str, object] = {
         "hold_id": claimed.hold_id,
@@ -155,6 +158,9 @@ def claimed_response(claimed: Claimed, amount: int | None = None) -> Response:
     if amount is not None:
         body |= {"seat_id": None, "seat_ids": [], "lines": lines_view(claimed.seat_id)}
         body["amount"] = amount
+    elif prices:  # what the seats cost, as the charge will ask (ADR 0038)
+        body["seat_prices"] = dict(zip(seats, prices, strict=True))
+        body["amount"] = sum(prices)
     return json_response(body, 200 if claimed.replay else 201)
 
 
@@ -191,7 +197,7 @@ async def claim(request: Request) -> Response:
     c.store.read.saw(event_id)  # from now on, this event missing from Redis is a recovery
     if claimed.is_stock:  # a cart (or its replay): its lines and amount
         return claimed_response(claimed, claimed.amount)
-    return claimed_response(claimed)
+    return claimed_response(claimed, prices=await c.store.prices.prices(event_id, claimed.seat_ids))
 
 
 async def owned_hold(request: Request) -> tuple[str, str, Hold]:

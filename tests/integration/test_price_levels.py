@@ -50,6 +50,9 @@ def test_a_party_across_two_levels_pays_the_sum_of_its_seats(stack: Stack) -> No
     # s3 (front), s4 (back) and s8 (no level): one party across the levels.
     claimed = stack.send(buyer.claim_seats(["s3", "s4", "s8"]))
     assert claimed.status == 201, claimed
+    # The claim's answer names each seat's price and what the charge will ask.
+    assert claimed.body["seat_prices"] == {"s3": 9_000, "s4": 4_500, "s8": 1_000}
+    assert claimed.body["amount"] == 14_500
     hold_id = claimed.body["hold_id"]
     held = hold_state(stack, buyer, hold_id)
     assert held["seat_prices"] == {"s3": 9_000, "s4": 4_500, "s8": 1_000}

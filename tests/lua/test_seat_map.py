@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from redis.exceptions import ResponseError
 
-from engine import errors
+from engine import errors, prices
 from engine import store as store_module
 from engine.holds import SeatSpec
 from engine.sections import SectionsInterleaved, section_availability
@@ -130,3 +130,21 @@ async def test_interleaved_sections_are_refused_not_miscounted(store: Store) -> 
         await section_availability(store.read, "mixed")
     with pytest.raises(errors.EventNotFound):
         await section_availability(store.read, "nope")
+
+
+@pytest.mark.parametrize("book_max", [100, 1])
+async def test_a_process_keeps_an_events_prices_and_answers_claims_from_them(
+    store: Store, monkeypatch: pytest.MonkeyPatch, book_max: int
+) -> None:
+    """engine/prices.py PriceBook: a table up to BOOK_SEATS_MAX seats is read once and kept; a
+    larger one is read per claim, its seats only; both answer the same prices."""
+    monkeypatch.setattr(prices, "BOOK_SEATS_MAX", book_max)
+    event_id = "priced"
+    spec = [SeatSpec("a", 0, "A", 9_000), SeatSpec("b", 1, "A", 4_500), SeatSpec("c", 2, "A")]
+    await store.create_event(event_id, spec, hold_ttl_ms=60_000, quarantine_ms=60_000,
+                             price_minor=1_000)  # fmt: skip
+    book = prices.PriceBook(store.runner)
+    assert await book.prices(event_id, ["c", "a", "b"]) == [1_000, 9_000, 4_500]
+    kept = book._tables[event_id].own
+    assert kept == ({"a": 9_000, "b": 4_500} if book_max >= 2 else None)
+    assert await book.prices(event_id, ["b"]) == [4_500]
