@@ -79,7 +79,8 @@ def test_happy_path(stack: Stack, reconciled: list[str]) -> None:
     number = order_number(event_id, h["hold_id"])
     assert final["order"] == {
         "order_number": number, "qr": qr_data_url(number),
-        "seat_ids": ["s0"], "seat_prices": {"s0": 4500}, "amount": 4500, "currency": "EUR",
+        "seat_ids": ["s0"], "seat_prices": {"s0": 4500}, "amount": 4500, "refunded": 0,
+        "currency": "EUR",
         "charge_id": charge["charge_id"],
     }  # fmt: skip
     avail = stack.send(alice.availability()).body
@@ -139,7 +140,7 @@ def test_a_party_of_four_pays_once(stack: Stack, reconciled: list[str]) -> None:
     assert final["order"] == {
         "order_number": number, "qr": qr_data_url(number),
         "seat_ids": h["seat_ids"], "seat_prices": dict.fromkeys(h["seat_ids"], 4500),
-        "amount": 4 * 4500, "currency": "EUR", "charge_id": charge["charge_id"],
+        "amount": 4 * 4500, "refunded": 0, "currency": "EUR", "charge_id": charge["charge_id"],
     }  # fmt: skip
     assert stack.send(fam.availability()).body["sold"] == 4
     assert moves(stack, charge["charge_id"]) == [("capture", 4 * 4500)]
