@@ -24,6 +24,10 @@ STR: dict[str, Any] = {"type": "string"}
 BOOL: dict[str, Any] = {"type": "boolean"}
 AT_MS = {"type": "integer", "description": "ms since the epoch, by the server (Redis) clock"}
 AMOUNT = {"type": "integer", "description": "minor units of the currency (4500: 45.00)"}
+REFUNDED = {
+    "type": "integer",
+    "description": "minor units that parts of the order given back returned (ADR 0043)",
+}
 CURRENCY = {"type": "string", "pattern": "^[A-Z]{3}$", "description": "ISO 4217"}
 # The states of the two transition tables (engine/states.py), each one named type for clients.
 STATE_SCHEMAS: dict[str, dict[str, Any]] = {

@@ -31,12 +31,18 @@ SQL: Mapping[str, str] = MappingProxyType(
             where (select count(*) from webhook_endpoints where deleted_at is null) < $6
             returning *, now() as now""",
         # A buyer's orders, newest first, from the ledger (api/routes/me.py, ADR 0042): the
-        # confirmed holds of one login, with the winning charge's money and the event's
-        # currency and name; $2 an event id or '' (every event), $3/$4 the keyset cursor.
+        # confirmed holds of one login, with the winning charge's money (less what parts of
+        # the order gave back, ADR 0043) and the event's currency and name; $2 an event id or
+        # '' (every event), $3/$4 the keyset cursor.
         "my_orders": """
             select h.event_id, h.hold_id, h.seat_id, h.winner, h.decided_at_ms,
-              coalesce(nullif(c.captured, 0), c.amount) as amount, e.currency, e.name
+              coalesce(nullif(c.captured, 0), c.amount) - coalesce(p.refunded, 0) as amount,
+              coalesce(p.refunded, 0) as refunded, e.currency, e.name
             from holds h
+            left join lateral (
+              select sum(amount)::bigint as refunded from charges
+              where event_id = h.event_id and part_of = h.winner and h.winner <> ''
+            ) p on true
             left join charges c on c.event_id = h.event_id and c.charge_id = h.winner
             left join event_configs e on e.event_id = h.event_id
             where h.login = $1 and h.state = 'CONFIRMED' and ($2 = '' or h.event_id = $2)

@@ -46,7 +46,7 @@ def order_item(r: Any) -> dict[str, Any]:
     )
     return {"event_id": r["event_id"], "event_name": r["name"] or None, "hold_id": r["hold_id"],
             "order_number": order_number(r["event_id"], r["hold_id"]), **goods,
-            "amount": r["amount"], "currency": r["currency"] or "EUR",
+            "amount": r["amount"], "refunded": r["refunded"], "currency": r["currency"] or "EUR",
             "decided_ms": r["decided_at_ms"]}  # fmt: skip
 
 

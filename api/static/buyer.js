@@ -243,8 +243,10 @@ function chargeLines(h) {
     REFUNDING: "being refunded", REFUNDED: "refunded", DISPUTED: "disputed",
     PROVIDER_REFUNDED: "refunded by the provider", CHARGED_BACK: "charged back",
   };
+  // A part of the order given back (ADR 0043) is a charge of its own: a refund, not a payment.
   return h.charges.map((c) => el("li", { class: `charge ${c.state}` },
-    `Payment of ${money(c.amount, cur)}: ${words[c.state] || c.state}`));
+    `${/:r[0-9a-f]{12}$/.test(c.charge_id) ? "Refund" : "Payment"} of ${money(c.amount, cur)}: ` +
+    `${words[c.state] || c.state}`));
 }
 
 function refundNote(h) {
@@ -267,7 +269,8 @@ function describe(h) {
     case "CONFIRMING": return ["Payment received: confirming your seats…", "ok"];
     case "CONFIRMED":
       return h.order
-        ? [`Confirmed: seats ${h.order.seat_ids.join(", ")}, paid ${money(h.order.amount, h.order.currency)}.`, "ok"]
+        ? [`Confirmed: seats ${h.order.seat_ids.join(", ")}, paid ${money(h.order.amount, h.order.currency)}` +
+           `${h.order.refunded ? ` (${money(h.order.refunded, h.order.currency)} given back)` : ""}.`, "ok"]
         : ["Payment received: confirming your seats…", "ok"];
     case "EXPIRED": return [`Your hold expired; seats ${seats} went back on sale.${refundNote(h)}`, "bad"];
     case "RELEASED":
@@ -729,7 +732,8 @@ async function myOrders() {
   show("orders-panel", orders.length > 0);
   $("my-orders").replaceChildren(...orders.map((o) => el("li", {},
     el("strong", { text: o.order_number }),
-    ` · ${(o.seat_ids || []).join(", ") || "goods"} · ${money(o.amount ?? 0, o.currency)}`)));
+    ` · ${(o.seat_ids || []).join(", ") || "goods"} · ${money(o.amount ?? 0, o.currency)}` +
+    `${o.refunded ? ` (${money(o.refunded, o.currency)} given back)` : ""}`)));
 }
 
 function start() {

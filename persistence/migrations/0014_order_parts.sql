@@ -7,3 +7,6 @@ alter table charges add column part_of text not null default '';
 drop index charges_attempt;
 create unique index charges_attempt on charges (attempt_id)
   where attempt_id <> '' and charge_id not like 'orphan/%' and part_of = '';
+
+-- An order's parts, found from its winning charge (a buyer's orders say what they returned).
+create index charges_parts on charges (event_id, part_of) where part_of <> '';

@@ -1,19 +1,23 @@
 """A buyer finds their own orders (GET /v1/me/orders, ADR 0042), against the whole stack with
 a ledger: the login's confirmed orders, newest first, each with its number, seats, amount and
 the event's name; another login's are not listed; one event's on asking; pages follow the
-cursor; a deployment without a ledger database keeps none (kept: false)."""
+cursor; a deployment without a ledger database keeps none (kept: false); a part of an order
+given back is what the merchant is told and what the buyer's order says."""
 
 from typing import Any
 
 import pytest
 
+from engine import webhooks as wh
 from engine.orders import order_number
 from loadtest.buyer import bearer
-from tests.integration.conftest import Stack, claim, eventually
-from tests.integration.test_webhooks_http import bought, hooks
+from tests.integration.conftest import Stack, claim, eventually, hold_state, pay
+from tests.integration.test_money_integrity import refund
+from tests.integration.test_webhooks_http import bought, hooks, receiver, register
+from tests.receiver import Receiver
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
-__all__ = ["hooks"]  # the stack with a ledger, shared with the webhook tests
+__all__ = ["hooks", "receiver"]  # the stack with a ledger and a merchant's receiver, shared
 
 
 def orders(stack: Stack, login_headers: dict[str, str], **params: Any) -> Any:
@@ -70,3 +74,34 @@ def test_a_buyer_finds_their_live_hold_without_its_id(stack: Stack) -> None:
     with stack.client() as c:
         r = c.get("/v1/me/holds", headers=bearer(buyer.token))
     assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request")
+
+
+def test_a_part_given_back_reaches_the_merchant_and_the_buyers_orders(
+    hooks: Stack, receiver: Receiver
+) -> None:
+    """ADR 0043: one seat of a party of four given back is order.partially_refunded to the
+    merchant (signed, with the seat and its price) once its money is back, and the buyer's
+    orders, read from the ledger, list the three seats kept and what came back."""
+    secret = register(hooks, receiver.url, event_types=[wh.ORDER_PARTIALLY_REFUNDED])["secret"]
+    event_id = hooks.new_event(4)
+    buyer = hooks.buyer(event_id, "uma")
+    h = claim(hooks, buyer, party=4)
+    pay(hooks, buyer, h["hold_id"])
+    eventually(lambda: hold_state(hooks, buyer, h["hold_id"])["state"] == "CONFIRMED")
+    seat = h["seat_ids"][2]
+    r = refund(hooks, event_id, h["hold_id"], "broken-seat", seat_ids=[seat])
+    assert r.status_code == 202, r.text
+    receiver.wait(lambda rc: len(rc.received) >= 1)
+    [told] = receiver.verified(secret)
+    assert told["type"] == wh.ORDER_PARTIALLY_REFUNDED
+    assert (told["data"]["seat_ids"], told["data"]["amount"], told["data"]["hold_id"]) == (
+        [seat], 4500, h["hold_id"]
+    )  # fmt: skip
+    assert told["data"]["order_number"] == order_number(event_id, h["hold_id"])
+    mine = bearer(buyer.token)
+    listed = eventually(
+        lambda: [o for o in orders(hooks, mine, event_id=event_id).json()["orders"]
+                 if len(o["seat_ids"]) == 3]
+    )  # fmt: skip
+    assert (listed[0]["amount"], listed[0]["refunded"]) == (3 * 4500, 4500)
+    assert seat not in listed[0]["seat_ids"]
