@@ -336,6 +336,7 @@ class Simulator:
             "attempt_id": a.attempt_id,
             "idempotency_key": a.idempotency_key,
             "amount": amount,
+            "amount_refunded": a.refunded_amount + amount,  # the attempt's total, this one in
             "currency": a.currency,
             "status": "succeeded",
             "requested_by": requested_by,  # merchant (our API) | provider (its dashboard)

@@ -438,10 +438,24 @@ local function part_refund(ctx, c, part_id, goods, amount, reason)
   return p
 end
 
--- What the provider captured on charge c, and what of it is still there after our parts.
+-- What the provider captured on charge c (its parts give back some of it).
 local function money_captured(c)
   if (c.captured or 0) > 0 then return c.captured end
   return c.amount
+end
+
+-- The provider gave back all of charge c's money: any part still on its way back is back too
+-- (nothing is left to refund, and a refund request would be refused).
+local function parts_refunded(ctx, c, reason)
+  for part_id, _ in pairs(c.parts or {}) do
+    local p = get_charge(part_id)
+    if p and p.state == REFUNDING then
+      p.state = REFUNDED
+      p.decided_ms = ctx.now
+      redis.call('ZREM', K_REFUNDS, p.id)
+      charge_record(ctx, p, REFUNDING, nil, reason)
+    end
+  end
 end
 
 -- A hold's seats back on sale while its winner's money only partly left at the provider (its
@@ -451,7 +465,10 @@ local function give_back_rest(ctx, h)
   if not c or c.state ~= PROVIDER_REFUNDED or (c.moved or 0) == 0 then return end
   local rest = money_captured(c) - (c.parted or 0) - c.moved
   if rest > 0 then
-    part_refund(ctx, c, c.id .. ':r000000000000', h.seat, rest, 'rest_of_partial_refund')
+    local rest_id = c.id .. ':r000000000000'
+    c.parts = c.parts or {}
+    c.parts[rest_id] = { goods = h.seat, amount = rest, whole = 0 }
+    part_refund(ctx, c, rest_id, h.seat, rest, 'rest_of_partial_refund')
   end
 end
 

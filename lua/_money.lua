@@ -38,28 +38,37 @@ local function move_apply(ctx, c, h, move)
   local wins = h and h.winner == c.id
   local reason = 'provider_' .. string.lower(kind)
   if kind == 'REFUND' then
+    local amount, parted = tonumber(move.claimed.amount), c.parted or 0
+    local all = not amount or amount >= money_captured(c)  -- the charge's refunded total
     if c.state == REFUNDING then
       c.state = REFUNDED
       c.decided_ms = ctx.now
       redis.call('ZREM', K_REFUNDS, c.id)
       charge_record(ctx, c, REFUNDING, h, c.reason)
+      if all then parts_refunded(ctx, c, 'provider_refunded_all') end
       return 'REFUNDED'
     elseif c.state == CAPTURED then
       -- Less than the charge holds: our own parts as the provider reports them (a cumulative
       -- amount within what parts gave back), or a part the provider gave back on its own.
       -- Which seats that paid for is not ours to guess: the order is treated as the money
       -- left, and the rest is given back when its seats go back on sale (ADR 0043).
-      local amount, parted = tonumber(move.claimed.amount), c.parted or 0
       if amount and amount > 0 and amount <= parted then return 'DUPLICATE' end
-      local partly = amount and amount > parted and amount < money_captured(c)
+      local partly = not all and amount > parted
       c.state = PROVIDER_REFUNDED
       if partly then c.moved = amount - parted end
       charge_record(ctx, c, CAPTURED, h, reason, pev)
+      if all then parts_refunded(ctx, c, 'provider_refunded_all') end
       if wins and h.state == CONFIRMED then
         hold_after_sale(ctx, h, ctx.cfg.reversal_policy == 'revoke' and REVOKED or EXCEPTION,
           partly and 'money_partly_refunded_at_provider' or 'money_refunded_at_provider', pev)
       end
       return 'MONEY_LEFT'
+    elseif c.state == PROVIDER_REFUNDED and (c.moved or 0) > 0 and amount then
+      -- More of a partly refunded order left at the provider (its refunded total grew).
+      c.moved = math.min(money_captured(c) - parted, math.max(c.moved, amount - parted))
+      put_charge(c)
+      if all then parts_refunded(ctx, c, 'provider_refunded_all') end
+      return 'DUPLICATE'
     elseif c.state == REFUNDED or c.state == PROVIDER_REFUNDED then
       return 'DUPLICATE'
     end

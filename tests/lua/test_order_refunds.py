@@ -167,3 +167,32 @@ async def test_a_part_the_provider_returned_on_its_own_sends_the_rest_back_with_
     assert (await store.read.hold(sale.event_id, "h1")).state == HoldState.REVOKED
     assert (await store.read.availability(sale.event_id)).sold == 0
     await sale.audit_ok()
+
+
+async def test_the_provider_giving_back_everything_closes_the_parts_on_their_way(
+    store: Store,
+) -> None:
+    sale = await party_sold(store)
+    _, part_id, _, _ = await give_back(sale, "k1", ["s00000"])
+    # Its refunded total is the whole capture: our part's money is back with the buyer too.
+    res = await reversal(sale, "c1", "REFUND", amount=4 * PRICE)
+    assert (res.decision, res.charge_state) == ("MONEY_LEFT", ChargeState.PROVIDER_REFUNDED)
+    part = await store.read.charge(sale.event_id, part_id)
+    assert (part.state, part.reason) == (ChargeState.REFUNDED, "operator_refund:seat broken")
+    assert part_id not in await store.read.due_refunds(sale.event_id, T0 + 10**9)
+    assert (await store.read.charge(sale.event_id, "c1")).holds_money == 0
+    await sale.audit_ok()
+
+
+async def test_more_leaving_a_partly_refunded_order_is_followed(store: Store) -> None:
+    sale = await party_sold(store)
+    await reversal(sale, "c1", "REFUND", amount=PRICE)  # one seat's worth, at the provider
+    await reversal(sale, "c1", "REFUND", amount=3 * PRICE)  # its refunded total grew
+    assert (await store.read.charge(sale.event_id, "c1")).holds_money == PRICE
+    await reversal(sale, "c1", "REFUND", amount=4 * PRICE)  # and then all of it
+    winner = await store.read.charge(sale.event_id, "c1")
+    assert winner.holds_money == 0
+    await store.revoke_hold(sale.event_id, "h1", "ops")  # nothing left to give back
+    with pytest.raises(errors.ChargeNotFound):
+        await store.read.charge(sale.event_id, "c1:r000000000000")
+    await sale.audit_ok()
