@@ -256,9 +256,13 @@ export class LiveSeats {
     this.cb.onSeats?.(data);
   }
 
-  async resync() {
-    const answer = await api(`${this.base}/state`);
-    if (answer.status === 200) this.whole(answer.body);
+  // A change that does not follow the state shown: start the stream again. Its first message
+  // is the whole state and the changes after it come in order on the same connection; a state
+  // fetched beside the stream could answer after a newer change and undo it.
+  resync() {
+    if (this.stopped) return;
+    if (this.source) this.source.close();
+    this.stream();
   }
 
   async poll(streamAgainAt = Infinity) {
@@ -274,8 +278,8 @@ export class LiveSeats {
   }
 
   // A page that just changed seats itself asks at once rather than waiting for the stream.
-  async refresh() {
+  refresh() {
     if (!this.source) return;
-    await this.resync();
+    this.resync();
   }
 }
