@@ -334,8 +334,7 @@ ORDER_ROW = record(
     },
     optional=("seat_ids", "seat_prices", "lines"),
     description="A CONFIRMED hold: seat_ids and seat_prices (or a cart's lines), amount, "
-    "currency, and the "
-    "charge that paid.",
+    "currency, and the charge that paid.",
 )
 ORDER_PAGE = record(
     {"event_id": ID, "orders": array(ref("OrderRow")), "next_cursor": CURSOR_NEXT},

@@ -119,9 +119,7 @@ ORDER = record(
     },
     optional=("qr", "seat_ids", "seat_prices", "lines"),
     description="What a CONFIRMED hold bought (seat_ids and seat_prices, or a cart's lines), "
-    "its number, "
-    "and the one "
-    "charge that paid for it.",
+    "its number, and the one charge that paid for it.",
 )
 HOLD = record(
     {
