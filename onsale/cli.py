@@ -14,6 +14,7 @@ from rich.console import Console
 
 from engine.logs import configure
 from engine.settings import MissingSetting, every_problem, say_missing
+from onsale.admin_commands import add_admin_parsers, run_logins, run_orders, run_webhooks
 from onsale.chaos_command import add_chaos_parser, run_chaos
 from onsale.daemons import migrate_ledger, run_ledger, until_signalled, worker_command
 from onsale.event_command import add_event_parser, run_event
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_chaos_parser(sub)
     add_waiting_parser(sub)
     add_event_parser(sub)
+    add_admin_parsers(sub)
     document(parser)
     return parser
 
@@ -111,8 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         return run_chaos(args)
     if args.command == "waiting":
         return run_waiting(args)
-    if args.command == "event":
-        return run_event(args)
+    admin = {"event": run_event, "webhooks": run_webhooks, "logins": run_logins,
+             "orders": run_orders}  # fmt: skip
+    if args.command in admin:
+        return admin[args.command](args)
     if args.command in ("migrate", "ledger", "rebuild", "reconcile"):
         return _ledger_command(args)
     return worker_command(args.command)

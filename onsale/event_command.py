@@ -1,39 +1,26 @@
 """`onsale event create|show|open|close|cancel|list`: the merchant's day from the command line,
-each a thin client of the admin API (the same checks, the same answers, the same error codes).
-The admin token is read from ONSALE_ADMIN_TOKEN, never from the command line (it would show in
-the process list). Exit 0 on success, 1 when the API refuses (its code and message printed), 2
-when it cannot be reached."""
+each a thin client of the admin API (onsale/admin_client.py: the token from ONSALE_ADMIN_TOKEN,
+the API's own checks and answers, exit 0, 1 refused, 2 unreachable)."""
 
 import argparse
-import os
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-import httpx
 import orjson
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-API_ENV, TOKEN_ENV = "ONSALE_API_URL", "ONSALE_ADMIN_TOKEN"
+from onsale.admin_client import Admin, add_api_option, run_admin
+
 CANCEL_CALLS_MAX = 1_000  # requests one cancel makes before it stops and says what remains
-
-
-class Refused(Exception):
-    def __init__(self, answer: httpx.Response) -> None:
-        try:
-            error = answer.json()["error"]
-            text = f"{error['code']}: {error['message']}"
-        except (ValueError, KeyError, TypeError):
-            text = f"HTTP {answer.status_code}"
-        super().__init__(text)
 
 
 def add_event_parser(sub: Any) -> None:
     event = sub.add_parser("event", help="create, show, open, close, cancel or list events",
                            description=__doc__)  # fmt: skip
-    event.add_argument("--api", default=None, help=f"the API's base URL (default ${API_ENV})")
+    add_api_option(event)
     ops = event.add_subparsers(dest="event_command", required=True)
     create = ops.add_parser("create", help="create a seat event (a DRAFT unless --opens-at)")
     create.add_argument("event_id", help="the new event's id")
@@ -88,20 +75,6 @@ def create_body(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
-class Admin:
-    """The admin API, as the command line calls it."""
-
-    def __init__(self, api: str, token: str) -> None:
-        self.http = httpx.Client(base_url=api, timeout=60,
-                                 headers={"Authorization": f"Bearer {token}"})  # fmt: skip
-
-    def call(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200,)) -> Any:
-        answer = self.http.request(method, path, json=body)
-        if answer.status_code not in ok:
-            raise Refused(answer)
-        return answer.json()
-
-
 def show(admin: Admin, console: Console, event_id: str) -> None:
     config = admin.call("GET", f"/v1/admin/events/{event_id}")
     counts = admin.call("GET", f"/v1/events/{event_id}")
@@ -143,38 +116,25 @@ def listing(admin: Admin, console: Console) -> None:
 
 
 def run_event(args: argparse.Namespace) -> int:
-    console = Console()
-    api = (args.api or os.environ.get(API_ENV) or "http://127.0.0.1:8000").rstrip("/")
-    token = os.environ.get(TOKEN_ENV, "")
-    if not token:
-        console.print(f"onsale: {TOKEN_ENV} is not set (the admin API's token)")
-        return 2
-    admin, e = Admin(api, token), getattr(args, "event_id", "")
-    steps: dict[str, Callable[[], Any]] = {
-        "create": lambda: console.print(
-            admin.call("POST", "/v1/admin/events", create_body(args), ok=(201,))
-        ),
-        "open": lambda: console.print(
-            admin.call(
-                "POST",
-                f"/v1/admin/events/{e}/open",
-                {"opens_at_ms": when_ms(args.at), "reschedule": args.reschedule},
-            )
-        ),
-        "close": lambda: console.print(admin.call("POST", f"/v1/admin/events/{e}/close")),
-        "show": lambda: show(admin, console, e),
-        "cancel": lambda: cancel(admin, console, e),
-        "list": lambda: listing(admin, console),
-    }
-    try:
+    e = getattr(args, "event_id", "")
+
+    def step(admin: Admin, console: Console) -> None:
+        steps: dict[str, Callable[[], Any]] = {
+            "create": lambda: console.print(
+                admin.call("POST", "/v1/admin/events", create_body(args), ok=(201,))
+            ),
+            "open": lambda: console.print(
+                admin.call(
+                    "POST",
+                    f"/v1/admin/events/{e}/open",
+                    {"opens_at_ms": when_ms(args.at), "reschedule": args.reschedule},
+                )
+            ),
+            "close": lambda: console.print(admin.call("POST", f"/v1/admin/events/{e}/close")),
+            "show": lambda: show(admin, console, e),
+            "cancel": lambda: cancel(admin, console, e),
+            "list": lambda: listing(admin, console),
+        }
         steps[args.event_command]()
-    except Refused as exc:
-        console.print(f"[red]refused: {exc}")
-        return 1
-    except ValueError as exc:
-        console.print(f"[red]{exc}")
-        return 1
-    except httpx.HTTPError as exc:
-        console.print(f"[red]cannot reach the API at {api}: {exc}")
-        return 2
-    return 0
+
+    return run_admin(args.api, step)

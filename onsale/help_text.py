@@ -192,7 +192,10 @@ COMMANDS: Mapping[str, tuple[Group, ...]] = {
     "stock": (*WITH_REDIS, OPERATOR),
     "chaos": (),  # it starts its own servers and hands them their settings
     "waiting": (API_URL,),  # a client of the public API: nothing else
-    "event": (API_URL, ADMIN_CLIENT),  # a client of the admin API
+    "event": (API_URL, ADMIN_CLIENT),  # clients of the admin API
+    "webhooks": (API_URL, ADMIN_CLIENT),
+    "logins": (API_URL, ADMIN_CLIENT),
+    "orders": (API_URL, ADMIN_CLIENT),
 }
 
 # Options whose default comes from the environment: (command, option) -> variable.
