@@ -123,10 +123,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _ledger_command(args: argparse.Namespace) -> int:
-    from persistence.settings import LedgerSettings, SenderSettings
+    from persistence.settings import LedgerDb, LedgerSettings, SenderSettings
 
     try:
         with every_problem():  # every missing or weak variable named at once
+            if args.command == "migrate":  # the database alone: no Redis, no provider
+                return asyncio.run(migrate_ledger(LedgerDb.from_env(os.environ)))
             settings = LedgerSettings.from_env(os.environ)
             hooks = SenderSettings.from_env(os.environ)  # merchant webhooks by `onsale ledger`
     except MissingSetting as exc:
@@ -136,8 +138,6 @@ def _ledger_command(args: argparse.Namespace) -> int:
         return asyncio.run(_rebuild(settings, args.event_id, args.force))
     if args.command == "reconcile":
         return asyncio.run(_reconcile(settings, args.event, args.json, args.grace_ms))
-    if args.command == "migrate":
-        return asyncio.run(migrate_ledger(settings))
     try:
         return asyncio.run(until_signalled(functools.partial(run_ledger, settings, hooks)))
     except MissingSetting as exc:  # the metrics address

@@ -18,7 +18,7 @@ from engine.logs import redact_url
 from engine.settings import MissingSetting, Settings, every_problem, say_missing
 
 if TYPE_CHECKING:
-    from persistence.settings import LedgerSettings, SenderSettings
+    from persistence.settings import LedgerDb, LedgerSettings, SenderSettings
 
 log = logging.getLogger("onsale")
 
@@ -66,11 +66,11 @@ async def until_signalled(run: Callable[[asyncio.Event], Awaitable[int]]) -> int
             loop.remove_signal_handler(sig)
 
 
-async def migrate_ledger(settings: "LedgerSettings") -> int:
+async def migrate_ledger(db: "LedgerDb") -> int:
     from persistence.database import create_pool
     from persistence.migrate import migrate
 
-    pool = await create_pool(settings.pg_dsn, size_max=1, timeout_s=settings.pg_timeout_ms / 1000)
+    pool = await create_pool(db.dsn, size_max=1, timeout_s=db.timeout_ms / 1000)
     try:
         async with pool.acquire() as conn:
             applied = await migrate(conn)

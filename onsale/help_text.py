@@ -131,12 +131,17 @@ PROXY: Group = (
     "behind a proxy",
     {"FORWARDED_ALLOW_IPS": "proxies trusted with X-Forwarded-For (uvicorn's; default local)"},
 )
-LEDGER: Group = (
-    "the ledger",
+LEDGER_DB: Group = (
+    "the ledger's database",
     {
         "ONSALE_PG_DSN": "PostgreSQL DSN of the ledger (required)",
         "ONSALE_PG_POOL_MAX": "connections (default 4)",
         "ONSALE_PG_TIMEOUT_MS": "per statement or connection attempt (default 5000)",
+    },
+)
+LEDGER: Group = (
+    "the ledger writer",
+    {
         "ONSALE_LEDGER_BATCH_MAX": "outbox entries per transaction (default 2000)",
         "ONSALE_LEDGER_IDLE_MS": "longest blocking wait on the drained outboxes (default 100)",
         "ONSALE_LEDGER_CLAIM_IDLE_MS": "a pending entry idle this long belongs to a dead "
@@ -179,16 +184,16 @@ API_URL: Group = (
 )
 
 WITH_REDIS = (LOGS, ENGINE, STRIPE)
-WITH_LEDGER = (*WITH_REDIS, LEDGER, SENDER)
+WITH_LEDGER = (*WITH_REDIS, LEDGER_DB, LEDGER, SENDER)
 COMMANDS: Mapping[str, tuple[Group, ...]] = {
     "sweep": WITH_REDIS,
     "worker": (*WITH_REDIS, EXPORTER),
-    "migrate": WITH_LEDGER,
+    "migrate": (LOGS, LEDGER_DB),  # the database alone
     "ledger": (*WITH_LEDGER, EXPORTER),
     "rebuild": WITH_LEDGER,
     "reconcile": WITH_LEDGER,
     "serve": (LOGS, ENGINE, STRIPE, API, JWT, HTTP, WEBHOOK_DB, PROXY),
-    "policy": (*WITH_REDIS, LEDGER),
+    "policy": (*WITH_REDIS, LEDGER_DB, LEDGER),
     "stock": (*WITH_REDIS, OPERATOR),
     "chaos": (),  # it starts its own servers and hands them their settings
     "waiting": (API_URL,),  # a client of the public API: nothing else

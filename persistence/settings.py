@@ -7,6 +7,26 @@ from engine.settings import Settings, _bool, int_setting, refuse
 
 
 @dataclass(frozen=True)
+class LedgerDb:
+    """The ledger's database alone: all `onsale migrate` reads (no Redis, no provider)."""
+
+    dsn: str
+    pool_max: int = 4
+    timeout_ms: int = 5_000  # per statement / connection attempt
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "LedgerDb":
+        dsn = env.get("ONSALE_PG_DSN") or ""
+        if not dsn:
+            refuse("ONSALE_PG_DSN is not set (e.g. postgresql://u@127.0.0.1/db)")
+        return cls(
+            dsn=dsn,
+            pool_max=int_setting(env, "ONSALE_PG_POOL_MAX", cls.pool_max),
+            timeout_ms=int_setting(env, "ONSALE_PG_TIMEOUT_MS", cls.timeout_ms),
+        )
+
+
+@dataclass(frozen=True)
 class LedgerSettings:
     engine: Settings
     pg_dsn: str
@@ -21,14 +41,12 @@ class LedgerSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "LedgerSettings":
-        dsn = env.get("ONSALE_PG_DSN") or ""
-        if not dsn:
-            refuse("ONSALE_PG_DSN is not set (e.g. postgresql://u@127.0.0.1/db)")
+        db = LedgerDb.from_env(env)
         return cls(
             engine=Settings.from_env(env),
-            pg_dsn=dsn,
-            pg_pool_max=int_setting(env, "ONSALE_PG_POOL_MAX", cls.pg_pool_max),
-            pg_timeout_ms=int_setting(env, "ONSALE_PG_TIMEOUT_MS", cls.pg_timeout_ms),
+            pg_dsn=db.dsn,
+            pg_pool_max=db.pool_max,
+            pg_timeout_ms=db.timeout_ms,
             batch_max=int_setting(env, "ONSALE_LEDGER_BATCH_MAX", cls.batch_max),
             idle_ms=int_setting(env, "ONSALE_LEDGER_IDLE_MS", cls.idle_ms),
             claim_idle_ms=int_setting(env, "ONSALE_LEDGER_CLAIM_IDLE_MS", cls.claim_idle_ms),

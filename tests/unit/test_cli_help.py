@@ -16,7 +16,7 @@ from engine.metrics import ExporterSettings
 from engine.settings import Settings
 from onsale import help_text as h
 from onsale.cli import build_parser
-from persistence.settings import LedgerSettings, SenderSettings
+from persistence.settings import LedgerDb, LedgerSettings, SenderSettings
 from tests.conftest import API_TEST_ENV
 
 BASE = {
@@ -75,6 +75,7 @@ LOADERS: dict[str, Callable[[], set[str]]] = {
     "api and jwt": lambda: read_by(ApiSettings.from_env, {}, JWT) - ENGINE_READS,
     "http": lambda: read_by(HttpBounds.from_env, {}),
     "webhook database": lambda: read_by(WebhookDbSettings.from_env, {}),
+    "ledger database": lambda: read_by(LedgerDb.from_env, {}),
     "ledger": lambda: read_by(LedgerSettings.from_env, {}) - ENGINE_READS,
     "sender": lambda: read_by(SenderSettings.from_env, {}),
     "exporter": lambda: read_by(ExporterSettings.from_env, {}),
@@ -85,7 +86,8 @@ DOCUMENTED: dict[str, tuple[h.Group, ...]] = {
     "api and jwt": (h.API, h.JWT),
     "http": (h.HTTP,),
     "webhook database": (h.WEBHOOK_DB,),
-    "ledger": (h.LEDGER,),
+    "ledger database": (h.LEDGER_DB,),
+    "ledger": (h.LEDGER_DB, h.LEDGER),
     "sender": (h.SENDER,),
     "exporter": (h.EXPORTER,),
 }
