@@ -42,12 +42,13 @@ NOT_MODIFIED = {"304": {"description": "not modified: the ETag sent is current"}
 # A seat of the admin's create may also name its place (api/routes/seatmap.py seat_place).
 SEAT_PLACE_FIELDS: dict[str, Any] = {
     "row": limit("row", description="the row's label, shown on the page"),
+    "number": limit("seat_number", description="the seat's number in its row, as printed on it"),
     "x": limit("x", description="position on the drawn map; with y, on every seat or none"),
     "y": limit("y", description="position on the drawn map; with x"),
     "price_level": limit(
         "price_level",
-        description="a price level's name, shown on the page (display only: every seat costs "
-        "the event's price_minor)",
+        description="a price level's name, shown on the page; with the event's price_levels, "
+        "it sets the seat's price (ADR 0038)",
     ),
 }
 
@@ -56,7 +57,7 @@ SEAT_ROW = {
     "minItems": len(COLUMNS),
     "maxItems": len(COLUMNS),
     "description": "seat_id, section, row ('' if none), x, y (null when not positioned), "
-    "price_level ('' if none)",
+    "price_level ('' if none), number (the seat's number in its row; '' if none)",
     "items": {"nullable": True, "anyOf": [STR, {"type": "number"}]},
 }
 LAYOUT = record(
@@ -68,7 +69,10 @@ LAYOUT = record(
     {
         "columns": list(COLUMNS),
         "positioned": True,
-        "seats": [["A-1", "A", "1", 0.0, 0.0, "front"], ["A-2", "A", "1", 30.0, 0.0, "front"]],
+        "seats": [
+            ["A-1", "A", "1", 0.0, 0.0, "front", "1"],
+            ["A-2", "A", "1", 30.0, 0.0, "front", "2"],
+        ],
     },
     description="The seat map a page draws: one row per seat, in rank order (the order of the "
     "states string of SeatMapState). Fixed once the event is created: cacheable.",

@@ -98,6 +98,7 @@ LIMITS: Mapping[str, Bound] = MappingProxyType(
         "x": Bound(-100_000, 100_000, integer=False),
         "y": Bound(-100_000, 100_000, integer=False),
         "row": Bound(1, 16, of="chars"),
+        "seat_number": Bound(1, 16, of="chars"),  # the number (or label) printed on the seat
         "price_level": Bound(1, 32, of="chars"),
         "price_levels": Bound(1, 64, of="names"),
     }

@@ -37,7 +37,7 @@ log = logging.getLogger("onsale.seatmap")
 
 SEATMAP_SEATS_MAX = 20_000  # seats a drawn map may have (the page draws every one)
 LAYOUT_KEY = "seatmap"  # engine/keys.py EXTRA_KEYS
-COLUMNS = ("seat_id", "section", "row", "x", "y", "price_level")
+COLUMNS = ("seat_id", "section", "row", "x", "y", "price_level", "number")
 STATE_OF_OWNER = {"H": "H", "B": "B", "S": "S"}  # owners hash entries "H|B|S:<hold_id>"
 COUNTERS = ("free", "held", "blocked", "sold")
 # What a page shows besides the seats; with `seq`, `restocks` and `created_ms` they are the
@@ -67,9 +67,11 @@ class SeatPlace:
     x: float | None = None
     y: float | None = None
     price_level: str = ""
+    number: str = ""  # the seat's number in its row, as printed on it ("" : none given)
 
     def row_of(self) -> list[object]:
-        return [self.seat_id, self.section, self.row, self.x, self.y, self.price_level]
+        return [self.seat_id, self.section, self.row, self.x, self.y, self.price_level,
+                self.number]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

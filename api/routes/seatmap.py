@@ -17,7 +17,7 @@ from api.validate import LIMITS, integer, names, number, text
 from engine.holds import SeatSpec
 from engine.seatmap import SEATMAP_SEATS_MAX, SeatBoard, SeatPlace, Snapshot
 
-PLACE_FIELDS = ("row", "x", "y", "price_level")
+PLACE_FIELDS = ("row", "number", "x", "y", "price_level")
 _PLACES = frozenset(PLACE_FIELDS)
 STREAM_LIFETIME_S = 30.0  # then the page's EventSource reconnects (bounds a server's shutdown)
 HEARTBEAT_S = 10.0  # a clock message at least this often (keeps proxies and countdowns going)
@@ -33,7 +33,8 @@ def seat_layout(raw: list[Any], seats: list[SeatSpec]) -> list[SeatPlace] | None
             raise ApiError(
                 400,
                 "invalid_request",
-                f"row, x, y and price_level are for maps of at most {SEATMAP_SEATS_MAX} seats",
+                f"row, number, x, y and price_level are for maps of at most {SEATMAP_SEATS_MAX} "
+                "seats",
             )
         return None
     places = [seat_place(item, seat) for item, seat in zip(raw, seats, strict=True)]
@@ -52,7 +53,8 @@ def seat_place(item: dict[str, Any], seat: SeatSpec) -> SeatPlace:
     y = number(item["y"], f"y of {seat.seat_id}", LIMITS["y"]) if has_y else None
     row = text(item, "row") if item.get("row") is not None else ""
     level = text(item, "price_level") if item.get("price_level") is not None else ""
-    return SeatPlace(seat.seat_id, seat.section, row, x, y, level)
+    label = text(item, "number", limit="seat_number") if item.get("number") is not None else ""
+    return SeatPlace(seat.seat_id, seat.section, row, x, y, level, label)
 
 
 def price_table(body: dict[str, Any]) -> dict[str, int] | None:

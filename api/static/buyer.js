@@ -263,13 +263,18 @@ function refundNote(h) {
 }
 
 // What the hold's state means for the buyer, truthfully: [text, tone].
+// Seats in words where the map names them ("Section A, row 3, seat 5"), else by id.
+function seatWords(ids) {
+  return page.map ? page.map.namesOf(ids) : `Seats ${ids.join(", ")}`;
+}
+
 function describe(h) {
   const seats = h.seat_ids.join(", ");
   switch (h.state) {
     case "CONFIRMING": return ["Payment received: confirming your seats…", "ok"];
     case "CONFIRMED":
       return h.order
-        ? [`Confirmed: seats ${h.order.seat_ids.join(", ")}, paid ${money(h.order.amount, h.order.currency)}` +
+        ? [`Confirmed: ${seatWords(h.order.seat_ids)}, paid ${money(h.order.amount, h.order.currency)}` +
            `${h.order.refunded ? ` (${money(h.order.refunded, h.order.currency)} given back)` : ""}.`, "ok"]
         : ["Payment received: confirming your seats…", "ok"];
     case "EXPIRED": return [`Your hold expired; seats ${seats} went back on sale.${refundNote(h)}`, "bad"];
@@ -299,7 +304,7 @@ function renderHold() {
   const cur = page.event ? page.event.currency : "EUR";
   const amount = h.amount ?? (page.event ? priceOf(h.seat_ids) : null);
   const total = amount !== null ? money(amount, cur) : "";
-  $("hold-seats").textContent = h.seat_ids.length ? `Seats ${h.seat_ids.join(", ")} · ${total}` : "";
+  $("hold-seats").textContent = h.seat_ids.length ? `${seatWords(h.seat_ids)} · ${total}` : "";
   let [text, tone] = describe(h);
   if (page.followNote) text = `${text} (${page.followNote})`;
   const order = h.order; // a confirmed, told hold: its number and the code for the door (ADR 0042)

@@ -76,7 +76,7 @@ function placed(seats) {
 
 export class SeatMap {
   constructor(container, layout, { onToggle } = {}) {
-    this.seats = layout.seats; // [seat_id, section, row, x, y, price_level]
+    this.seats = layout.seats; // [seat_id, section, row, x, y, price_level, number]
     this.onToggle = onToggle || (() => {});
     this.index = new Map(this.seats.map((s, i) => [s[0], i]));
     this.states = "F".repeat(this.seats.length);
@@ -153,11 +153,37 @@ export class SeatMap {
   }
 
   label(i) {
-    const [id, section, row, , , level] = this.seats[i];
+    const [id, , , , , level] = this.seats[i];
     const state = this.mine.has(id) ? "yours" : NAMES[this.states[i]];
-    const parts = [`Seat ${id}`, section && `section ${section}`, row && `row ${row}`,
-      level && `price level ${level}`, state, this.selected.has(id) && "picked"];
+    const parts = [this.nameOf(id), level && `price level ${level}`, state,
+      this.selected.has(id) && "picked"];
     return parts.filter(Boolean).join(", ");
+  }
+
+  // A seat in words, as printed at the venue: "Section A, row 3, seat 5" (its id when the
+  // map gives it no number).
+  nameOf(id) {
+    return this.namesOf([id]);
+  }
+
+  // Seats in words, grouped by section and row in the order given:
+  // "Section A, row 3, seats 5, 6; Section B, seat 12".
+  namesOf(ids) {
+    const groups = [];
+    for (const id of ids) {
+      const i = this.index.get(id);
+      const [, section, row, , , , number] = i === undefined ? [id, "", ""] : this.seats[i];
+      const key = `${section}\u0000${row}`;
+      const last = groups[groups.length - 1];
+      if (last && last.key === key) last.seats.push(number || id);
+      else groups.push({ key, section, row, seats: [number || id] });
+    }
+    return groups.map((g) => {
+      const parts = [g.section && `Section ${g.section}`, g.row && `row ${g.row}`,
+        `${g.seats.length > 1 ? "seats" : "seat"} ${g.seats.join(", ")}`];
+      const text = parts.filter(Boolean).join(", ");
+      return text.charAt(0).toUpperCase() + text.slice(1);
+    }).join("; ");
   }
 
   paint(i) {

@@ -74,13 +74,13 @@ def test_a_purchase_through_the_simulator_as_two_tabs_see_it(
 
     second = profile.new_page()  # another tab of the same browser: the same buyer
     second.goto(f"/ui/buyer.html?event={event_id}")
-    expect(second.locator("#hold-seats")).to_contain_text("Seats s1")
+    expect(second.locator("#hold-seats")).to_contain_text("Section A, seat s1")
     expect(second.locator(seat("s1"))).to_have_class("seat H mine")
 
     tab.click("#pay")
     for page in (tab, second):
         expect(page.locator("#hold-message")).to_contain_text(
-            "Confirmed: seats s1, paid €45.00", timeout=15_000
+            "Confirmed: Section A, seat s1, paid €45.00", timeout=15_000
         )
         expect(page.locator(seat("s1"))).to_have_class("seat S mine")
     captures = [e for e in stack.ledger()["entries"] if e["event_id"] == event_id]
@@ -150,9 +150,9 @@ def test_seats_of_two_price_levels_show_their_prices_before_and_after_the_hold(
     event_id = f"lv-{uuid.uuid4().hex[:8]}"
     stack.local.create_event(
         event_id,
-        [{"seat_id": f"s{i}", "rank": i, "section": "A", "row": "1", "x": i * 30, "y": 0,
-                **({"price_level": ("front", "back")[i // 2]} if i < 4 else {})}
-               for i in range(5)],
+        [{"seat_id": f"s{i}", "rank": i, "section": "A", "row": "1", "number": str(i + 11),
+          "x": i * 30, "y": 0, **({"price_level": ("front", "back")[i // 2]} if i < 4 else {})}
+         for i in range(5)],
         price_minor=2_000,
         price_levels={"front": 9_000, "back": 4_500},
     )  # fmt: skip
@@ -163,10 +163,14 @@ def test_seats_of_two_price_levels_show_their_prices_before_and_after_the_hold(
         page.click(seat(s))
     expect(page.locator("#picked")).to_have_text("Picked: s1, s2, s4 · €155.00")
     page.click("#hold-picked")
-    expect(page.locator("#hold-seats")).to_have_text("Seats s1, s2, s4 · €155.00")
+    # Seats named as printed at the venue (#34): section, row and each seat's number.
+    expect(page.locator("#hold-seats")).to_have_text("Section A, row 1, seats 12, 13, 15 · €155.00")
+    expect(page.locator(seat("s1"))).to_have_attribute(
+        "aria-label", re.compile(r"^Section A, row 1, seat 12, price level front, yours")
+    )
     page.click("#pay")
     expect(page.locator("#hold-message")).to_contain_text(
-        "Confirmed: seats s1, s2, s4, paid €155.00", timeout=15_000
+        "Confirmed: Section A, row 1, seats 12, 13, 15, paid €155.00", timeout=15_000
     )
     assert errors == []
 

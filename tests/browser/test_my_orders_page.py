@@ -31,7 +31,9 @@ def test_a_seat_bought_is_found_under_my_orders_with_its_number_and_code(
     page.click(seat("s2"))
     page.click("#hold-picked")
     page.click("#pay")
-    expect(page.locator("#hold-message")).to_contain_text("Confirmed: seats s2", timeout=15_000)
+    expect(page.locator("#hold-message")).to_contain_text(
+        "Confirmed: Section A, seat s2", timeout=15_000
+    )
     number = page.locator("#order-number").inner_text()
     hold_id = page.evaluate(f"localStorage.getItem('onsale.hold.{event_id}.rui')")
     assert number == order_number(event_id, hold_id)

@@ -57,7 +57,7 @@ def test_a_seat_bought_with_a_card_that_asks_for_3d_secure(
     expect(challenge).to_be_visible()
     challenge.get_by_role("button", name="Complete authentication").click()
     expect(page.locator("#hold-message")).to_contain_text(
-        "Confirmed: seats s1, paid €45.00", timeout=15_000
+        "Confirmed: Section A, seat s1, paid €45.00", timeout=15_000
     )
     expect(page.locator("#payment-form")).to_be_hidden()
     # The order's number and its QR code for the door (ADR 0042).
@@ -84,7 +84,7 @@ def test_a_declined_card_is_said_and_another_card_pays(
     page.fill("#payment-element input[name=cardnumber]", CARD)
     page.click("#pay-confirm")
     expect(page.locator("#hold-message")).to_contain_text(
-        "Confirmed: seats s1, paid €45.00", timeout=15_000
+        "Confirmed: Section A, seat s1, paid €45.00", timeout=15_000
     )
     # The browser logs the decline's 402 answer to Stripe.js's call, as it would Stripe's.
     assert [e for e in errors if "status of 402" not in e] == []

@@ -207,7 +207,7 @@ def test_a_waiting_buyer_is_told_sold_out_on_a_phone_and_never_claims(
     expect(last.page.locator("#queue-estimate")).to_have_text("None: no seat is free now")
     first.page.locator("#pay").tap()
     expect(first.page.locator("#hold-message")).to_contain_text(
-        "Confirmed: seats s0, paid €45.00", timeout=15_000
+        "Confirmed: Section A, seat s0, paid €45.00", timeout=15_000
     )
 
     expect(last.page.locator("#queue-status")).to_have_text(SOLD_OUT)
