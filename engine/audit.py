@@ -52,6 +52,9 @@ class Snapshot:
     logins: dict[str, str] | None = None  # login -> its current hold
     bought: dict[str, int] | None = None  # login -> seats bought (the cap's count, ADR 0019)
     stock: dict[str, str] | None = None  # the stock hash of a stock event (ADR 0022)
+    # The event's score in the due index, and its earliest deadline or quarantine end (None:
+    # not in the index / none); the sweeper's look (engine/sweeper.py).
+    due: tuple[float | None, float | None] | None = None
 
     @property
     def by_hold(self) -> dict[str, Hold]:
@@ -122,6 +125,15 @@ def timers_indexed(s: Snapshot) -> Iterator[Violation]:
             f"refund queue differs: missing {sorted(refunding - refunds)[:5]}, "
             f"stray {sorted(refunds - refundable)[:5]}",
         )
+    # A deadline later than the event's score in the due index would be swept only by the
+    # periodic look at every event; the score mirrors the event's `due_at`.
+    if s.due is not None:
+        score, earliest = s.due
+        if earliest is not None and (score is None or score > earliest):
+            yield Violation(v, f"due index says {score}, earliest due is {earliest}")
+        mirror = float(s.event.get("due_at") or 0) or None
+        if mirror != score:
+            yield Violation(v, f"due_at {mirror} differs from the due index's {score}")
     # A CHARGING charge outside the watch index would never be asked about again.
     charging = {c.charge_id for c in s.charges if c.state == ChargeState.CHARGING}
     declined = {

@@ -107,6 +107,25 @@ def event_keys(event_id: str, prefix: str = PREFIX) -> list[str]:
     return [f"{prefix}:{{{event_id}}}:{name}" for name in EVENT_KEYS]
 
 
+# The due index (KEYS[22] of every event script, after the event's own keys): events -> the
+# earliest moment one of their holds has a deadline or a quarantine end due, kept by the
+# scripts that set or sweep them, so the sweeper reads only what is due, however many events
+# there are. One zset on a single server; on a cluster one per slot (under a tag that hashes to
+# the event's slot), since a script touches one slot.
+DUE = "due"
+
+
+def due_key(event_id: str, prefix: str = PREFIX, *, cluster: bool = False) -> str:
+    if not cluster:
+        return f"{prefix}:{DUE}"
+    return f"{prefix}:{DUE}:{{{slot_tag(slot_of(event_id))}}}"
+
+
+def script_keys(event_id: str, prefix: str = PREFIX, *, cluster: bool = False) -> list[str]:
+    """What every event script gets as KEYS: the event's keys, then its due index."""
+    return [*event_keys(event_id, prefix), due_key(event_id, prefix, cluster=cluster)]
+
+
 def event_key(event_id: str, name: str, prefix: str = PREFIX) -> str:
     if name in EXTRA_KEYS:
         return f"{event_keys(event_id, prefix)[0].rsplit(':', 1)[0]}:{name}"

@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 
 from engine import errors, keys
 from engine.audit import AuditReport, Snapshot, audit
-from engine.cluster import is_outage
+from engine.cluster import is_cluster, is_outage
 from engine.event_details import EventDetails
 from engine.event_index import EventIndex
 from engine.holds import Alert, Availability, Charge, Hold
@@ -332,6 +332,12 @@ class Reads:
         entries = await self._read(self.client.xrange(self._key(event_id, "outbox"), count=count))
         return [fields for _id, fields in entries]
 
+    def _due_reads(self, pipe: Any, event_id: str) -> None:
+        """The event's score in the due index, then its earliest deadline and quarantine end."""
+        pipe.zscore(keys.due_key(event_id, self.prefix, cluster=is_cluster(self.client)), event_id)
+        pipe.zrange(self._key(event_id, "deadlines"), 0, 0, withscores=True)
+        pipe.zrange(self._key(event_id, "quarantines"), 0, 0, withscores=True)
+
     async def audit(self, event_id: str) -> AuditReport:
         """Check docs/invariants.md over one atomic snapshot (MULTI/EXEC on the event slot)."""
         async with self.client.pipeline(transaction=True) as pipe:
@@ -350,6 +356,7 @@ class Reads:
             pipe.hgetall(self._key(event_id, "logins"))
             pipe.hgetall(self._key(event_id, "quota"))
             pipe.hgetall(self._key(event_id, "stock"))
+            self._due_reads(pipe, event_id)
             (
                 ev,
                 seats,
@@ -366,7 +373,11 @@ class Reads:
                 logins,
                 quota,
                 stock,
+                due,
+                first_deadline,
+                first_end,
             ) = await self._read(pipe.execute())
+        earliest = [float(x[0][1]) for x in (first_deadline, first_end) if x]
         return audit(
             Snapshot(
                 event_id,
@@ -382,5 +393,6 @@ class Reads:
                 logins=dict(logins),
                 bought={k[7:]: int(v) for k, v in quota.items() if k.startswith("bought:")},
                 stock=stock or None,
+                due=(float(due) if due is not None else None, min(earliest, default=None)),
             )
         )

@@ -13,11 +13,14 @@ class Restore:
         self.reads = runner.reads
         self.client, self.prefix = runner.client, runner.prefix
         self._run, self._read, self._key = runner.run, runner.timed, runner.key
+        self._script_keys = runner.keys
 
     async def drop_event(self, event_id: str) -> None:
         """Delete every key of the event (a rebuild with --force starts from nothing)."""
         names = [*keys.EVENT_KEYS, *keys.EXTRA_KEYS]
         await self._read(self.client.delete(*(self._key(event_id, n) for n in names)))
+        due = self._script_keys(event_id)[len(keys.EVENT_KEYS)]  # the due index (KEYS[22])
+        await self._read(self.client.zrem(due, event_id))
         await self.reads.index.remove(event_id)
 
     async def hold(

@@ -11,7 +11,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from engine import errors, keys
-from engine.cluster import is_outage
+from engine.cluster import is_cluster, is_outage
 from engine.pipeline import AutoPipeline
 from engine.reads import Reads, timed
 from engine.scripts import Scripts
@@ -33,14 +33,17 @@ class Runner:
         self.client, self.scripts, self.reads = client, scripts, reads
         self.prefix, self.timeout_s, self.pipeline = prefix, timeout_s, pipeline
         self._keys: dict[str, list[str]] = {}
+        self.cluster = is_cluster(client)  # one due index per slot (engine/keys.py due_key)
 
     def keys(self, event_id: str) -> list[str]:
-        """The event's key set (engine/keys.py EVENT_KEYS), built once per event."""
+        """What the event's scripts get as KEYS (engine/keys.py script_keys), built once."""
         known = self._keys.get(event_id)
         if known is None:
             if len(self._keys) >= KEYS_CACHE_MAX:
                 self._keys.clear()
-            known = self._keys[event_id] = keys.event_keys(event_id, self.prefix)
+            known = self._keys[event_id] = keys.script_keys(
+                event_id, self.prefix, cluster=self.cluster
+            )
         return known
 
     def key(self, event_id: str, name: str) -> str:

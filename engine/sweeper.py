@@ -1,17 +1,22 @@
 """The sweeper: runs expire-if-still-held (hold_expire) and the quarantine hard timeout
 (hold_quarantine_timeout) over every event with something due, in bounded batches,
-continuously. Which events have something due is one pipelined look per thousand events (their
-earliest deadline and quarantine end), so a pass costs no script call for an idle event and its
-lag does not grow with the number of events that have nothing due.
+continuously.
 
 It decides nothing itself: each step is a script that reads the server clock and applies the
 deadline rule, so a sweeper that runs late, twice, or concurrently with another sweeper (or with
-a callback) changes nothing that the rule has not already decided."""
+a callback) changes nothing that the rule has not already decided.
+
+Which events have something due is the due index (engine/keys.py due_key): the scripts that
+set a deadline or a quarantine end keep each event's earliest there, and a sweep sets it right
+again, so a pass reads one zset, not every event. Every FULL_LOOK_S a pass looks at every event
+instead (two pipelined reads each), for whatever the index would have missed."""
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 
+from engine import keys
 from engine.loops import each_event, run_passes
 from engine.reads import timed
 from engine.store import Store
@@ -43,6 +48,7 @@ class Sweeper:
         self.batch_max = batch_max
         self.rounds_max = rounds_max
         self.stats = SweepStats()
+        self.full_look_at = float("-inf")  # monotonic time of the last look at every event
 
     async def sweep_event(self, event_id: str) -> bool:
         """Sweep one event; True if work was left over (more than rounds_max batches due)."""
@@ -63,10 +69,17 @@ class Sweeper:
         return True
 
     async def run_once(self) -> bool:
-        """One pass over the events with a deadline or a quarantine end due now (one pipelined
-        look at all of them first: an idle event costs no script call). True if some event
-        still had due work."""
-        due = await due_events(self.store, await self.store.read.event_ids())
+        """One pass over the events with a deadline or a quarantine end due now, read from the
+        due index (one read however many events, one per slot on a cluster); every
+        FULL_LOOK_S, and always with the tests' clocks, by looking at every event instead (what
+        an index that lost an entry, or events from before the index, still need). True if some
+        event still had due work."""
+        now = time.monotonic()
+        if self.store.scripts.test_clock or now - self.full_look_at >= FULL_LOOK_S:
+            self.full_look_at = now
+            due = await due_events(self.store, await self.store.read.event_ids())
+        else:
+            due = await indexed_due(self.store)
         return await each_event(due, self.sweep_event, self.stats)
 
     async def run(self, stop: asyncio.Event) -> SweepStats:
@@ -78,6 +91,26 @@ class Sweeper:
 
 
 PROBE_CHUNK = 1_000  # events looked at in one pipelined round trip
+FULL_LOOK_S = 10.0  # the look at every event, beside the index, this often
+DUE_READ_MAX = 10_000  # events one read of the index returns (the rest: the next pass)
+
+
+async def indexed_due(store: Store) -> list[str]:
+    """The events whose score in the due index (engine/keys.py due_key) has come, by the
+    server's clock: one ZRANGEBYSCORE on a single server; on a cluster, one per slot that has
+    events, pipelined."""
+    now = await store.read.server_time_ms()
+    runner = store.runner
+    if runner.cluster:
+        names = {keys.due_key(e, store.prefix, cluster=True)
+                 for e in await store.read.event_ids()}  # fmt: skip
+    else:
+        names = {keys.due_key("", store.prefix)}
+    async with store.client.pipeline(transaction=False) as pipe:
+        for name in sorted(names):
+            pipe.zrangebyscore(name, "-inf", now, start=0, num=DUE_READ_MAX)
+        replies = await timed(pipe.execute(), store.timeout_s)
+    return [str(e) for reply in replies for e in reply]
 
 
 async def due_events(store: Store, event_ids: list[str]) -> list[str]:

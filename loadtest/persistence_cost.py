@@ -81,7 +81,7 @@ async def prepare(port: int, seats: int) -> tuple[str, list[str]]:
     await store.open_sale("bench")
     function = store.scripts.function("hold_claim")
     await client.aclose()
-    return function, keys.event_keys("bench")
+    return function, keys.script_keys("bench")
 
 
 def main() -> int:

@@ -78,7 +78,7 @@ async def measure(
     client = aioredis.Redis(port=port, decode_responses=True)
     try:
         await client.config_resetstat()
-        event_keys = keys.event_keys(event_id)
+        event_keys = keys.script_keys(event_id)
         rate = bench(
             port, args.requests, args.clients,
             *script, str(len(event_keys)), *event_keys,

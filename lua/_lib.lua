@@ -21,7 +21,8 @@ local PROVIDER_REFUNDED, DISPUTED, CHARGED_BACK = 'PROVIDER_REFUNDED', 'DISPUTED
 -- (does the event exist, is it on sale, the claim's limits), the rest (policies, currency, the
 -- record's fields) on the first use of one of them in the same call. Each field is a hash
 -- lookup that costs the call time, and a refused or plain claim uses none of the rest.
-local CONFIG_HOT = { 'status', 'opens_at_ms', 'hold_ttl_ms', 'kind', 'max_party', 'login_cap' }
+local CONFIG_HOT = { 'status', 'opens_at_ms', 'hold_ttl_ms', 'kind', 'max_party', 'login_cap',
+  'due_at' }
 local CONFIG_REST = { 'id', 'quarantine_ms', 'policy', 'currency', 'reversal_policy',
   'policy_grace_ms', 'policy_version', 'shadow_policy', 'shadow_version', 'locations' }
 
@@ -47,7 +48,8 @@ local function config()
   if not v[1] then return nil end
   return setmetatable({ status = v[1], opens_at_ms = tonumber(v[2]) or 0,
     hold_ttl_ms = tonumber(v[3]), kind = v[4] or 'seats', max_party = tonumber(v[5]) or 0,
-    login_cap = tonumber(v[6]) or false }, CONFIG_LAZY)  -- false, not nil: a read of nil is lazy
+    login_cap = tonumber(v[6]) or false, due_at = tonumber(v[7]) or 0 }, CONFIG_LAZY)
+  -- (false or 0, not nil: a read of nil is lazy)
 end
 
 -- The whole config now: before a script changes fields of it in place (lua/event_policy.lua).
@@ -57,6 +59,36 @@ local function config_full(cfg)
     config_rest(cfg)
   end
   return cfg
+end
+
+-- The due index (KEYS[22]): the sweeper looks at an event once its score there has come, so
+-- the score is never later than the event's earliest deadline or quarantine end (it may be
+-- earlier: a hold confirmed or released before its deadline makes the sweeper look once for
+-- nothing, and its sweep sets the score right). `due_at` in the event hash mirrors the score,
+-- so a deadline no earlier than it (every claim but the first after a sweep) writes nothing.
+local function due_by(ctx, at)
+  local cur = ctx.cfg.due_at
+  if cur > 0 and cur <= at then return end
+  redis.call('ZADD', K_DUE, at, ctx.cfg.id)
+  redis.call('HSET', K_EVENT, 'due_at', at)
+  ctx.cfg.due_at = at
+end
+
+-- After a sweep: the score becomes the event's earliest deadline or quarantine end, exactly, or
+-- the event leaves the index when it has none.
+local function due_again(ctx)
+  local d = redis.call('ZRANGE', K_DEADLINES, 0, 0, 'WITHSCORES')
+  local q = redis.call('ZRANGE', K_QUARANTINES, 0, 0, 'WITHSCORES')
+  local at = math.min(tonumber(d[2]) or math.huge, tonumber(q[2]) or math.huge)
+  if at == math.huge then
+    redis.call('ZREM', K_DUE, ctx.cfg.id)
+    redis.call('HDEL', K_EVENT, 'due_at')
+    ctx.cfg.due_at = 0
+    return
+  end
+  redis.call('ZADD', K_DUE, at, ctx.cfg.id)
+  redis.call('HSET', K_EVENT, 'due_at', string.format('%.0f', at))
+  ctx.cfg.due_at = at
 end
 
 -- A hold's fields that a fresh claim leaves empty are stored only once set (ADR 0034): the
@@ -537,6 +569,7 @@ local function hold_grace(ctx, h, shadow)
   local until_ms = h.expires_ms + ctx.cfg.grace_ms
   if (tonumber(redis.call('ZSCORE', K_DEADLINES, h.id)) or 0) >= until_ms then return end
   redis.call('ZADD', K_DEADLINES, until_ms, h.id)
+  due_by(ctx, until_ms)
   ctx.shadow_outcome = shadow
   emit(ctx, 'hold', h.id, RESERVED, 'GRACE', 0, h, nil, 'deadline_charge_in_flight',
     string.format('%d', until_ms))
@@ -558,6 +591,7 @@ local function settle(ctx, h)
       seat_move(h, 'B')
       redis.call('ZREM', K_DEADLINES, h.id)
       redis.call('ZADD', K_QUARANTINES, h.until_ms, h.id)
+      due_by(ctx, h.until_ms)
       put_hold(h)
       ctx.shadow_outcome = shadow
       emit(ctx, 'hold', h.id, RESERVED, QUARANTINED, 0, h, nil, 'deadline_charge_in_flight')

@@ -1,6 +1,6 @@
 --[[ hold_claim: claim specific seats if all are FREE, the best FREE seats (a party: one hold), or
 lines of quantity stock (a cart: one hold).
-KEYS[1..21] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..22] the event's keys and the due index (engine/keys.py script_keys, documented in _keys.lua)
 ARGV[1] hold_id (the idempotency key)   ARGV[2] login   ARGV[3] what is asked for: '' the best
   free seat (ZPOPMIN, O(log n)); '#<n>' n seats, the best block of adjacent ones (consecutive
   ranks in one section) or else the n best (reads every free seat: O(free)); 's1,s2,...'
@@ -152,4 +152,5 @@ h.seat = seat
 put_hold(h)
 redis.call('HSET', K_LOGINS, login, hold_id)
 redis.call('ZADD', K_DEADLINES, h.expires_ms, hold_id)
+due_by(ctx, h.expires_ms)
 return { 'OK', hold_id, seat, h.expires_ms, prev and prev.id or '', h.amount or 0 }

@@ -1,5 +1,5 @@
 --[[ hold_expire: the sweeper's step, expire-if-still-held for a bounded batch of overdue holds.
-KEYS[1..21] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..22] the event's keys and the due index (engine/keys.py script_keys, documented in _keys.lua)
 ARGV[1] batch_max (holds examined per call)
 Returns {code, ...}: SWEPT examined expired quarantined remaining_due | NOT_FOUND
 Invariants: only holds still RESERVED with now >= expires_ms change (the deadline rule in
@@ -21,5 +21,6 @@ for _, hold_id in ipairs(due) do
   if h.state == EXPIRED then expired = expired + 1 end
   if h.state == QUARANTINED then quarantined = quarantined + 1 end
 end
+due_again(ctx)
 local remaining = redis.call('ZCOUNT', K_DEADLINES, '-inf', ctx.now)
 return { 'SWEPT', #due, expired, quarantined, remaining }

@@ -1,5 +1,5 @@
 --[[ hold_quarantine_timeout: past the quarantine hard timeout, put blocked seats back on sale.
-KEYS[1..21] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..22] the event's keys and the due index (engine/keys.py script_keys, documented in _keys.lua)
 ARGV[1] batch_max (holds examined per call)
 Returns {code, ...}: SWEPT examined expired freed remaining_due | NOT_FOUND
 Invariants: a QUARANTINED hold past until_ms goes EXPIRED and its charge is marked
@@ -20,5 +20,6 @@ for _, hold_id in ipairs(due) do
   if was == QUARANTINED and h.state == EXPIRED then expired = expired + 1 end
   if was == RELEASED and h.blocking == '' then freed = freed + 1 end
 end
+due_again(ctx)
 local remaining = redis.call('ZCOUNT', K_QUARANTINES, '-inf', ctx.now)
 return { 'SWEPT', #due, expired, freed, remaining }

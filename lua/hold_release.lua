@@ -1,5 +1,5 @@
 --[[ hold_release: the owner gives a hold up; always accepted for the owner.
-KEYS[1..21] the event key set (engine/keys.py EVENT_KEYS, documented in _lib.lua)
+KEYS[1..22] the event's keys and the due index (engine/keys.py script_keys, documented in _keys.lua)
 ARGV[1] hold_id   ARGV[2] login
 Returns {code, ...}: RELEASED state | ALREADY_TERMINAL state | NOT_OWNER | NOT_FOUND
 Invariants: with no charge in flight the seat is FREE at once; with one in flight the hold is
@@ -23,7 +23,10 @@ if h.state == RESERVED then
     h.until_ms = ctx.now + ctx.cfg.quarantine_ms
   end
   hold_end(ctx, h, RELEASED, 'released_by_owner')
-  if h.blocking ~= '' then redis.call('ZADD', K_QUARANTINES, h.until_ms, h.id) end
+  if h.blocking ~= '' then
+    redis.call('ZADD', K_QUARANTINES, h.until_ms, h.id)
+    due_by(ctx, h.until_ms)
+  end
   return { 'RELEASED', h.state }
 end
 if h.state == QUARANTINED then

@@ -1,12 +1,17 @@
 """The sweeper loop over several events, more due holds than one batch, and its stop signal."""
 
 import asyncio
+import time
 
+import pytest
+
+from engine.keys import EVENT_KEYS
 from engine.states import HoldState
 from engine.store import Store
 from engine.sweeper import Sweeper, due_events
-from tests.conftest import open_sale
+from tests.conftest import open_sale, seats
 from tests.helpers import wait_until
+from tests.race.test_races import _drop, _store
 
 T0 = 1_900_000_000_000
 
@@ -89,3 +94,76 @@ async def test_a_pass_looks_at_every_event_once_and_sweeps_only_those_with_somet
     assert (await store.read.hold(due.event_id, "h")).state == HoldState.EXPIRED
     assert (await store.read.hold(quarantined.event_id, "h")).state == HoldState.EXPIRED
     assert await due_events(store, ids) == []
+
+
+async def test_the_due_index_keeps_each_events_earliest_deadline(store: Store) -> None:
+    """lua/_lib.lua due_by / due_again (on fakeredis, real Redis and a cluster): the first claim
+    puts the event in the due index at its deadline; later claims (later deadlines) write
+    nothing; a quarantine end earlier than the deadlines moves it; a sweep sets it to the exact
+    earliest, and the event leaves the index once nothing is due any more."""
+    sale = await open_sale(store, 4, hold_ttl_ms=1_000, quarantine_ms=500, now_ms=T0)
+    due = store.keys(sale.event_id)[len(EVENT_KEYS)]
+
+    async def score() -> float | None:
+        found = await store.client.zscore(due, sale.event_id)
+        return float(found) if found is not None else None
+
+    assert await score() is None
+    await store.claim(sale.event_id, "u1", "h1")  # deadline T0 + 1000
+    assert await score() == T0 + 1_000
+    await sale.at(T0 + 400)
+    await store.claim(sale.event_id, "u2", "h2")  # T0 + 1400: not earlier, nothing written
+    assert await score() == T0 + 1_000
+    await store.start_charge(sale.event_id, "h2", "u2", "c2", 100)
+    await store.release(sale.event_id, "h2", "u2")  # its seat blocked until T0 + 400 + 500
+    assert await score() == T0 + 900
+    await sale.at(T0 + 1_000)
+    await Sweeper(store).run_once()  # h2's seat freed, h1 expired: nothing due any more
+    assert await score() is None
+    await store.claim(sale.event_id, "u3", "h3")
+    assert await score() == T0 + 2_000
+    await sale.audit_ok()
+
+
+@pytest.mark.redis
+async def test_a_pass_reads_the_due_index_and_visits_only_what_is_due() -> None:
+    """By the server's clock (production scripts): 300 idle events and one with a hold whose
+    deadline comes a second later; a pass between full looks visits only that one, once due."""
+    store, client = await _store(test_clock=False)
+    try:
+        for i in range(300):
+            await store.create_event(f"idle{i}", seats(1), hold_ttl_ms=60_000,
+                                     quarantine_ms=60_000)  # fmt: skip
+            await store.open_sale(f"idle{i}")
+        await store.create_event("busy", seats(2), hold_ttl_ms=1_000, quarantine_ms=60_000)
+        await store.open_sale("busy")
+        await store.claim("busy", "u1", "h1")
+        sweeper = Sweeper(store)
+        sweeper.full_look_at = time.monotonic()  # the next passes read the index only
+        visited: list[str] = []
+
+        async def sweep_event(event_id: str) -> bool:
+            visited.append(event_id)
+            return await Sweeper.sweep_event(sweeper, event_id)
+
+        sweeper.sweep_event = sweep_event  # type: ignore[method-assign]
+        await sweeper.run_once()
+        assert visited == []  # nothing due yet
+        deadline = (await store.read.hold("busy", "h1")).expires_ms
+        await wait_until_server(store, deadline)
+        await sweeper.run_once()
+        assert visited == ["busy"]
+        assert (await store.read.hold("busy", "h1")).state == HoldState.EXPIRED
+        await sweeper.run_once()
+        assert visited == ["busy"]  # swept: out of the index
+    finally:
+        await _drop(store, client)
+
+
+async def wait_until_server(store: Store, at_ms: int) -> None:
+    """Until the server's clock reaches `at_ms` (bounded)."""
+    for _ in range(200):
+        if await store.read.server_time_ms() >= at_ms:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"the server clock did not reach {at_ms}")

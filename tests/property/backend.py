@@ -38,7 +38,7 @@ class Backend:
     def __init__(self, store: Store, event_id: str) -> None:
         self.store = store
         self.event_id = event_id
-        self.k = dict(zip(KEY_NAMES, store.keys(event_id), strict=True))
+        self.k = dict(zip(KEY_NAMES, store.keys(event_id)[: len(KEY_NAMES)], strict=True))
         # The outbox is read once per step from where the last read stopped (exclusive).
         self.outbox_from = "-"
         self.terminal: Counter[tuple[str, str]] = Counter()
