@@ -31,7 +31,7 @@ def places(n: int, **extra: Any) -> list[dict[str, Any]]:
     return [
         {"seat_id": f"s{i}", "rank": i, "section": "AB"[i * 2 // n], "row": str(i // 4 + 1),
          "x": (i % 4) * 30, "y": (i // 4) * 30, "price_level": "front" if i < 4 else "back",
-         **extra}
+         "number": str(i % 4 + 1), **extra}
         for i in range(n)
     ]  # fmt: skip
 
@@ -74,10 +74,11 @@ def test_the_layout_comes_in_rank_order_with_its_places_and_an_etag(stack: Stack
     assert r.status_code == 200
     body = r.json()
     assert body["positioned"] is True
-    assert body["columns"] == ["seat_id", "section", "row", "x", "y", "price_level"]
-    assert body["seats"][:2] == [["s0", "A", "1", 0, 0, "front"], ["s1", "A", "1", 30, 0, "front"]]
+    assert body["columns"] == ["seat_id", "section", "row", "x", "y", "price_level", "number"]
+    assert body["seats"][:2] == [["s0", "A", "1", 0, 0, "front", "1"],
+                                 ["s1", "A", "1", 30, 0, "front", "2"]]  # fmt: skip
     assert [s[0] for s in body["seats"]] == [f"s{i}" for i in range(8)]
-    assert body["seats"][7] == ["s7", "B", "2", 90, 30, "back"]
+    assert body["seats"][7] == ["s7", "B", "2", 90, 30, "back", "4"]
     assert r.headers["cache-control"] == "public, max-age=60"
     again = get(stack, f"/v1/events/{event_id}/seatmap", **{"If-None-Match": r.headers["etag"]})
     assert (again.status_code, again.content) == (304, b"")
@@ -88,8 +89,7 @@ def test_the_layout_comes_in_rank_order_with_its_places_and_an_etag(stack: Stack
 def test_a_map_without_places_is_drawn_from_its_seats_and_sections(stack: Stack) -> None:
     event_id = new_map(stack, [{"seat_id": f"s{i}", "rank": 10 - i, "section": "AB"[i % 2]}
                                for i in range(4)])  # fmt: skip
-    expected = [["s3", "B", "", None, None, ""], ["s2", "A", "", None, None, ""],
-                ["s1", "B", "", None, None, ""], ["s0", "A", "", None, None, ""]]  # fmt: skip
+    expected = [[f"s{i}", "AB"[i % 2], "", None, None, "", ""] for i in (3, 2, 1, 0)]
     stored = get(stack, f"/v1/events/{event_id}/seatmap").json()
     assert (stored["positioned"], stored["seats"]) == (False, expected)
     # An event rebuilt from the ledger has no stored layout: its seats and sections draw it.
