@@ -61,6 +61,8 @@ class OrderRefunds:
         if code == HoldRefundCode.NOT_FOUND:
             await self.runner.refuse_truthfully(event_id, code)
             raise errors.HoldNotFound(f"hold {hold_id}")
+        if code == HoldRefundCode.RECOVERING:
+            raise errors.Recovering(f"event {event_id} is being recovered; retry later")
         if code == HoldRefundCode.NOT_CONFIRMED:
             raise errors.NotConfirmed(f"hold {hold_id} is {reply[1]}", state=str(reply[1]))
         if code == HoldRefundCode.NOT_IN_ORDER:

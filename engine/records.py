@@ -112,6 +112,9 @@ class OutboxRecord(NamedTuple):
     # A correction's own fields (kind correction): 'set' or 'adjust', and its signed value.
     mode: str = ""
     value: int = 0
+    # The money a charge's refund record gives back, when not its whole capture: an order that
+    # gave back parts first, or that the provider refunded only in part (ADR 0043).
+    returned_part: int = 0
 
     @classmethod
     def from_fields(cls, f: Mapping[str, str]) -> "OutboxRecord":
@@ -143,7 +146,13 @@ class OutboxRecord(NamedTuple):
             shadow_outcome=f.get("shadow_outcome", ""),
             mode=f.get("mode", ""),
             value=int(f.get("value") or 0),
+            returned_part=int(f.get("returned") or 0),
         )
+
+    @property
+    def returned(self) -> int:
+        """The money a refund record of this charge gives back."""
+        return self.returned_part or self.captured or self.amount
 
     @property
     def moves_hold(self) -> bool:

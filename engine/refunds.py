@@ -74,11 +74,16 @@ class RefundWorker:
         try:
             if charge.attempt_id and not await self._provider_agrees(event_id, charge):
                 return
-            # A part of an order (ADR 0043) is exactly its amount, once per part; any other
-            # refund is whatever the attempt still holds, once per attempt.
+            # A part of an order (ADR 0043) is exactly its amount, once per part; the rest of an
+            # order that gave back parts is exactly that rest (its parts still on their way are
+            # theirs to send), once per attempt; any other refund is what the attempt holds.
             if charge.part_of:
                 await self.provider.refund(
                     charge.key, charge.attempt_id, amount=charge.amount, part=charge.charge_id
+                )
+            elif charge.parted:
+                await self.provider.refund(
+                    charge.key, charge.attempt_id, amount=charge.holds_money
                 )
             else:
                 await self.provider.refund(charge.key, charge.attempt_id)

@@ -138,8 +138,9 @@ def _charge_notification(r: OutboxRecord) -> tuple[str, dict[str, Any], str] | N
         return ORDER_PARTIALLY_REFUNDED, {**_order(r, parent), "amount": money}, parent
     if r.to_state == ChargeState.CAPTURED and r.terminal:
         return ORDER_CONFIRMED, {**_order(r, r.entity_id), "amount": money}, ""
-    if r.to_state in REFUNDED_BY:
-        data = {**_order(r, r.entity_id), "amount": money, "refunded_by": REFUNDED_BY[r.to_state]}
+    if r.to_state in REFUNDED_BY:  # the rest, when parts of the order went back before
+        data = {**_order(r, r.entity_id), "amount": r.returned,
+                "refunded_by": REFUNDED_BY[r.to_state]}  # fmt: skip
         return ORDER_REFUNDED, data, r.entity_id
     return None
 

@@ -180,6 +180,12 @@ local function emit(ctx, kind, id, from, to, terminal, h, c, reason, suffix)
   return redis.call('XADD', K_OUTBOX, '*', unpack(fields))
 end
 
+-- What the provider captured on charge c (its parts give back some of it).
+local function money_captured(c)
+  if (c.captured or 0) > 0 then return c.captured end
+  return c.amount
+end
+
 -- A charge's first terminal state is its one terminal record; later moves the provider forces
 -- (a capture contradicting its decline, its own refund, a dispute) are further, non-terminal
 -- records. `final` remembers that the terminal record exists (charges stored before the flag
@@ -196,6 +202,13 @@ local function charge_record(ctx, c, from, h, reason, suffix)
   end
   c.final = final
   put_charge(c)
+  -- An order that gave back parts, or that the provider refunded in part: its record names
+  -- the money it gives back itself (ADR 0043).
+  if (c.moved or 0) > 0 then
+    ctx.extra = { 'returned', c.moved }
+  elseif (c.parted or 0) > 0 then
+    ctx.extra = { 'returned', money_captured(c) - c.parted }
+  end
   return emit(ctx, 'charge', c.id, from, c.state, terminal, h, c, reason, suffix)
 end
 
@@ -452,13 +465,13 @@ end
 -- `amount` on c's provider attempt and key, naming the goods it paid for (`seat`) and its
 -- parent (`part_of`); c counts it in `parted`, so what c still holds is its capture less its
 -- parts. The refund worker asks the provider for exactly `amount`, idempotent by part_id.
+-- A part of no money (seats that cost nothing) has nothing to give back: it is REFUNDED at once.
 local function part_refund(ctx, c, part_id, goods, amount, reason)
   local p = { id = part_id, key = c.key or c.id, hold = c.hold, seat = goods, login = c.login,
-    state = REFUNDING, attempt = c.attempt, intent = c.intent, refund_only = 0, amount = amount,
-    captured = amount, created_ms = ctx.now, decided_ms = ctx.now, refund_attempts = 0,
-    reason = reason, final = 0, part_of = c.id }
-  put_charge(p)
-  redis.call('ZADD', K_REFUNDS, ctx.now, part_id)
+    state = amount > 0 and REFUNDING or REFUNDED, attempt = c.attempt, intent = c.intent,
+    refund_only = 0, amount = amount, captured = amount, created_ms = ctx.now,
+    decided_ms = ctx.now, refund_attempts = 0, reason = reason, final = 0, part_of = c.id }
+  if p.state == REFUNDING then redis.call('ZADD', K_REFUNDS, ctx.now, part_id) end
   local h = get_hold(c.hold)  -- listed with the hold's charges: its views show the part
   if h then
     h.charges = h.charges == '' and part_id or h.charges .. ',' .. part_id
@@ -466,14 +479,18 @@ local function part_refund(ctx, c, part_id, goods, amount, reason)
   end
   c.parted = (c.parted or 0) + amount
   put_charge(c)
-  emit(ctx, 'charge', part_id, '', REFUNDING, 0, nil, p, reason)
+  charge_record(ctx, p, '', nil, reason)
   return p
 end
 
--- What the provider captured on charge c (its parts give back some of it).
-local function money_captured(c)
-  if (c.captured or 0) > 0 then return c.captured end
-  return c.amount
+-- What charge c's parts already gave back at the provider (their refunds recorded).
+local function parts_back(c)
+  local back = 0
+  for part_id, _ in pairs(c.parts or {}) do
+    local p = get_charge(part_id)
+    if p and p.state == REFUNDED then back = back + p.amount end
+  end
+  return back
 end
 
 -- The provider gave back all of charge c's money: any part still on its way back is back too
@@ -495,7 +512,7 @@ end
 local function give_back_rest(ctx, h)
   local c = h.winner ~= '' and get_charge(h.winner) or nil
   if not c or c.state ~= PROVIDER_REFUNDED or (c.moved or 0) == 0 then return end
-  local rest = money_captured(c) - (c.parted or 0) - c.moved
+  local rest = money_captured(c) - (c.parted or 0) - c.moved  -- parts pending go on their own
   if rest > 0 then
     local rest_id = c.id .. ':r000000000000'
     c.parts = c.parts or {}

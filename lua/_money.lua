@@ -40,7 +40,11 @@ local function move_apply(ctx, c, h, move)
   if kind == 'REFUND' then
     local amount, parted = tonumber(move.claimed.amount), c.parted or 0
     local all = not amount or amount >= money_captured(c)  -- the charge's refunded total
-    if c.state == REFUNDING then
+    if c.state == REFUNDING and parted > 0 and not all then
+      -- Its parts as the provider reports them, not the rest this charge gives back: that is
+      -- done when the total covers the whole capture (or the refund worker's answer says so).
+      return 'DUPLICATE'
+    elseif c.state == REFUNDING then
       c.state = REFUNDED
       c.decided_ms = ctx.now
       redis.call('ZREM', K_REFUNDS, c.id)
@@ -53,9 +57,10 @@ local function move_apply(ctx, c, h, move)
       -- Which seats that paid for is not ours to guess: the order is treated as the money
       -- left, and the rest is given back when its seats go back on sale (ADR 0043).
       if amount and amount > 0 and amount <= parted then return 'DUPLICATE' end
+      local back = parts_back(c)  -- what our parts already gave back at the provider
       local partly = not all and amount > parted
       c.state = PROVIDER_REFUNDED
-      if partly then c.moved = amount - parted end
+      if partly then c.moved = amount - back end
       charge_record(ctx, c, CAPTURED, h, reason, pev)
       if all then parts_refunded(ctx, c, 'provider_refunded_all') end
       if wins and h.state == CONFIRMED then
@@ -65,7 +70,7 @@ local function move_apply(ctx, c, h, move)
       return 'MONEY_LEFT'
     elseif c.state == PROVIDER_REFUNDED and (c.moved or 0) > 0 and amount then
       -- More of a partly refunded order left at the provider (its refunded total grew).
-      c.moved = math.min(money_captured(c) - parted, math.max(c.moved, amount - parted))
+      c.moved = math.min(money_captured(c) - parted, math.max(c.moved, amount - parts_back(c)))
       put_charge(c)
       if all then parts_refunded(ctx, c, 'provider_refunded_all') end
       return 'DUPLICATE'

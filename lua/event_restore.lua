@@ -77,7 +77,17 @@ elseif ARGV[1] == 'CHARGE' then
     decided_ms = tonumber(ARGV[10]), refund_attempts = 0, reason = 'restored',
     captured = tonumber(ARGV[12]) or 0, key = (ARGV[13] ~= nil and ARGV[13] ~= '') and ARGV[13]
     or charge_id, final = tonumber(ARGV[14]) or 0 }
-  if (ARGV[15] or '') ~= '' then c.part_of = ARGV[15] end
+  if (ARGV[15] or '') ~= '' then
+    c.part_of = ARGV[15]
+    -- Its order's charge (restored first) knows its parts again: a replay of its key, and a
+    -- provider giving back everything, find it.
+    local parent = get_charge(c.part_of)
+    if parent then
+      parent.parts = parent.parts or {}
+      parent.parts[charge_id] = { goods = c.seat, amount = c.amount, whole = 0 }
+      put_charge(parent)
+    end
+  end
   if (tonumber(ARGV[16]) or 0) > 0 then c.parted = tonumber(ARGV[16]) end
   put_charge(c)
   if c.attempt ~= '' and not c.part_of then redis.call('HSET', K_ATTEMPTS, c.attempt, charge_id) end

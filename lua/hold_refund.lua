@@ -6,14 +6,16 @@ comma-separated, each at most once   ARGV[4] what the seats cost (minor units, t
 ignored for stock: the lines' SKU prices)   ARGV[5] reason (for the record)
 Returns {code, ...}: PART part_id amount kept_goods | WHOLE charge_id amount |
   REPLAY part_id amount whole(1|0) | IDEMPOTENCY_KEY_REUSED first_goods | NOT_CONFIRMED state |
-  NOT_IN_ORDER item | NOT_FOUND
+  NOT_IN_ORDER item | RECOVERING (the event is fenced or being rebuilt) | NOT_FOUND
 Invariants: only a CONFIRMED hold whose winner is CAPTURED gives money back; the money given
 back is exactly the named goods' price (never more than the charge still holds); those goods go
 back on sale in this same step and leave the hold (its `seat`, a cart's `amount`, the login's
 bought count) while the rest stays sold; a part is a charge of its own, REFUNDING on the refund
 queue for its amount (lua/_lib.lua part_refund); naming every remaining item gives the whole
 rest back: the winner goes REFUNDING and the hold REVOKED; one part per part_id: the same id
-again answers REPLAY, with other goods IDEMPOTENCY_KEY_REUSED; every change is recorded in the
+again answers REPLAY, with other goods IDEMPOTENCY_KEY_REUSED (the part itself is looked up, so
+this holds after a rebuild too); goods of the other kind (lines for seats) are not in the
+order; nothing is decided on a fenced or rebuilding event; every change is recorded in the
 outbox (the part's charge record, and the hold's with its remaining goods). ]]
 local hold_id, part_id, goods, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 if part_id == '' or goods == '' or reason == '' then
@@ -21,15 +23,24 @@ if part_id == '' or goods == '' or reason == '' then
 end
 local ctx = context()
 if not ctx then return { 'NOT_FOUND' } end
+if not deciding(ctx.cfg) then return { 'RECOVERING' } end  -- fenced, or being rebuilt
 local h = get_hold(hold_id)
 if not h then return { 'NOT_FOUND' } end
 local c = h.winner ~= '' and get_charge(h.winner) or nil
-local done = c and c.parts and c.parts[part_id]
-if done then
+-- The same key again: its part (kept through a rebuild), or the whole rest it gave back.
+local part, done = get_charge(part_id), c and c.parts and c.parts[part_id]
+if part then
+  if part.seat ~= goods then return { 'IDEMPOTENCY_KEY_REUSED', part.seat } end
+  return { 'REPLAY', part_id, part.amount, 0 }
+elseif done then
   if done.goods ~= goods then return { 'IDEMPOTENCY_KEY_REUSED', done.goods } end
-  return { 'REPLAY', done.whole == 1 and c.id or part_id, done.amount, done.whole }
+  return { 'REPLAY', c.id, done.amount, done.whole }
 end
 if h.state ~= CONFIRMED or not c or c.state ~= CAPTURED then return { 'NOT_CONFIRMED', h.state } end
+-- Goods of the order's kind: seat ids for seats, '<sku>@<location>*<qty>' lines for a cart.
+if is_stock(h) ~= is_stock({ seat = goods }) or (is_stock(h) and #lines_of(goods) == 0) then
+  return { 'NOT_IN_ORDER', goods }
+end
 
 -- The goods asked for, checked against the hold's: what stays, and what they cost.
 local kept, amount = {}, 0

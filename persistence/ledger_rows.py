@@ -110,7 +110,7 @@ class Rows:
             if r.to_state in REFUND_STATES:
                 self.refunds.append(
                     (
-                        r.event_id, r.entity_id, r.captured or r.amount, r.decided_ms,
+                        r.event_id, r.entity_id, r.returned, r.decided_ms,
                         REFUND_STATES[r.to_state],
                     )
                 )  # fmt: skip

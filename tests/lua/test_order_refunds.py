@@ -5,9 +5,12 @@ left gives the whole rest back; an Idempotency-Key is one refund; a provider's r
 part changes nothing, a part the provider returned on its own sends the order to the
 exceptions and its rest back when the seats go back on sale."""
 
+import orjson
 import pytest
 
 from engine import errors, keys
+from engine.keys import EVENT_KEYS
+from engine.records import OutboxRecord
 from engine.states import ChargeState, HoldState, ReversalPolicy
 from engine.stock_lines import StockLine
 from engine.store import Store
@@ -195,4 +198,94 @@ async def test_more_leaving_a_partly_refunded_order_is_followed(store: Store) ->
     await store.revoke_hold(sale.event_id, "h1", "ops")  # nothing left to give back
     with pytest.raises(errors.ChargeNotFound):
         await store.read.charge(sale.event_id, "c1:r000000000000")
+    await sale.audit_ok()
+
+
+# -- what a review found (each failed before its fix) -------------------------------------------
+
+
+async def test_a_late_report_of_a_part_does_not_close_the_rest_on_its_way(store: Store) -> None:
+    """A part's refund reported by the provider after the rest of the order went REFUNDING: our
+    part, nothing else; the rest stays on the refund queue until its own money is back."""
+    sale = await party_sold(store)
+    await give_back(sale, "k1", ["s00000"])
+    await give_back(sale, "k2", ["s00001", "s00002", "s00003"], 0)  # the whole rest
+    res = await reversal(sale, "c1", "REFUND", amount=PRICE)  # the part's, delivered late
+    assert (res.decision, res.charge_state) == ("DUPLICATE", ChargeState.REFUNDING)
+    assert "c1" in await store.read.due_refunds(sale.event_id, T0 + 10**9)
+    # The total reaching the whole capture is the rest's money back too.
+    res = await reversal(sale, "c1", "REFUND", amount=4 * PRICE)
+    assert res.charge_state == ChargeState.REFUNDED
+    await sale.audit_ok()
+
+
+async def test_goods_of_the_other_kind_are_not_in_the_order(store: Store) -> None:
+    sale = await party_sold(store)
+    part = keys.part_id("c1", sale.event_id, "h1", "k")
+    reply = await store.runner.run(
+        "hold_refund", sale.event_id, ["h1", part, "CHAIN@east*1", PRICE, "x"]
+    )
+    assert reply[0] == "NOT_IN_ORDER"
+    cart_sale = await warehouse(store, event_id=f"cart-{keys.slot_of('y')}")
+    cart = await store.claim(cart_sale.event_id, "ann", "c", lines=[StockLine("CHAIN", 2)])
+    await store.start_charge(cart_sale.event_id, cart.hold_id, "ann", "k1", cart.amount)
+    await callback(cart_sale, "k1", "CAPTURED")
+    with pytest.raises(errors.NotInOrder):
+        await store.order_refunds.refund(
+            cart_sale.event_id, cart.hold_id, "r", seat_ids=["s00000"], reason="x"
+        )
+    assert (await store.read.charge(cart_sale.event_id, "k1")).parted == 0
+    await sale.audit_ok()
+    await cart_sale.audit_ok()
+
+
+async def test_a_key_is_one_part_even_when_the_order_forgot_its_parts(store: Store) -> None:
+    """As after a rebuild that restored the part but not the order's map of parts: the part
+    itself answers a replay, and refuses other goods under its key."""
+    sale = await party_sold(store)
+    first = await give_back(sale, "k1", ["s00001"])
+    charges = store.keys(sale.event_id)[EVENT_KEYS.index("charges")]
+    winner = orjson.loads(await store.client.hget(charges, "c1"))
+    del winner["parts"]
+    await store.client.hset(charges, "c1", orjson.dumps(winner))
+    again = await give_back(sale, "k1", ["s00001"])
+    assert again[:3] == ["REPLAY", first[1], first[2]]
+    assert (await give_back(sale, "k1", ["s00002"]))[:2] == ["IDEMPOTENCY_KEY_REUSED", "s00001"]
+    assert (await store.read.availability(sale.event_id)).sold == 3
+
+
+async def test_the_rest_given_back_is_recorded_as_the_rest(store: Store) -> None:
+    """The order's own refund record names only what it gives back after its parts: the
+    ledger's refunds and the merchant's order.refunded add up to the capture, not more."""
+    sale = await party_sold(store)
+    _, part_id, _, _ = await give_back(sale, "k1", ["s00000"])
+    await give_back(sale, "k2", ["s00001", "s00002", "s00003"], 0)
+    await store.refund_result(sale.event_id, part_id, refunded=True)
+    await store.refund_result(sale.event_id, "c1", refunded=True)
+    records = [OutboxRecord.from_fields(f) for f in await store.read.outbox(sale.event_id)]
+    back = {r.entity_id: r.returned for r in records if r.to_state == "REFUNDED"}
+    assert back == {part_id: PRICE, "c1": 3 * PRICE}
+
+
+async def test_nothing_is_given_back_on_a_fenced_event(store: Store) -> None:
+    sale = await party_sold(store)
+    await store.fence(sale.event_id, "test")
+    with pytest.raises(errors.Recovering):
+        await store.order_refunds.refund(sale.event_id, "h1", "k", seat_ids=["s00000"],
+                                         reason="x")  # fmt: skip
+    assert (await store.read.charge(sale.event_id, "c1")).parted == 0
+
+
+async def test_what_the_provider_returned_is_counted_against_parts_already_back(
+    store: Store,
+) -> None:
+    """A part still on its way when the provider returns some more itself: the rest given back
+    on the revoke is what the provider still holds beyond that part, never more."""
+    sale = await party_sold(store)
+    await give_back(sale, "k1", ["s00000"])  # 4,500 on its way, not yet back
+    await reversal(sale, "c1", "REFUND", amount=PRICE + PRICE // 2)  # the provider, 6,750 total
+    await store.revoke_hold(sale.event_id, "h1", "ops")
+    rest = await store.read.charge(sale.event_id, "c1:r000000000000")
+    # The capture 18,000 less the part 4,500 less what the provider returned on its own 6,750.
+    assert rest.amount == 4 * PRICE - PRICE - (PRICE + PRICE // 2)
     await sale.audit_ok()
