@@ -82,9 +82,7 @@ class RefundWorker:
                     charge.key, charge.attempt_id, amount=charge.amount, part=charge.charge_id
                 )
             elif charge.parted:
-                await self.provider.refund(
-                    charge.key, charge.attempt_id, amount=charge.holds_money
-                )
+                await self.provider.refund(charge.key, charge.attempt_id, amount=charge.holds_money)
             else:
                 await self.provider.refund(charge.key, charge.attempt_id)
         except (ProviderTimeout, ProviderRefused) as exc:

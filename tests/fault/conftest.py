@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import asyncpg
 import pytest
@@ -164,18 +165,28 @@ class PrivatePostgres:
             self._ctl("-m", "fast", "stop")
 
 
-@pytest.fixture
-def private_postgres() -> Iterator[PrivatePostgres]:
+PG = TypeVar("PG", bound=PrivatePostgres)
+
+
+@contextlib.contextmanager
+def started(kind: type[PG]) -> Iterator[PG]:
+    """A private cluster of `kind`, started; stopped and removed on leaving."""
     # Not under pytest's tmp dir: that one is private to root, and the server runs as postgres.
     workdir = Path(tempfile.mkdtemp(prefix="onsale-pg-"))
     os.chmod(workdir, 0o755)
-    server = PrivatePostgres(workdir)
+    server = kind(workdir)
     try:
         server.start()
         yield server
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[PrivatePostgres]:
+    with started(PrivatePostgres) as server:
+        yield server
 
 
 @pytest.fixture

@@ -6,10 +6,8 @@ process rebuilds Redis from it by itself; the nightly reconciliation then lists 
 sales made after the restore point, found through the provider's money, and nothing else."""
 
 import asyncio
-import os
 import shutil
 import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,18 +17,12 @@ import asyncpg
 import pytest
 import redis.asyncio as redis_asyncio
 
-from engine.providers import build_provider
-from engine.settings import Settings
 from engine.store import Store
 from loadtest.stack import LocalStack
-from persistence.database import create_pool
-from persistence.nightly import provider_entries, reconcile_event
-from persistence.nightly_report import EventReport
-from persistence.writer import LedgerWriter
 from tests.conftest import REDIS_URL
-from tests.fault.conftest import PrivatePostgres, _pg_bin
+from tests.fault.conftest import PrivatePostgres, _pg_bin, started
 from tests.integration.conftest import ADMIN, WEBHOOK_SECRET, Stack, eventually
-from tests.integration.test_money_integrity import bought
+from tests.integration.test_money_integrity import _nightly, bought
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
 
@@ -81,15 +73,8 @@ class ArchivedPostgres(PrivatePostgres):
 
 @pytest.fixture
 def archived() -> Iterator[ArchivedPostgres]:
-    workdir = Path(tempfile.mkdtemp(prefix="onsale-pg-"))
-    os.chmod(workdir, 0o755)
-    server = ArchivedPostgres(workdir)
-    try:
-        server.start()
+    with started(ArchivedPostgres) as server:
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 async def sql(dsn: str, query: str) -> object:
@@ -116,26 +101,6 @@ def in_recovery(dsn: str) -> bool:
         return bool(asyncio.run(sql(dsn, "select pg_is_in_recovery()")))
     except (OSError, asyncpg.PostgresError):
         return True
-
-
-async def nightly(local: LocalStack, event_id: str) -> EventReport:
-    client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
-    pool = await create_pool(local.ledger_dsn, size_max=2, timeout_s=5)
-    provider = build_provider(Settings.from_env(local.env()))
-    try:
-        store = Store(client, prefix=local.key_prefix)
-        writer = LedgerWriter(client, pool, prefix=local.key_prefix, consumer="n", batch_max=500)
-        while await writer.step(event_id):
-            pass
-        entries = await provider_entries(provider)
-        async with pool.acquire() as conn:
-            return await reconcile_event(
-                store, conn, writer, entries, event_id, provider=provider, grace_ms=0
-            )
-    finally:
-        await provider.aclose()
-        await pool.close()
-        await client.aclose()
 
 
 async def lose_redis(local: LocalStack, event_id: str) -> None:
@@ -185,7 +150,7 @@ def test_a_ledger_restored_to_a_point_and_redis_rebuilt_from_it_lose_nothing_sil
         assert (back["sold"], back["free"]) == (3, 3), back
         assert time.monotonic() - started < 60
 
-        report = asyncio.run(nightly(local, event_id))
+        report = asyncio.run(_nightly(stack, archived.dsn, event_id))
         found = {d.entity: d.cls for d in report.discrepancies}
         # Exactly the sales after the restore point, found through their money at the provider.
         assert found == dict.fromkeys(lost, "captured_without_seat_not_refunded"), report

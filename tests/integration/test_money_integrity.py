@@ -489,6 +489,37 @@ def test_a_capture_under_a_forged_key_never_refunds_the_money_it_names(
     assert hold_state(stack, buyer, h["hold_id"])["state"] == "CONFIRMED"
 
 
+async def lose_redis_and_rebuild(
+    stack: Stack,
+    ledger_dsn: str,
+    event_id: str,
+    *,
+    holds: tuple[str, ...] = (),
+    charges: tuple[str, ...] = (),
+) -> tuple[Any, list[Any], list[Any], Any]:
+    """The event mirrored to the ledger, dropped from Redis and rebuilt from the ledger: the
+    rebuild's report, then the named holds and charges as Redis has them again, and the audit."""
+    client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
+    pool = await create_pool(ledger_dsn, size_max=2, timeout_s=5)
+    try:
+        store = Store(client, prefix=stack.prefix)
+        writer = LedgerWriter(client, pool, prefix=stack.prefix, consumer="r", batch_max=500)
+        while await writer.step(event_id):
+            pass
+        await store.restore.drop_event(event_id)
+        async with pool.acquire() as conn:
+            report = await rebuild(store, conn, event_id)
+        return (
+            report,
+            [await store.read.hold(event_id, h) for h in holds],
+            [await store.read.charge(event_id, c) for c in charges],
+            await store.read.audit(event_id),
+        )
+    finally:
+        await pool.close()
+        await client.aclose()
+
+
 def test_rebuild_keeps_a_seat_whose_money_left_as_an_exception(
     stack: Stack, ledger_dsn: str
 ) -> None:
@@ -498,28 +529,10 @@ def test_rebuild_keeps_a_seat_whose_money_left_as_an_exception(
     sim_post(stack, f"/v1/test/attempts/{attempt_of(stack, charge_id)}/refund")
     eventually(state_is(stack, buyer, h["hold_id"], "EXCEPTION"))
 
-    async def lose_redis_and_rebuild() -> tuple[Any, Any, Any, Any]:
-        client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
-        pool = await create_pool(ledger_dsn, size_max=2, timeout_s=5)
-        try:
-            store = Store(client, prefix=stack.prefix)
-            writer = LedgerWriter(client, pool, prefix=stack.prefix, consumer="r", batch_max=500)
-            while await writer.step(event_id):
-                pass
-            await store.restore.drop_event(event_id)
-            async with pool.acquire() as conn:
-                report = await rebuild(store, conn, event_id)
-            return (
-                report,
-                await store.read.hold(event_id, h["hold_id"]),
-                await store.read.charge(event_id, charge_id),
-                await store.read.audit(event_id),
-            )
-        finally:
-            await pool.close()
-            await client.aclose()
-
-    report, hold, charge, audit = asyncio.run(lose_redis_and_rebuild())
+    report, [hold], [charge], audit = asyncio.run(
+        lose_redis_and_rebuild(stack, ledger_dsn, event_id, holds=(h["hold_id"],),
+                               charges=(charge_id,))
+    )  # fmt: skip
     assert report.sold == 2
     assert (hold.state, hold.seat_id, hold.winner) == ("EXCEPTION", h["seat_id"], charge_id)
     assert charge.state == "PROVIDER_REFUNDED"
@@ -656,27 +669,9 @@ def test_a_rebuild_keeps_a_part_on_its_way_back_at_exactly_its_amount(
     assert r.status_code == 202, r.text
     part_id = r.json()["charge_id"]
 
-    async def lose_redis_and_rebuild() -> tuple[Any, Any, Any]:
-        client = redis_asyncio.from_url(REDIS_URL, decode_responses=True)
-        pool = await create_pool(ledger_dsn, size_max=2, timeout_s=5)
-        try:
-            store = Store(client, prefix=stack.prefix)
-            writer = LedgerWriter(client, pool, prefix=stack.prefix, consumer="r", batch_max=500)
-            while await writer.step(event_id):
-                pass
-            await store.restore.drop_event(event_id)
-            async with pool.acquire() as conn:
-                await rebuild(store, conn, event_id)
-            return (
-                await store.read.charge(event_id, charge_id),
-                await store.read.charge(event_id, part_id),
-                await store.read.audit(event_id),
-            )
-        finally:
-            await pool.close()
-            await client.aclose()
-
-    winner, part, audit = asyncio.run(lose_redis_and_rebuild())
+    _report, _holds, [winner, part], audit = asyncio.run(
+        lose_redis_and_rebuild(stack, ledger_dsn, event_id, charges=(charge_id, part_id))
+    )
     assert (winner.parted, winner.holds_money) == (PRICE, 3 * PRICE)
     assert (part.part_of, part.key, part.amount) == (charge_id, charge_id, PRICE)
     assert audit.ok, audit.violations
