@@ -4,7 +4,6 @@ operators, workers and reconciliation. Reads decide nothing: only a script call 
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -15,6 +14,14 @@ from engine.cluster import is_cluster, is_outage
 from engine.event_details import EventDetails
 from engine.event_index import EventIndex
 from engine.holds import Alert, Availability, Charge, Hold
+from engine.ledger_progress import (
+    LEDGER_GROUP,
+    LedgerProgress,
+    ledger_floor,
+    ledger_group,
+    stream_id,
+    undelivered,
+)
 from engine.states import LatePolicy, ReversalPolicy
 
 
@@ -27,54 +34,6 @@ async def timed(coro: Any, timeout_s: float) -> Any:
         if is_outage(exc):  # engine/cluster.py: on one server or a cluster
             raise errors.StoreUnavailable(repr(exc)) from exc
         raise
-
-
-LEDGER_GROUP = "ledger"  # the ledger writer's consumer group on every outbox
-
-
-def stream_id(value: str) -> tuple[int, int]:
-    ms, _, seq = value.partition("-")
-    return int(ms), int(seq or 0)
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerProgress:
-    """How far the ledger writer has got in one event's outbox, read from Redis itself (so a
-    dead writer shows): every entry below `floor` is committed in the ledger."""
-
-    floor: tuple[int, int]
-    behind: int  # entries not yet in the ledger (pending or never delivered)
-    oldest_ms: int  # stream time of the oldest of them (0: none)
-
-
-def _ledger_group(groups: Any) -> dict[str, Any] | None:
-    if not isinstance(groups, list):
-        return None
-    found: dict[str, Any] | None = next((g for g in groups if g["name"] == LEDGER_GROUP), None)
-    return found
-
-
-def _ledger_floor(groups: Any, pending: Any) -> tuple[int, int] | None:
-    """Every outbox entry below this id is committed in the ledger: below the oldest entry the
-    ledger group holds pending, and past the last one it was delivered (the writer
-    acknowledges only after its commit). None without a group: nothing is in the ledger."""
-    group = _ledger_group(groups)
-    if group is None or isinstance(pending, Exception):
-        return None
-    delivered = stream_id(str(group["last-delivered-id"]))
-    floor = (delivered[0], delivered[1] + 1)
-    if pending["pending"]:
-        floor = min(floor, stream_id(str(pending["min"])))
-    return floor
-
-
-def _undelivered(group: dict[str, Any], delivered: tuple[int, int], last: Any) -> int:
-    """Entries after the group's last delivered one. The group's own `lag` is used only when
-    the stream has such entries: a promoted replica or a restarted server may report a lag for
-    a group that has delivered the stream's last entry (its entries-read count is not kept)."""
-    if not last or stream_id(str(last[0][0])) <= delivered:
-        return 0
-    return max(1, int(group.get("lag") or 0))
 
 
 SEEN_MAX = 100_000  # events this process remembers having answered for
@@ -174,7 +133,7 @@ class Reads:
             # arguments of its reply parser, which then fails (an int comes back instead).
             pipe.execute_command("HEXISTS", self._key(event_id, "refused"), hold_id)
             groups, pending, status, refused = await self._read(pipe.execute(raise_on_error=False))
-        floor = _ledger_floor(groups, pending)
+        floor = ledger_floor(groups, pending)
         if floor is None or stream_id(record) >= floor:
             return "pending"
         return "fenced" if status == "fenced" else "refused" if int(refused) else "told"
@@ -246,15 +205,15 @@ class Reads:
             pipe.xrevrange(stream, count=1)
             replies = await self._read(pipe.execute(raise_on_error=False))
         groups, pending, first, last = replies
-        floor = _ledger_floor(groups, pending)
+        floor = ledger_floor(groups, pending)
         if floor is None:
             oldest = stream_id(first[0][0])[0] if first else 0
             length = int(await self._read(self.client.xlen(stream)))
             return LedgerProgress((0, 0), length, oldest)
-        group = _ledger_group(groups)
+        group = ledger_group(groups)
         assert group is not None
         delivered = stream_id(str(group["last-delivered-id"]))
-        behind = _undelivered(group, delivered, last) + int(pending["pending"])
+        behind = undelivered(group, delivered, last) + int(pending["pending"])
         oldest_ms = 0
         if pending["pending"]:
             oldest_ms = floor[0]
@@ -305,6 +264,24 @@ class Reads:
             )
         )
         return members
+
+    async def due_refunds_of(
+        self, event_ids: Sequence[str], now_ms: int, limit: int = 100
+    ) -> dict[str, list[str]]:
+        """Each event's due refunds (as due_refunds), pipelined a thousand events a round trip:
+        a pass over many events with nothing due costs a few round trips, not one per event.
+        Only the events with something due are in the answer."""
+        out: dict[str, list[str]] = {}
+        for start in range(0, len(event_ids), 1_000):
+            chunk = event_ids[start : start + 1_000]
+            async with self.client.pipeline(transaction=False) as pipe:
+                for event_id in chunk:
+                    pipe.zrangebyscore(
+                        self._key(event_id, "refunds"), "-inf", now_ms, start=0, num=limit
+                    )
+                replies = await self._read(pipe.execute())
+            out |= {e: list(r) for e, r in zip(chunk, replies, strict=True) if r}
+        return out
 
     async def server_time_ms(self) -> int:
         seconds, micros = await self._read(self.client.time())

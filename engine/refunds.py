@@ -57,8 +57,10 @@ class RefundWorker:
         """Process the refunds due now in every event; returns how many were handled."""
         handled = 0
         now = await self.store.read.server_time_ms()
-        for event_id in await self.store.read.event_ids():
-            for charge_id in await self.store.read.due_refunds(event_id, now, self.batch_max):
+        events = await self.store.read.event_ids()
+        due = await self.store.read.due_refunds_of(events, now, self.batch_max)
+        for event_id, charge_ids in due.items():
+            for charge_id in charge_ids:
                 if self.stop is not None and self.stop.is_set():
                     return handled
                 await self._refund(event_id, charge_id)

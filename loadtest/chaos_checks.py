@@ -17,7 +17,7 @@ import httpx
 import orjson
 
 from engine import errors, keys
-from engine.reads import LEDGER_GROUP
+from engine.ledger_progress import LEDGER_GROUP
 from engine.states import HoldState
 from engine.store import Store
 from loadtest.chaos_faults import run_onsale

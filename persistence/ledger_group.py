@@ -25,7 +25,7 @@ import redis.asyncio as aioredis
 
 from engine import keys
 from engine.cluster import is_cluster
-from engine.reads import LEDGER_GROUP
+from engine.ledger_progress import LEDGER_GROUP
 
 CONSUMER_IDLE_MS = 3_600_000  # a writer gone this long, with nothing pending, leaves the group
 WAITS_MAX = 16  # blocking reads at once on a cluster (one per slot), within its pool per node

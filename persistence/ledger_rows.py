@@ -7,7 +7,7 @@ from typing import Any
 
 from engine import keys
 from engine.event_details import EventDetails
-from engine.reads import stream_id
+from engine.ledger_progress import stream_id
 from engine.records import OutboxRecord, RecordKind
 
 # Money that went back to the buyer, by who started it.

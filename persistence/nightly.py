@@ -39,8 +39,8 @@ from collections.abc import Sequence
 import asyncpg
 
 from engine.holds import Charge, Hold, ProviderReversal
+from engine.ledger_progress import stream_id
 from engine.providers import DISPUTE_STILL_OUT, MoneyMovement, Provider, ProviderCharge
-from engine.reads import stream_id
 from engine.reconcile import provider_record_outcome
 from engine.states import ChargeState, HoldState
 from engine.store import Store

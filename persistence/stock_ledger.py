@@ -23,7 +23,7 @@ import asyncpg
 import redis.asyncio as aioredis
 
 from engine import keys
-from engine.reads import stream_id
+from engine.ledger_progress import stream_id
 from engine.records import OutboxRecord, RecordKind
 from engine.states import HoldState
 from engine.stock_lines import is_stock_listing, lines_of, stock_table

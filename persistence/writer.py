@@ -37,8 +37,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
 from engine import keys
+from engine.ledger_progress import LEDGER_GROUP, stream_id
 from engine.loops import repeat
-from engine.reads import LEDGER_GROUP, stream_id
 from engine.store import Store
 from persistence.event_mirror import mirror_event
 from persistence.fencing import Fencer

@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from engine import keys
-from engine.reads import LEDGER_GROUP
+from engine.ledger_progress import LEDGER_GROUP
 from engine.store import Store
 from loadtest.stack import spare_port
 from persistence.migrate import migrate

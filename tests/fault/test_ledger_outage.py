@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 
 from engine import keys
-from engine.reads import LEDGER_GROUP
+from engine.ledger_progress import LEDGER_GROUP
 from engine.store import Store
 from persistence.database import create_pool
 from persistence.metrics import LedgerMetrics

@@ -14,7 +14,7 @@ import pytest
 from api.app import create_app
 from api.settings import ApiSettings
 from engine import keys
-from engine.reads import LEDGER_GROUP as GROUP
+from engine.ledger_progress import LEDGER_GROUP as GROUP
 from engine.signing import HEADER, sign
 from engine.store import Store
 from persistence.writer import LedgerWriter

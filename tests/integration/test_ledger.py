@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from engine import keys
-from engine.reads import LEDGER_GROUP
+from engine.ledger_progress import LEDGER_GROUP
 from engine.store import Store
 from loadtest.stack import spare_port
 from persistence import ledger_apply, ledger_group, schema

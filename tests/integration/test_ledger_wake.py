@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from engine import keys
-from engine.reads import LEDGER_GROUP
+from engine.ledger_progress import LEDGER_GROUP
 from engine.store import Store
 from persistence import writer as w
 from persistence.database import create_pool

@@ -15,7 +15,7 @@ import pytest
 from api.webhooks_db import SQL, WebhookDb, WebhookDbSettings
 from engine import keys
 from engine import webhooks as wh
-from engine.reads import LEDGER_GROUP
+from engine.ledger_progress import LEDGER_GROUP
 from engine.store import Store
 from persistence.settings import SenderSettings
 from persistence.webhook_sender import WebhookSender

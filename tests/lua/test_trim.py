@@ -13,7 +13,7 @@ from redis.exceptions import ResponseError
 from engine import errors
 from engine.audit import Invariant
 from engine.holds import SeatSpec
-from engine.reads import LEDGER_GROUP
+from engine.ledger_progress import LEDGER_GROUP
 from engine.soldout import SoldOutMemory
 from engine.states import HoldState, LatePolicy
 from engine.store import Store

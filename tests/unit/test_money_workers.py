@@ -228,3 +228,19 @@ async def test_reconciliation_reads_the_watch_index_page_by_page_not_every_charg
     states = [c.state for c in await fake_store.read.scan_charges(sale.event_id)]
     assert sorted(states) == [ChargeState.CAPTURED] * 3 + [ChargeState.FAILED] * 7
     await sale.audit_ok()
+
+
+async def test_the_refund_pass_reads_every_events_queue_at_once_and_keeps_the_due(
+    fake_store: Store,
+) -> None:
+    """engine/reads.py due_refunds_of: one pipelined read per thousand events; only the events
+    with a refund due now come back, each with its due charges."""
+    sales = [await open_sale(fake_store, 2) for _ in range(3)]
+    busy = sales[1]
+    await fake_store.claim(busy.event_id, "u", "h")
+    await fake_store.start_charge(busy.event_id, "h", "u", "c", 100)
+    await fake_store.release(busy.event_id, "h", "u")
+    await callback(busy, "c", "CAPTURED")  # a capture that cannot win: refunded
+    now = await fake_store.read.server_time_ms()
+    due = await fake_store.read.due_refunds_of([s.event_id for s in sales], now + 1)
+    assert due == {busy.event_id: ["c"]}
