@@ -194,6 +194,21 @@ class Reads:
         )
         return len(ids), await self.charges(event_id, ids)
 
+    async def with_entries_upto(
+        self, event_ids: Sequence[str], index: str, upto_ms: int
+    ) -> list[str]:
+        """The events whose timed index `index` (watch, refunds, ...) has an entry scored at
+        most `upto_ms`: one pipelined ZCOUNT per event, a thousand a round trip."""
+        out: list[str] = []
+        for start in range(0, len(event_ids), 1_000):
+            chunk = event_ids[start : start + 1_000]
+            async with self.client.pipeline(transaction=False) as pipe:
+                for event_id in chunk:
+                    pipe.zcount(self._key(event_id, index), "-inf", upto_ms)
+                counts = await self._read(pipe.execute())
+            out += [e for e, n in zip(chunk, counts, strict=True) if int(n)]
+        return out
+
     async def ledger_progress(self, event_id: str) -> LedgerProgress:
         """The ledger group's position in the event's outbox: below the oldest entry it holds
         pending, and past the last one it was delivered; nothing is durable without a group."""

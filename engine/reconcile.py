@@ -74,7 +74,11 @@ class ProviderReconciler:
 
     async def run_once(self) -> None:
         now = await self.store.read.server_time_ms()
-        for event_id in await self.store.read.event_ids():
+        events = await self.store.read.event_ids()
+        # Only the events whose watch index has something old enough to ask about (one
+        # pipelined look at all of them), not a page read per event.
+        asked = await self.store.read.with_entries_upto(events, "watch", now - self.stale_ms)
+        for event_id in asked:
             if self._stopping():
                 return
             await self._run_event(event_id, now)

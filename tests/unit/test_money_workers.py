@@ -244,3 +244,18 @@ async def test_the_refund_pass_reads_every_events_queue_at_once_and_keeps_the_du
     now = await fake_store.read.server_time_ms()
     due = await fake_store.read.due_refunds_of([s.event_id for s in sales], now + 1)
     assert due == {busy.event_id: ["c"]}
+
+
+async def test_reconciliation_looks_only_at_events_with_a_charge_old_enough(
+    fake_store: Store,
+) -> None:
+    """engine/reads.py with_entries_upto: of three events, only the one whose watch index has a
+    charge in flight since at most the cut is asked about."""
+    sales = [await open_sale(fake_store, 2) for _ in range(3)]
+    busy = sales[2]
+    await fake_store.claim(busy.event_id, "u", "h")
+    await fake_store.start_charge(busy.event_id, "h", "u", "c", 100)
+    now = await fake_store.read.server_time_ms()
+    events = [s.event_id for s in sales]
+    assert await fake_store.read.with_entries_upto(events, "watch", now + 1) == [busy.event_id]
+    assert await fake_store.read.with_entries_upto(events, "watch", 0) == []
