@@ -285,6 +285,7 @@ class RedisReads:
         self.version = f"HMGET {tag}:event {' '.join(EVENT_FIELDS)}"
         self.seats = f"HGETALL {tag}:owners"
         self.counts = {"version": 0, "seats": 0}
+        self.began = time.monotonic()
         self.counting = threading.Event()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -304,11 +305,13 @@ class RedisReads:
 
     def begin(self) -> None:
         self.counts = {"version": 0, "seats": 0}
+        self.began = time.monotonic()
         self.counting.set()
 
     def end(self) -> dict[str, int]:
+        """The counts since begin(), and how long that was (ms, as `window_ms`)."""
         self.counting.clear()
-        return dict(self.counts)
+        return {**self.counts, "window_ms": int((time.monotonic() - self.began) * 1000)}
 
 
 def changes(stack: Stack, event_id: str, names: list[str], first: int) -> Any:
@@ -358,7 +361,11 @@ async def test_a_thousand_watching_pages_cost_redis_what_one_does(stack: Stack) 
           f"(connected and told in {opened_s:.1f} s, polled in {polled_s:.1f} s)")  # fmt: skip
     assert set(polled) == {304}  # the pollers cost no read either
     assert 4 <= alone["version"] <= 20 and 1 <= alone["seats"] <= 8  # every 0.25 s, per change
-    assert crowded["version"] <= alone["version"] + 4
+    # The board reads the version at most once per refresh (0.25 s), whoever watches, and once
+    # more with the seats of each change (4 here), give or take one read at each end of the
+    # window: a bound from the window's own length, not from the other window's count (a busy
+    # machine reads less often, never more).
+    assert crowded["version"] <= crowded["window_ms"] / 250 + 4 + 2
     assert crowded["seats"] <= alone["seats"] + 3
 
 
