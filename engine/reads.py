@@ -36,6 +36,7 @@ async def timed(coro: Any, timeout_s: float) -> Any:
         raise
 
 
+PER_EVENT_CHUNK = 1_000  # events one pipelined round trip reads
 SEEN_MAX = 100_000  # events this process remembers having answered for
 
 
@@ -198,16 +199,11 @@ class Reads:
         self, event_ids: Sequence[str], index: str, upto_ms: int
     ) -> list[str]:
         """The events whose timed index `index` (watch, refunds, ...) has an entry scored at
-        most `upto_ms`: one pipelined ZCOUNT per event, a thousand a round trip."""
-        out: list[str] = []
-        for start in range(0, len(event_ids), 1_000):
-            chunk = event_ids[start : start + 1_000]
-            async with self.client.pipeline(transaction=False) as pipe:
-                for event_id in chunk:
-                    pipe.zcount(self._key(event_id, index), "-inf", upto_ms)
-                counts = await self._read(pipe.execute())
-            out += [e for e, n in zip(chunk, counts, strict=True) if int(n)]
-        return out
+        most `upto_ms` (one ZCOUNT each, read for every event at once)."""
+        counts = await self._per_event(
+            event_ids, lambda pipe, e: pipe.zcount(self._key(e, index), "-inf", upto_ms)
+        )
+        return [e for e, n in zip(event_ids, counts, strict=True) if int(n)]
 
     async def ledger_progress(self, event_id: str) -> LedgerProgress:
         """The ledger group's position in the event's outbox: below the oldest entry it holds
@@ -283,20 +279,26 @@ class Reads:
     async def due_refunds_of(
         self, event_ids: Sequence[str], now_ms: int, limit: int = 100
     ) -> dict[str, list[str]]:
-        """Each event's due refunds (as due_refunds), pipelined a thousand events a round trip:
-        a pass over many events with nothing due costs a few round trips, not one per event.
-        Only the events with something due are in the answer."""
-        out: dict[str, list[str]] = {}
-        for start in range(0, len(event_ids), 1_000):
-            chunk = event_ids[start : start + 1_000]
+        """Each event's due refunds (as due_refunds), read for every event at once; only the
+        events with something due are in the answer."""
+        replies = await self._per_event(
+            event_ids,
+            lambda pipe, e: pipe.zrangebyscore(
+                self._key(e, "refunds"), "-inf", now_ms, start=0, num=limit
+            ),
+        )
+        return {e: list(r) for e, r in zip(event_ids, replies, strict=True) if r}
+
+    async def _per_event(self, event_ids: Sequence[str], read: Any) -> list[Any]:
+        """One read per event (`read(pipe, event_id)` queues it), pipelined a thousand events a
+        round trip: a pass over many events with nothing due costs a few round trips."""
+        replies: list[Any] = []
+        for start in range(0, len(event_ids), PER_EVENT_CHUNK):
             async with self.client.pipeline(transaction=False) as pipe:
-                for event_id in chunk:
-                    pipe.zrangebyscore(
-                        self._key(event_id, "refunds"), "-inf", now_ms, start=0, num=limit
-                    )
-                replies = await self._read(pipe.execute())
-            out |= {e: list(r) for e, r in zip(chunk, replies, strict=True) if r}
-        return out
+                for event_id in event_ids[start : start + PER_EVENT_CHUNK]:
+                    read(pipe, event_id)
+                replies += await self._read(pipe.execute())
+        return replies
 
     async def server_time_ms(self) -> int:
         seconds, micros = await self._read(self.client.time())

@@ -28,6 +28,15 @@ def retry_delay_ms(attempts: int, rng: random.Random) -> int:
     return int(min(RETRY_MAX_MS, RETRY_BASE_MS * 2**attempts) * rng.uniform(0.5, 1.0))
 
 
+def refund_amount(charge: Charge) -> int | None:
+    """What to ask the provider for: a part of an order (ADR 0043) exactly its amount (once per
+    part); the rest of an order that gave back parts exactly that rest (its parts still on
+    their way are theirs to send); any other refund what the attempt still holds (None)."""
+    if charge.part_of:
+        return charge.amount
+    return charge.holds_money if charge.parted else None
+
+
 @dataclass
 class RefundStats:
     refunded: int = 0
@@ -76,17 +85,10 @@ class RefundWorker:
         try:
             if charge.attempt_id and not await self._provider_agrees(event_id, charge):
                 return
-            # A part of an order (ADR 0043) is exactly its amount, once per part; the rest of an
-            # order that gave back parts is exactly that rest (its parts still on their way are
-            # theirs to send), once per attempt; any other refund is what the attempt holds.
-            if charge.part_of:
-                await self.provider.refund(
-                    charge.key, charge.attempt_id, amount=charge.amount, part=charge.charge_id
-                )
-            elif charge.parted:
-                await self.provider.refund(charge.key, charge.attempt_id, amount=charge.holds_money)
-            else:
-                await self.provider.refund(charge.key, charge.attempt_id)
+            part = charge.charge_id if charge.part_of else ""
+            await self.provider.refund(
+                charge.key, charge.attempt_id, amount=refund_amount(charge), part=part
+            )
         except (ProviderTimeout, ProviderRefused) as exc:
             # A refused refund (e.g. the provider says it never captured) is retried slowly
             # and stays visible in the ops view; it is never dropped.

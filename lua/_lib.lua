@@ -478,6 +478,8 @@ local function part_refund(ctx, c, part_id, goods, amount, reason)
     put_hold(h)
   end
   c.parted = (c.parted or 0) + amount
+  c.parts = c.parts or {}
+  c.parts[part_id] = 1  -- its ids: the part itself knows its goods and amount
   put_charge(c)
   charge_record(ctx, p, '', nil, reason)
   return p
@@ -514,10 +516,7 @@ local function give_back_rest(ctx, h)
   if not c or c.state ~= PROVIDER_REFUNDED or (c.moved or 0) == 0 then return end
   local rest = money_captured(c) - (c.parted or 0) - c.moved  -- parts pending go on their own
   if rest > 0 then
-    local rest_id = c.id .. ':r000000000000'
-    c.parts = c.parts or {}
-    c.parts[rest_id] = { goods = h.seat, amount = rest, whole = 0 }
-    part_refund(ctx, c, rest_id, h.seat, rest, 'rest_of_partial_refund')
+    part_refund(ctx, c, c.id .. ':r000000000000', h.seat, rest, 'rest_of_partial_refund')
   end
 end
 

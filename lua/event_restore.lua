@@ -84,7 +84,7 @@ elseif ARGV[1] == 'CHARGE' then
     local parent = get_charge(c.part_of)
     if parent then
       parent.parts = parent.parts or {}
-      parent.parts[charge_id] = { goods = c.seat, amount = c.amount, whole = 0 }
+      parent.parts[charge_id] = 1
       put_charge(parent)
     end
   end

@@ -28,13 +28,13 @@ local h = get_hold(hold_id)
 if not h then return { 'NOT_FOUND' } end
 local c = h.winner ~= '' and get_charge(h.winner) or nil
 -- The same key again: its part (kept through a rebuild), or the whole rest it gave back.
-local part, done = get_charge(part_id), c and c.parts and c.parts[part_id]
+local part, whole = get_charge(part_id), c and c.whole
 if part then
   if part.seat ~= goods then return { 'IDEMPOTENCY_KEY_REUSED', part.seat } end
   return { 'REPLAY', part_id, part.amount, 0 }
-elseif done then
-  if done.goods ~= goods then return { 'IDEMPOTENCY_KEY_REUSED', done.goods } end
-  return { 'REPLAY', c.id, done.amount, done.whole }
+elseif whole and whole.key == part_id then
+  if whole.goods ~= goods then return { 'IDEMPOTENCY_KEY_REUSED', whole.goods } end
+  return { 'REPLAY', c.id, money_captured(c) - (c.parted or 0), 1 }
 end
 if h.state ~= CONFIRMED or not c or c.state ~= CAPTURED then return { 'NOT_CONFIRMED', h.state } end
 -- Goods of the order's kind: seat ids for seats, '<sku>@<location>*<qty>' lines for a cart.
@@ -81,11 +81,10 @@ else
 end
 local left = money_captured(c) - (c.parted or 0)
 local why = 'operator_refund:' .. reason
-c.parts = c.parts or {}
 
 if #kept == 0 then
   -- Everything left: the rest of the charge's money goes back and the seats go back on sale.
-  c.parts[part_id] = { goods = goods, amount = left, whole = 1 }
+  c.whole = { key = part_id, goods = goods }  -- its amount: the capture less the parts
   c.state = REFUNDING
   c.decided_ms = ctx.now
   c.reason = why
@@ -97,7 +96,6 @@ end
 if amount > left then
   error({ err = 'INVARIANT part of ' .. amount .. ' exceeds the ' .. left .. ' charge ' .. c.id .. ' holds' })
 end
-c.parts[part_id] = { goods = goods, amount = amount, whole = 0 }
 part_refund(ctx, c, part_id, goods, amount, why)
 -- The part's goods back on sale, as a hold of their own would move them; the hold keeps the rest.
 local n = units_of({ seat = goods })

@@ -118,9 +118,9 @@ async def test_a_stop_ends_the_refund_pass_after_the_refund_in_hand(
     worker = RefundWorker(fake_store, provider, seed=1, stop=stop)
     real_refund = provider.refund
 
-    async def refund_then_sigterm(key: str, attempt_id: str) -> Any:
+    async def refund_then_sigterm(key: str, attempt_id: str, **how: Any) -> Any:
         stop.set()  # the signal arrives while the provider is asked
-        return await real_refund(key, attempt_id)
+        return await real_refund(key, attempt_id, **how)
 
     provider.refund = refund_then_sigterm  # type: ignore[method-assign]
     assert await worker.run_once() == 1
