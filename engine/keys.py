@@ -188,7 +188,9 @@ QUEUE_KEYS: tuple[str, ...] = ("queue", "queue:entries", "queue:order", "queue:l
 
 
 def queue_keys(event_id: str, prefix: str = PREFIX) -> list[str]:
-    """KEYS of the queue scripts: the event hash, then QUEUE_KEYS, under the event's hash tag."""
+    """KEYS of the queue scripts: the event hash, then QUEUE_KEYS, then the event's outbox (the
+    room's changes are recorded there for the ledger), all under the event's hash tag."""
     event = event_key(event_id, "event", prefix)
     base = event.rsplit(":", 1)[0]
-    return [event, *(f"{base}:{name}" for name in QUEUE_KEYS)]
+    outbox = event_key(event_id, "outbox", prefix)
+    return [event, *(f"{base}:{name}" for name in QUEUE_KEYS), outbox]

@@ -22,6 +22,9 @@ class RecordKind(StrEnum):
     # An operator ended the sale (lua/event_close.lua, lua/event_cancel.lua): `id` the event,
     # `from` its status before, `to` a Marker, `reason` '<closed|cancelled>_by:<actor>'.
     EVENT = "event"
+    # A change of an event's waiting room (lua/queue_*.lua, ADR 0029): `to` a QUEUE_* marker,
+    # `id` the login (the event for the room's own moves), `hold` the hold a spend went to.
+    QUEUE = "queue"
 
 
 class Marker(StrEnum):
@@ -42,6 +45,11 @@ class Marker(StrEnum):
     # An operator ended the sale (kind event, ADR 0025).
     EVENT_CLOSED = "EVENT_CLOSED"  # no new claim or charge start; holds run to their deadlines
     EVENT_CANCELLED = "EVENT_CANCELLED"  # closed, and every hold ended, sold money refunded
+    # A waiting room's changes (kind queue): what a rebuild needs to put the room back.
+    ROOM_SET = "ROOM_SET"  # settings and secret ('per_s|pct|ttl|auto|secret' in `room`)
+    PLACE_TAKEN = "PLACE_TAKEN"  # a login joined: its place (`place`), when (`now_ms`)
+    ADMITTED = "ADMITTED"  # the places after `place_from` up to `place` admitted (`admissions`)
+    ADMISSION_SPENT = "ADMISSION_SPENT"  # a login's admission went to hold `hold`
 
 
 # The fields `emit` XADDs, in its order.
@@ -115,6 +123,12 @@ class OutboxRecord(NamedTuple):
     # The money a charge's refund record gives back, when not its whole capture: an order that
     # gave back parts first, or that the provider refunded only in part (ADR 0043).
     returned_part: int = 0
+    # A waiting room's change (kind queue): a place (an exact integer below 2^53, as text), the
+    # place an admission started after, how many it admitted, the room's settings.
+    place: str = ""
+    place_from: str = ""
+    admissions: int = 0
+    room: str = ""
 
     @classmethod
     def from_fields(cls, f: Mapping[str, str]) -> "OutboxRecord":
@@ -147,6 +161,10 @@ class OutboxRecord(NamedTuple):
             mode=f.get("mode", ""),
             value=int(f.get("value") or 0),
             returned_part=int(f.get("returned") or 0),
+            place=f.get("place", ""),
+            place_from=f.get("place_from", ""),
+            admissions=int(f.get("count") or 0),
+            room=f.get("room", ""),
         )
 
     @property

@@ -194,6 +194,15 @@ class RestoreCode(StrEnum):
     NOT_FOUND = "NOT_FOUND"
 
 
+class QueueRestoreCode(StrEnum):
+    """lua/queue_restore.lua: a waiting room put back from the ledger (ADR 0029)."""
+
+    RESTORED = "RESTORED"
+    NO_QUEUE = "NO_QUEUE"
+    NOT_DRAFT = "NOT_DRAFT"
+    NOT_FOUND = "NOT_FOUND"
+
+
 class PolicyCode(StrEnum):
     """lua/event_policy.lua: a change of an event's deadline policies (ADR 0020)."""
 
@@ -337,6 +346,7 @@ REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
         "event_close": CloseCode,
         "event_cancel": CancelCode,
         "event_restore": RestoreCode,
+        "queue_restore": QueueRestoreCode,
         "event_fence": FenceCode,
         "event_policy": PolicyCode,
         "hold_claim": ClaimCode,

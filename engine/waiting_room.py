@@ -214,7 +214,7 @@ class WaitingRoom:
 
     async def figures(self, event_id: str) -> dict[str, Any]:
         """The room's settings and counters, for operators (a read: decides nothing)."""
-        queue, _entries, order, lapses = self.keys(event_id)[1:]
+        queue, _entries, order, lapses = self.keys(event_id)[1:5]
         pipe = self.store.client.pipeline(transaction=True)  # one snapshot, one slot
         pipe.hgetall(queue)
         pipe.zcard(order)

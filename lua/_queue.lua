@@ -12,7 +12,10 @@ KEYS[5] lapses zset: the admissions that count against the free units. Login adm
   yet used -> ms its admission lapses (positive); SPENT .. login (a space before the login)
   whose admission a claim spent and whose claim may not have landed yet -> minus the ms this
   stops counting (negative)
-Of _lib.lua's K_* names only K_EVENT names its key here: the queue scripts use no other.
+KEYS[6] the event's outbox: every change of the room that a rebuild must put back (its
+  settings, a place taken, an admission, a spend) is a record there, so the ledger holds the
+  room (kind 'queue', to a QueueMove of engine/records.py; ADR 0029)
+Of _lib.lua's K_* names only K_EVENT and K_OUTBOX name their keys here.
 Places are exact integers below 2^53 (Lua numbers are doubles) and are stored as the strings
 '%.0f' makes of them, never through cjson (which keeps 14 digits). ]]
 
@@ -20,12 +23,22 @@ local K_QUEUE, K_ENTRIES, K_ORDER, K_LAPSES
 
 local function bind_queue_keys(keys)  -- after bind_keys, at every call of a queue script
   K_QUEUE, K_ENTRIES, K_ORDER, K_LAPSES = keys[2], keys[3], keys[4], keys[5]
+  K_OUTBOX = keys[6]
 end
 local SEQ_SPAN = 1048576  -- 2^20: under each draw, room for this many arrivals before T0
 local AFTER_T0 = 4503599627370496  -- 2^52: every place taken from T0 on is after every draw
 local SPENT = ' '  -- a lapses member spent by a claim in flight: ' ' .. login (no login has a
 -- space: api/identity.py valid_login)
 local RATE_TAU_MS = 5000  -- the admission rate told to clients averages about this long
+
+-- A change of the room, recorded in the outbox (a decision numbered like any other, so a Redis
+-- that lost it is fenced, ADR 0017): `id` the login (the event for the room's own moves),
+-- `suffix` what makes the decision id unique, `extra` the move's own fields.
+local function queue_record(ctx, id, move, login, hold, suffix, extra)
+  ctx.extra = extra
+  return emit(ctx, 'queue', id, '', move, 0, { id = hold, seat = '', login = login,
+    winner = '' }, nil, '', suffix)
+end
 
 local function queue_settings()
   local v = redis.call('HMGET', K_QUEUE, 'per_s', 'factor_pct', 'ttl_ms', 'drawn', 'cursor',

@@ -1,6 +1,6 @@
 --[[ queue_poll: join an event's waiting room, or look at one's place; first, whoever is next is
 admitted, as fast as the admission rate and the free units allow (ADR 0029).
-KEYS[1..5] the event hash and the queue keys (engine/keys.py queue_keys, documented in _queue.lua)
+KEYS[1..6] the event hash, the queue keys and the outbox (engine/keys.py queue_keys; _queue.lua)
 ARGV[1] login   ARGV[2] 'join' or 'look'   ARGV[3] the login's draw, 0 to 2^32 - 1: its place
   among those who join before T0 (the API derives it from the room's secret and the login, so
   a second tab or a rejoin draws the same)   ARGV[4] entries the room may hold (below 2^20)
@@ -15,7 +15,10 @@ in arrival order; only an entry whose admission was used or lapsed may join agai
 the end of the line; entries are admitted in place order, each once per place, at most the
 token bucket's worth at a time, never before T0, and only while admissions not yet used stay
 below factor_pct of the free units; a sold-out event (nothing free, held or blocked) admits no
-one and takes no new entry; a look writes only when it admits or lapses someone. ]]
+one and takes no new entry; a look writes only when it admits or lapses someone; every place
+taken is an outbox record PLACE_TAKEN (the login, its place) and every admitting call one
+ADMITTED (the places after `place_from` up to `place`, `count` of them), so the ledger holds
+the line as it is. ]]
 local login, mode, draw, entries_max = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 if login == '' or (mode ~= 'join' and mode ~= 'look') or not draw or draw < 0
     or draw >= 4294967296 or draw ~= math.floor(draw) or not entries_max
@@ -44,6 +47,7 @@ local function take_place(ctx, q)
   entry_put(e)
   redis.call('ZADD', K_ORDER, e.score, login)
   redis.call('ZREM', K_LAPSES, login)
+  queue_record(ctx, login, 'PLACE_TAKEN', login, '', seq, { 'place', e.score })
   return e
 end
 
@@ -69,6 +73,7 @@ local function admit(ctx, q, free)
   local next = redis.call('ZRANGEBYSCORE', K_ORDER, '(' .. q.cursor, '+inf', 'LIMIT', 0, n)
   if #next == 0 then return end
   local e
+  local from = q.cursor
   for _, who in ipairs(next) do
     e = entry_get(who)
     e.admitted_ms = ctx.now
@@ -80,6 +85,8 @@ local function admit(ctx, q, free)
   redis.call('HSET', K_QUEUE, 'cursor', q.cursor, 'admitted', q.admitted,
     'tokens', string.format('%.3f', tokens - #next), 'stamp_ms', ctx.now,
     'rate', string.format('%.6f', q.rate), 'rate_ms', ctx.now)
+  queue_record(ctx, ctx.cfg.id, 'ADMITTED', '', '', q.cursor,
+    { 'place', q.cursor, 'place_from', from, 'count', #next })
 end
 
 local ctx = context()

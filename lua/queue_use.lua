@@ -1,5 +1,5 @@
 --[[ queue_use: spend a login's admission on one claim (the claim script is the next call).
-KEYS[1..5] the event hash and the queue keys (engine/keys.py queue_keys, documented in _queue.lua)
+KEYS[1..6] the event hash, the queue keys and the outbox (engine/keys.py queue_keys; _queue.lua)
 ARGV[1] login   ARGV[2] hold_id (the claim's, made from its Idempotency-Key)   ARGV[3]
   admitted_ms of the admission the token names   ARGV[4] grace_ms: how long the spent admission
   still counts against the free units (its claim, the next call, lands within it)
@@ -8,7 +8,8 @@ Returns {code, ...}: OK | REPLAY (the claim that spent it, sent again while the 
   NOT_ADMITTED | NO_FREE (no unit is free now: the admission is kept) | SOLD_OUT | NOT_OPEN |
   NO_QUEUE | NOT_FOUND
 Invariants: an admission is spent once, by one hold id, and only while it is live, the sale open
-and a unit free; every refusal writes nothing; nothing here touches seats or holds. ]]
+and a unit free; every refusal writes nothing; nothing here touches seats or holds; a spend is
+an outbox record ADMISSION_SPENT (the login, the hold id). ]]
 local login, hold_id, token_ms, grace_ms = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 if login == '' or hold_id == '' or not string.match(token_ms or '', '^%d+$') or not grace_ms then
   return redis.error_reply('BAD_ARGS login, hold_id, admitted_ms and grace_ms')
@@ -40,4 +41,5 @@ entry_put(e)
 redis.call('ZREM', K_LAPSES, login)
 redis.call('ZADD', K_LAPSES, -(ctx.now + grace_ms), SPENT .. login)
 redis.call('HINCRBY', K_QUEUE, 'used', 1)
+queue_record(ctx, login, 'ADMISSION_SPENT', login, hold_id, hold_id, nil)
 return { 'OK' }

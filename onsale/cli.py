@@ -176,6 +176,8 @@ async def _rebuild(settings: "LedgerSettings", event_id: str, force: bool) -> in
     t.add_row("ended holds restored as records", str(report.ended_holds))
     for state, n in sorted(report.charges.items()):
         t.add_row(f"charges {state}", str(n))
+    if report.places:
+        t.add_row("places in its waiting room", str(report.places))
     t.add_row(
         "decisions of the replaced Redis superseded by the ledger", str(len(report.superseded))
     )

@@ -13,7 +13,8 @@
 
 Both write the same final rows: a hold's or charge's upsert only moves it forward in stream
 order, so writing its latest row alone ends where writing each in turn ends. Refunds, stock
-corrections and merchant webhook deliveries are rare and go row by row either way."""
+corrections, a waiting room's changes and merchant webhook deliveries go row by row either
+way (a room's joins come at the pace of its buyers' first looks, not of a burst of expiries)."""
 
 from typing import Any, NamedTuple
 
@@ -107,6 +108,8 @@ async def apply_records(conn: asyncpg.Connection, b: Batch, *, bulk: bool) -> No
     for query, more in (
         ("insert_refund", rows.refunds),
         ("insert_stock_correction", rows.corrections),
+        ("upsert_waiting_room", rows.rooms),
+        ("insert_waiting_move", rows.waiting),
     ):
         if more:
             await conn.executemany(Q[query], more)

@@ -8,7 +8,8 @@ from typing import Any
 from engine import keys
 from engine.event_details import EventDetails
 from engine.ledger_progress import stream_id
-from engine.records import OutboxRecord, RecordKind
+from engine.records import Marker, OutboxRecord, RecordKind
+from engine.waiting_restore import Move, RoomSetup
 
 # Money that went back to the buyer, by who started it.
 REFUND_STATES = {"REFUNDED": "merchant", "PROVIDER_REFUNDED": "provider"}
@@ -91,6 +92,8 @@ class Rows:
     charges: list[tuple[Any, ...]] = field(default_factory=list)
     refunds: list[tuple[Any, ...]] = field(default_factory=list)
     corrections: list[tuple[Any, ...]] = field(default_factory=list)
+    rooms: list[tuple[Any, ...]] = field(default_factory=list)  # a waiting room's settings
+    waiting: list[tuple[Any, ...]] = field(default_factory=list)  # its line's changes
 
     def add(self, sid: str, r: OutboxRecord) -> None:
         ms, seq = stream_id(sid)
@@ -116,6 +119,15 @@ class Rows:
                 )  # fmt: skip
         elif r.kind == RecordKind.CORRECTION:
             self.corrections.append(correction_row(r.event_id, sid, r))
+        elif r.kind == RecordKind.QUEUE:
+            self.add_waiting(r)
+
+    def add_waiting(self, r: OutboxRecord) -> None:
+        """A waiting room's change (ADR 0029): its settings, or a change of its line."""
+        if r.to_state == Marker.ROOM_SET:
+            self.rooms.append((r.event_id, *astuple(RoomSetup.of_record(r)), r.seq))
+        else:
+            self.waiting.append((r.event_id, r.decision_id, r.seq, *astuple(Move.of_record(r))))
 
 
 def correction_row(event_id: str, entry_id: str, r: OutboxRecord) -> tuple[Any, ...]:

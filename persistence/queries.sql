@@ -335,3 +335,27 @@ from webhook_endpoints e left join webhook_deliveries d on d.endpoint_id = e.end
 where e.deleted_at is null
 group by e.endpoint_id, e.enabled
 order by e.endpoint_id
+
+-- name: upsert_waiting_room
+-- A room's settings and secret as last set (a replayed or older setup changes nothing).
+insert into waiting_rooms (event_id, admit_per_s, admit_factor_pct, admission_ttl_ms, auto,
+  secret, seq)
+values ($1, $2, $3, $4, $5, $6, $7)
+on conflict (event_id) do update set admit_per_s = excluded.admit_per_s,
+  admit_factor_pct = excluded.admit_factor_pct, admission_ttl_ms = excluded.admission_ttl_ms,
+  auto = excluded.auto, secret = excluded.secret, seq = excluded.seq
+where waiting_rooms.seq < excluded.seq
+
+-- name: insert_waiting_move
+-- One change of a room's line, idempotent by its decision id.
+insert into waiting_moves (event_id, decision_id, seq, move, login, place, place_from,
+  admissions, hold_id, at_ms)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+on conflict (event_id, decision_id) do nothing
+
+-- name: event_waiting_room
+select * from waiting_rooms where event_id = $1
+
+-- name: event_waiting_moves
+-- A room's line changes in the order they were decided.
+select * from waiting_moves where event_id = $1 order by seq

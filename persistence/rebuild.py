@@ -31,7 +31,9 @@ ledger.
   correction is recorded): each location's on hand is the `on_hand_after` of its last
   correction in the ledger, and every correction is put back as its script keeps it, so a
   replayed correction id is answered as a replay; then the holds, a sold one taking its lines
-  from available to sold (all of them or none)."""
+  from available to sold (all of them or none).
+- A waiting room comes back as the ledger holds it: its settings and secret, every place, its
+  admissions and their spends (persistence/waiting_ledger.py, ADR 0029)."""
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -43,13 +45,14 @@ from engine.event_details import EventDetails
 from engine.holds import Charge, SeatSpec
 from engine.policies import Policies
 from engine.records import Marker
-from engine.replies import PolicyCode, RestoreCode
+from engine.replies import PolicyCode, QueueRestoreCode, RestoreCode
 from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
 from engine.stock_lines import SkuSpec, lines_of
 from engine.store import Store
 from persistence.policy_report import policy_changes, policy_state
 from persistence.queries import Q
 from persistence.stock_ledger import recorded_correction
+from persistence.waiting_ledger import restore_waiting_room
 
 # Ended holds that still name their winner (its money moved after the sale).
 WINNER_KEPT = (HoldState.CONFIRMED, HoldState.EXCEPTION, HoldState.REVOKED)
@@ -76,6 +79,7 @@ class RebuildReport:
     charges: dict[str, int] = field(default_factory=dict)
     # Decisions of the replaced Redis the ledger refused or never got (the ledger won).
     superseded: list[str] = field(default_factory=list)
+    places: int = 0  # places in its waiting room (ADR 0029)
 
 
 async def _superseded(store: Store, conn: asyncpg.Connection, event_id: str) -> list[str]:
@@ -97,8 +101,8 @@ async def _superseded(store: Store, conn: asyncpg.Connection, event_id: str) -> 
     return missing
 
 
-def _restored(code: RestoreCode, what: str) -> None:
-    if code != RestoreCode.RESTORED:
+def _restored(code: RestoreCode | QueueRestoreCode, what: str) -> None:
+    if code != "RESTORED":
         raise RebuildRefused(f"could not restore {what}: {code}")
 
 
@@ -165,6 +169,8 @@ async def _rebuild(
     winners = await _restore_holds(store, conn, event_id, report)
     paying = await _restore_paying(store, conn, event_id, report)
     await _restore_charges(store, conn, event_id, amount_of, winners, paying, report)
+    code, report.places = await restore_waiting_room(store, conn, event_id)
+    _restored(code, "the waiting room")
     now_ms = await store.read.server_time_ms()
     await store.restore.mark(event_id, now_ms)
     # What the ledger refused of the replaced Redis is settled: listed, no longer open.

@@ -24,10 +24,16 @@ def test_emit_writes_exactly_the_record_fields() -> None:
 def test_every_literal_decision_is_a_state_or_a_marker() -> None:
     known = {s.value for s in HoldState} | {s.value for s in ChargeState} | set(Marker)
     pattern = re.compile(r"emit\(ctx, '([a-z]+)', [^,]+, [^,]+, '([A-Z_]+)'")
+    # A waiting room's records (lua/_queue.lua queue_record: kind queue).
+    queue = re.compile(r"queue_record\(ctx, [^,]+, '([A-Z_]+)'")
+    assert "emit(ctx, 'queue', " in lua.source("_queue")
     seen = set()
     for name in [*lua.names(), "_lib", "_money"]:
         for kind, to in pattern.findall(lua.source(name)):
             assert kind in set(RecordKind), (name, kind)
+            assert to in known, (name, to)
+            seen.add(to)
+        for to in queue.findall(lua.source(name)):
             assert to in known, (name, to)
             seen.add(to)
     assert set(Marker) <= seen  # the check reads the scripts, and every marker is in use
