@@ -51,5 +51,6 @@ async def mirror_event(
                 ],
             )
             await conn.executemany(Q["insert_event_sku"], skus)
-            await conn.execute(Q["insert_event_config"], *config_row(event_id, ev, len(seats)))
+            row = config_row(event_id, ev, len(seats))
+            await conn.execute(Q["insert_event_config"], *row, prefix)  # its owner: ADR 0037
     return True

@@ -11,7 +11,9 @@ sees both Redis and the ledger: the ledger writer.
   as sold is never sold again. A new decision numbered with a number the ledger already holds
   is refused by the ledger's unique index and fences the event the same way (the writer).
 - Either way, and for a rebuild that died half way, `onsale ledger` rebuilds the event from the
-  ledger by itself (persistence/auto_rebuild.py, ONSALE_AUTO_REBUILD)."""
+  ledger by itself (persistence/auto_rebuild.py, ONSALE_AUTO_REBUILD).
+- Only the events this deployment mirrored (the ledger names its Redis key prefix): another
+  deployment's ledger process writing into the same database leaves them alone (ADR 0037)."""
 
 import logging
 import time
@@ -65,7 +67,8 @@ class Fencer:
         report = FenceReport()
         in_redis = set(await self.store.read.event_ids())
         async with self.pool.acquire() as conn:
-            for event_id in [r[0] for r in await conn.fetch(Q["ledger_events"])]:
+            owned = await conn.fetch(Q["ledger_events"], self.store.prefix)
+            for event_id in [r[0] for r in owned]:
                 status, seq, rebuilding = await self._state(event_id)
                 if rebuilding == "1":
                     report.half_built.append(event_id)

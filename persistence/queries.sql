@@ -117,8 +117,9 @@ on conflict do nothing
 -- name: insert_event_config
 insert into event_configs (event_id, hold_ttl_ms, quarantine_ms, policy, price_minor,
   opens_at_ms, seats_total, currency, reversal_policy, kind, locations, login_cap, max_party,
-  name, venue, description, image_url, starts_at_ms, time_zone)
-values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+  name, venue, description, image_url, starts_at_ms, time_zone, redis_prefix)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
+  $20)
 on conflict do nothing
 
 -- name: insert_event_sku
@@ -164,7 +165,9 @@ select decision_id from decisions where event_id = $1 and decision_id = any($2::
 select entity_id from decisions where event_id = $1 and kind = 'charge' and terminal
 
 -- name: ledger_events
-select event_id from event_configs order by event_id
+-- The events of this deployment (its Redis key prefix), and those mirrored before the ledger
+-- named an owner (ADR 0037).
+select event_id from event_configs where redis_prefix in ($1, '') order by event_id
 
 -- name: event_lifecycle
 -- The operator's last end of the sale (EVENT_CLOSED or EVENT_CANCELLED), null when none.

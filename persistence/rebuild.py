@@ -158,6 +158,11 @@ async def _rebuild(
     config = await conn.fetchrow(Q["event_config"], event_id)
     if config is None:
         raise RebuildRefused(f"the ledger has no configuration for event {event_id}")
+    if config["redis_prefix"] not in ("", store.prefix):  # ADR 0037
+        raise RebuildRefused(
+            f"event {event_id} belongs to another deployment (Redis prefix "
+            f"{config['redis_prefix']!r}, this one {store.prefix!r})"
+        )
     superseded = await _make_room(store, conn, event_id, force=force)
     report = RebuildReport(event_id, superseded=superseded)
     # Rebuilding and numbered after the ledger before anything else is written (ADR 0017).
