@@ -177,15 +177,16 @@ def create_app(settings: ApiSettings, hooks: WebhookDbSettings | None = None) ->
         store = _store(settings, client)
         if not await store.boot():
             log.warning("Redis unreachable at boot; answering 503 until it is back")
+        sold_out = None
         if settings.engine.sold_out_memory:
-            store.sold_out = SoldOutMemory(
+            sold_out = SoldOutMemory(
                 client,
                 settings.engine.key_prefix,
                 ttl_s=settings.engine.sold_out_memory_ms / 1000,
                 window=settings.engine.claim_window,  # 0: no gate
                 pause_gc=settings.gc_gen0 > 0,  # the collector tuned: also paused while claims wait
             )
-            await store.sold_out.start()
+            await sold_out.start()
         provider = build_provider(
             settings.engine,
             callback_secrets=settings.webhook_secrets,
@@ -200,8 +201,9 @@ def create_app(settings: ApiSettings, hooks: WebhookDbSettings | None = None) ->
             store=store,
             provider=provider,
             identity=identity,
-            metrics=Metrics(store),  # the store's own counters too
+            metrics=Metrics(store, sold_out),  # the store's own counters too
             addresses=AddressLimiter(limits.address_per_s, limits.address_burst),
+            sold_out=sold_out,
         )
         app.state.webhooks = WebhookDb(hooks) if hooks is not None else None
         stop = asyncio.Event()
@@ -214,8 +216,8 @@ def create_app(settings: ApiSettings, hooks: WebhookDbSettings | None = None) ->
             await app.state.webhooks.close()
         if jwks is not None:
             await jwks.close()
-        if store.sold_out is not None:
-            await store.sold_out.stop()
+        if sold_out is not None:
+            await sold_out.stop()
         await provider.aclose()
         await client.aclose()
 

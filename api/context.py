@@ -20,8 +20,10 @@ from api.logs import AccessLog, echo, request_id_from
 from api.metrics import Metrics
 from api.settings import ApiSettings
 from engine import errors, keys
+from engine.gated_claims import GatedClaims
 from engine.logs import REQUEST_ID, writes_json
 from engine.providers import Provider
+from engine.soldout import SoldOutMemory
 from engine.store import Store
 
 log = logging.getLogger("onsale.api")
@@ -37,9 +39,13 @@ class Context:
     identity: Identity
     metrics: Metrics
     addresses: AddressLimiter
+    # "Sold out" from memory once Redis said so, and the gate of claims in flight (ADR 0012).
+    sold_out: SoldOutMemory | None = None
+    claims: GatedClaims = field(init=False)  # every claim goes through the gate
     access: AccessLog | None = field(init=False)  # ONSALE_ACCESS_LOG, in this process's format
 
     def __post_init__(self) -> None:
+        self.claims = GatedClaims(self.store, self.sold_out)
         self.access = AccessLog(json=writes_json()) if self.settings.access_log else None
 
     def login_of(self, request: Request, event_id: str | None = None) -> str:

@@ -133,7 +133,7 @@ class LaneProtocol(BoundedHttpToolsProtocol):
             assert self._route is not None
             state = getattr(self._route.app, "state", None)  # the Starlette app's
             c: Context | None = getattr(state, "ctx", None)
-            self._ctx = c if c is not None and c.store.sold_out is not None else None
+            self._ctx = c if c is not None and c.sold_out is not None else None
         return self._ctx
 
     def _hold(self, cycle: RequestResponseCycle) -> Held | None:
@@ -180,8 +180,8 @@ class LaneProtocol(BoundedHttpToolsProtocol):
 
     def _memory(self) -> SoldOutMemory:
         """The app's sold-out memory: found before any claim was held (`_readable`)."""
-        assert self._ctx is not None and self._ctx.store.sold_out is not None
-        return self._ctx.store.sold_out
+        assert self._ctx is not None and self._ctx.sold_out is not None
+        return self._ctx.sold_out
 
     def _ask(self, held: Held, woken: bool) -> None:
         c, memory = self._ctx, self._memory()

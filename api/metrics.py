@@ -29,6 +29,7 @@ from prometheus_client.process_collector import ProcessCollector
 from engine.errors import StoreUnavailable
 from engine.loops import repeat
 from engine.metrics import add_process_collectors
+from engine.soldout import SoldOutMemory
 from engine.store import Store
 
 log = logging.getLogger("onsale.api")
@@ -47,8 +48,8 @@ def multiprocess_dir() -> str | None:
 
 
 class Metrics:
-    def __init__(self, store: Store | None = None) -> None:
-        """`store`: its own counters are exported too."""
+    def __init__(self, store: Store | None = None, sold_out: SoldOutMemory | None = None) -> None:
+        """`store`: its own counters are exported too (and the sold-out memory's, if any)."""
         self.registry = CollectorRegistry()
         self.requests = Histogram(
             "onsale_http_request_seconds",
@@ -82,7 +83,7 @@ class Metrics:
         self._latency: dict[tuple[str, int], Any] = {}
         self._claims: dict[str, Any] = {}
         self._early: dict[str, Any] = {}
-        self._store = StoreSeries(store, self.registry) if store is not None else None
+        self._store = StoreSeries(store, sold_out, self.registry) if store is not None else None
 
     def observe(self, route: str, status: int, seconds: float) -> None:
         child = self._latency.get((route, status))
@@ -158,12 +159,15 @@ class StoreSeries:
         ("sold_out", "probes", "onsale_sold_out_probes", "Claims sent on to renew a memory"),
     )
 
-    def __init__(self, store: Store, registry: CollectorRegistry) -> None:
-        self.store = store
+    def __init__(
+        self, store: Store, sold_out: SoldOutMemory | None, registry: CollectorRegistry
+    ) -> None:
+        self.store, self.sold_out = store, sold_out
+        self.parts: dict[str, Any] = {"pipeline": store.pipeline, "sold_out": sold_out}
         self.counters: dict[str, tuple[Counter, str, str]] = {}
         self.copied: dict[str, float] = {}
         for part, stat, name, doc in self.COUNTERS:
-            if getattr(store, part) is not None:
+            if self.parts[part] is not None:
                 self.counters[name] = (Counter(name, doc, registry=registry), part, stat)
         self.largest = self.listening = None
         if store.pipeline is not None:
@@ -173,7 +177,7 @@ class StoreSeries:
                 registry=registry,
                 multiprocess_mode="max",
             )
-        if store.sold_out is not None:
+        if sold_out is not None:
             self.listening = Gauge(
                 "onsale_sold_out_listening",
                 "1 while the restock subscription is confirmed (every worker's)",
@@ -183,14 +187,14 @@ class StoreSeries:
 
     def copy(self) -> None:
         for name, (counter, part, stat) in self.counters.items():
-            value = float(getattr(getattr(self.store, part).stats, stat))
+            value = float(getattr(self.parts[part].stats, stat))
             if value > self.copied.get(name, 0.0):
                 counter.inc(value - self.copied.get(name, 0.0))
                 self.copied[name] = value
         if self.largest is not None and self.store.pipeline is not None:
             self.largest.set(self.store.pipeline.stats.largest)
-        if self.listening is not None and self.store.sold_out is not None:
-            self.listening.set(1 if self.store.sold_out.listening else 0)
+        if self.listening is not None and self.sold_out is not None:
+            self.listening.set(1 if self.sold_out.listening else 0)
 
 
 class WorkerProcesses:

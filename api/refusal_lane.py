@@ -131,7 +131,7 @@ async def refusal_lane(scope: Scope, receive: Receive, send: Send, proceed: Next
     `sold_out` from memory, or it goes on to the normal path holding a place in flight, which
     the store gives back once Redis answered (or here, if the claim stops before Redis)."""
     c: Context | None = getattr(scope["app"].state, "ctx", None)
-    memory = c.store.sold_out if c is not None else None
+    memory = c.sold_out if c is not None else None
     event_id = scope["path_params"]["event_id"]
     early = scope.pop(EARLY, None)
     if early is not None:  # set only where the app's memory was found (api/early_lane.py)

@@ -3,7 +3,6 @@ refusals as EngineError subclasses (engine/errors.py). Reads are `store.read` (e
 putting an event back from the ledger is `store.restore` (engine/restore.py), and the audit of
 the invariants is engine/audit.py. Nothing else in the engine talks to Redis."""
 
-import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -48,7 +47,6 @@ from engine.restore import Restore
 from engine.revoked import RevokedLogins
 from engine.runner import Runner
 from engine.scripts import Scripts
-from engine.soldout import SoldOutMemory
 from engine.states import (
     ChargeState,
     HoldState,
@@ -87,8 +85,6 @@ class Store:
             "full" if hold_record == "full" else "",
         ]  # fmt: skip
         self._charge_limits = [limits.charges_per_s, limits.charges_burst]
-        # "Sold out" from memory once Redis said so (engine/soldout.py); set by the API.
-        self.sold_out: SoldOutMemory | None = None
         window = idempotency_window_ms
         self.read = Reads(client, prefix=prefix, timeout_s=timeout_s, window_ms=window)  # views
         # Script calls of one event-loop tick share one round trip (engine/pipeline.py).
@@ -191,26 +187,16 @@ class Store:
         seats: Sequence[str] = (),
         quantity: int = 1,
         lines: Sequence[StockLine] = (),
-        admitted: bool = False,  # already holds a place at the gate (api/refusal_lane.py)
     ) -> Claimed:
         """Claim `seat_id` (or all of `seats`), or else the `quantity` best free seats (adjacent
         when a block is free), or the stock `lines` of a stock event (all or nothing, ADR 0022).
         `hold_id` is the idempotency key (a window's hold id is made from it)."""
         if not keys.valid_id(hold_id) or not login:
             raise ValueError("hold_id and login are required")
-        memory = self.sold_out  # and its gate: at most a window of claims in flight per event
-        if memory is not None and await memory.admit(event_id, hold_id, self.timeout_s, admitted):
-            raise errors.SoldOut(f"claim {hold_id}: SOLD_OUT (remembered)", reply=[])
-        sent_at, want = time.monotonic(), claim_want(seat_id, seats, quantity, lines)
-        args, reply = [hold_id, login, want, *self._claim_limits], []
-        try:
-            reply = await self.runner.run("hold_claim", event_id, args)
-        finally:
-            if memory is not None:
-                memory.release(event_id, reply)  # an OK widens the event's window
+        want = claim_want(seat_id, seats, quantity, lines)
+        args = [hold_id, login, want, *self._claim_limits]
+        reply = await self.runner.run("hold_claim", event_id, args)
         code = ClaimCode(reply[0])
-        if code == ClaimCode.SOLD_OUT and memory is not None:
-            memory.sold_out(event_id, int(reply[1]), sent_at)
         if code in (ClaimCode.OK, ClaimCode.REPLAY):
             return Claimed.of_reply(reply)
         await self.runner.refuse_truthfully(event_id, code)

@@ -174,7 +174,7 @@ async def claim(request: Request) -> Response:
     if waiting.may_need_admission(request, event_id):  # no Redis call once known (ADR 0029)
         await waiting.spend_admission(request, event_id, login_name, hold_id)
     try:
-        claimed = await c.store.claim(
+        claimed = await c.claims.claim(
             event_id,
             login_name,
             hold_id,

@@ -15,6 +15,7 @@ from redis.crc import key_slot
 
 from engine import errors, keys
 from engine.event_index import EventIndex
+from engine.gated_claims import GatedClaims
 from engine.soldout import SoldOutMemory
 from engine.store import Store
 from tests.conftest import open_sale
@@ -103,26 +104,26 @@ async def test_sold_out_memory_on_sharded_channels(cstore: Store) -> None:
     """The memory subscribes to each sold-out event's channel on the node serving it; a seat
     coming back on any primary ends the memory of its event only."""
     memory = SoldOutMemory(cstore.client, cstore.prefix, ttl_s=30.0)
-    cstore.sold_out = memory
+    claims = GatedClaims(cstore, memory)
     await memory.start()
     try:
         sales = [await open_sale(cstore, 1, now_ms=T0) for _ in range(6)]
         assert len({primary_of(cstore, s.event_id) for s in sales}) >= 2
         for s in sales:
-            await cstore.claim(s.event_id, "winner", f"w-{s.event_id}")
+            await claims.claim(s.event_id, "winner", f"w-{s.event_id}")
             with pytest.raises(errors.SoldOut):
-                await cstore.claim(s.event_id, "late", f"l0-{s.event_id}")
+                await claims.claim(s.event_id, "late", f"l0-{s.event_id}")
         await wait_until(lambda: memory.stats.entered == len(sales), timeout_s=5.0)
         for s in sales:
             with pytest.raises(errors.SoldOut):
-                await cstore.claim(s.event_id, "late", f"l1-{s.event_id}")
+                await claims.claim(s.event_id, "late", f"l1-{s.event_id}")
         assert memory.stats.answered == len(sales)
         first = sales[0]
         await cstore.release(first.event_id, f"w-{first.event_id}", "winner")
         await wait_until(lambda: memory.stats.dropped == 1, timeout_s=5.0)
-        assert (await cstore.claim(first.event_id, "late", "again")).seat_id == "s00000"
+        assert (await claims.claim(first.event_id, "late", "again")).seat_id == "s00000"
         with pytest.raises(errors.SoldOut):  # the others are still remembered
-            await cstore.claim(sales[1].event_id, "late", f"l2-{uuid.uuid4().hex}")
+            await claims.claim(sales[1].event_id, "late", f"l2-{uuid.uuid4().hex}")
         assert memory.stats.answered == len(sales) + 1
     finally:
         await memory.stop()

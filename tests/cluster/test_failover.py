@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from engine import errors, keys
+from engine.gated_claims import GatedClaims
 from engine.soldout import SoldOutMemory
 from engine.store import Store
 from loadtest.redis_cluster import LocalCluster
@@ -35,14 +36,14 @@ class Told:
 
 
 async def buyer(
-    store: Store, event_id: str, i: int, told: Told, deadline: float, spread_s: float = 0.0
+    claims: GatedClaims, event_id: str, i: int, told: Told, deadline: float, spread_s: float = 0.0
 ) -> None:
     """Claims until told something, retrying an outage with the same key (idempotent); starts
     within `spread_s` (seeded by `i`), so that claims go on while nodes fail or move."""
     await asyncio.sleep(random.Random(i).uniform(0, spread_s))
     while time.monotonic() < deadline:
         try:
-            got = await store.claim(event_id, f"u{i}", f"k{i}")
+            got = await claims.claim(event_id, f"u{i}", f"k{i}")
         except errors.SoldOut:
             told.sold_out += 1
             return
@@ -63,13 +64,20 @@ async def buyer(
 
 
 async def crowd(
-    store: Store, event_id: str, n: int, *, spread_s: float, until_held: int
+    store: Store,
+    event_id: str,
+    n: int,
+    *,
+    spread_s: float,
+    until_held: int,
+    memory: SoldOutMemory | None = None,
 ) -> tuple[Told, list[asyncio.Task[None]]]:
-    """`n` buyers starting within `spread_s`; returns once `until_held` were told they hold."""
-    told = Told()
+    """`n` buyers starting within `spread_s` (through the gate of `memory`, if any); returns
+    once `until_held` were told they hold."""
+    told, claims = Told(), GatedClaims(store, memory)
     deadline = time.monotonic() + 60
     tasks = [
-        asyncio.create_task(buyer(store, event_id, i, told, deadline, spread_s)) for i in range(n)
+        asyncio.create_task(buyer(claims, event_id, i, told, deadline, spread_s)) for i in range(n)
     ]
     await wait_until(lambda: len(told.held) >= until_held, timeout_s=20)
     return told, tasks
@@ -148,12 +156,14 @@ async def test_moving_an_events_slot_mid_sale(private_cluster: LocalCluster) -> 
     sold-out memory loses its subscription with the slot and is renewed on the new owner."""
     store = await cluster_store(private_cluster.url)
     memory = SoldOutMemory(store.client, store.prefix, ttl_s=30.0)
-    store.sold_out = memory
+    claims = GatedClaims(store, memory)
     await memory.start()
     try:
         sale = await open_sale(store, 120, now_ms=T0)
         slot = keys.slot_of(sale.event_id)
-        told, tasks = await crowd(store, sale.event_id, 200, spread_s=3.0, until_held=30)
+        told, tasks = await crowd(
+            store, sale.event_id, 200, spread_s=3.0, until_held=30, memory=memory
+        )
         src = private_cluster.owner(slot)
         dst = next(n for n in private_cluster.nodes if n.port in private_cluster.primary_ports()
                    and n is not src)  # fmt: skip
@@ -165,13 +175,13 @@ async def test_moving_an_events_slot_mid_sale(private_cluster: LocalCluster) -> 
         await sale.audit_ok()
         # Sold out on the new owner: remembered again; a seat back is heard from there.
         with pytest.raises(errors.SoldOut):
-            await store.claim(sale.event_id, "late", "late-0")
+            await claims.claim(sale.event_id, "late", "late-0")
         await wait_until(lambda: sale.event_id in memory._events, timeout_s=5)
         hold_id, _seat = next(iter(told.held.items()))
         owner = (await store.read.hold(sale.event_id, hold_id)).login
         await store.release(sale.event_id, hold_id, owner)
         await wait_until(lambda: sale.event_id not in memory._events, timeout_s=5)
-        assert (await store.claim(sale.event_id, "late", "late-1")).seat_id
+        assert (await claims.claim(sale.event_id, "late", "late-1")).seat_id
     finally:
         await memory.stop()
         await close_store(store)

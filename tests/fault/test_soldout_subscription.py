@@ -7,6 +7,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from engine import errors
+from engine.gated_claims import GatedClaims
 from engine.settings import Settings
 from engine.soldout import SoldOutMemory
 from engine.store import Store
@@ -21,23 +22,24 @@ async def setup(server: PrivateRedis) -> tuple[Store, SoldOutMemory, "aioredis.R
     settings = Settings(redis_url=server.url, redis_timeout_ms=500, redis_connect_timeout_ms=200)
     client = settings.redis_client()
     store = Store(client, timeout_s=1.0)
-    store.sold_out = SoldOutMemory(client, store.prefix, ttl_s=30.0)
-    await store.sold_out.start()
-    await wait_until(lambda: store.sold_out is not None and store.sold_out.listening)
+    memory = SoldOutMemory(client, store.prefix, ttl_s=30.0)
+    await memory.start()
+    await wait_until(lambda: memory.listening)
     await store.create_event("ev", seats(1), hold_ttl_ms=60_000, quarantine_ms=60_000)
     await store.open_sale("ev")
     await store.claim("ev", "winner", "w1")
-    return store, store.sold_out, client
+    return store, memory, client
 
 
 async def remembered(store: Store, memory: SoldOutMemory, login: str) -> None:
+    claims = GatedClaims(store, memory)
     before = memory.stats.entered
     with pytest.raises(errors.SoldOut):
-        await store.claim("ev", login, f"{login}-1")
+        await claims.claim("ev", login, f"{login}-1")
     await wait_until(lambda: memory.stats.entered > before)
     answered = memory.stats.answered
     with pytest.raises(errors.SoldOut):
-        await store.claim("ev", login, f"{login}-2")
+        await claims.claim("ev", login, f"{login}-2")
     assert memory.stats.answered == answered + 1
 
 
@@ -45,6 +47,7 @@ async def test_killed_subscriber_stops_memory_and_missed_restock_is_harmless(
     private_redis: PrivateRedis,
 ) -> None:
     store, memory, client = await setup(private_redis)
+    claims = GatedClaims(store, memory)
     await remembered(store, memory, "late")
     admin = aioredis.from_url(private_redis.url, decode_responses=True)
     subscribed = memory.stats.subscriptions
@@ -57,7 +60,7 @@ async def test_killed_subscriber_stops_memory_and_missed_restock_is_harmless(
     # While nobody listens, a seat comes back: its restock message is lost.
     await store.release("ev", "w1", "winner")
     answered = memory.stats.answered
-    got = await store.claim("ev", "second", "s1")  # asks Redis: not refused from memory
+    got = await claims.claim("ev", "second", "s1")  # asks Redis: not refused from memory
     assert got.seat_id == "s00000" and memory.stats.answered == answered
     await wait_until(lambda: memory.listening, timeout_s=5.0)  # re-subscribed by itself
     await remembered(store, memory, "third")  # and remembering again
@@ -70,11 +73,12 @@ async def test_killed_server_answers_unavailable_not_sold_out(
     private_redis: PrivateRedis,
 ) -> None:
     store, memory, client = await setup(private_redis)
+    claims = GatedClaims(store, memory)
     await remembered(store, memory, "late")
     private_redis.kill()
     await wait_until(lambda: not memory.listening, timeout_s=2.0)
     with pytest.raises(errors.StoreUnavailable):
-        await store.claim("ev", "late", "late-3")
+        await claims.claim("ev", "late", "late-3")
     private_redis.start()
     await wait_until(lambda: memory.listening, timeout_s=15.0)
     await memory.stop()

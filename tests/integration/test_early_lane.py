@@ -72,7 +72,7 @@ async def served(real_store: Store, request: pytest.FixtureRequest) -> AsyncIter
     task = asyncio.create_task(server.serve())
     await wait_until(lambda: server.started or task.done())
     ctx = app.app.state.ctx
-    await wait_until(lambda: ctx.store.sold_out.listening)
+    await wait_until(lambda: ctx.sold_out.listening)
     try:
         yield Served(port, ctx, server)
     finally:
@@ -149,7 +149,7 @@ async def sold_out_and_remembered(served: Served, store: Store) -> Sale:
     await client.send(claim_request(sale.event_id, "late", "k0"))
     assert orjson.loads((await client.answer()).body)["error"]["code"] == "sold_out"
     client.close()
-    await wait_until(lambda: served.ctx.store.sold_out.remembers(sale.event_id))
+    await wait_until(lambda: served.ctx.sold_out.remembers(sale.event_id))
     return sale
 
 
@@ -159,7 +159,7 @@ def without_date(head: bytes) -> bytes:
 
 def full_gate(served: Served, event_id: str) -> Any:
     """The event's gate with its one place in flight taken by someone else."""
-    memory = served.ctx.store.sold_out
+    memory = served.ctx.sold_out
     memory.gates.window = 1
     assert memory.ask(event_id, "someone-else", False) is False
     return memory
@@ -240,7 +240,7 @@ async def test_a_retry_of_the_winner_gets_its_hold_and_a_forged_one_is_told_sold
     await client.send(forged)
     told = await client.answer()
     assert (told.status, orjson.loads(told.body)["error"]["code"]) == (409, "sold_out")
-    assert sale.event_id not in served.ctx.store.sold_out.gates.by_event  # places given back
+    assert sale.event_id not in served.ctx.sold_out.gates.by_event  # places given back
     client.close()
 
 
@@ -444,8 +444,8 @@ async def test_a_burst_on_three_seats_is_answered_mostly_by_the_connections(
     )
     assert codes == {"201": 3, "sold_out": 297}
     assert served.early("answered") >= 150
-    await wait_until(lambda: sale.event_id not in served.ctx.store.sold_out.gates.by_event)
-    assert served.ctx.store.sold_out.gates.parked == 0
+    await wait_until(lambda: sale.event_id not in served.ctx.sold_out.gates.by_event)
+    assert served.ctx.sold_out.gates.parked == 0
     await sale.audit_ok()
     for c in clients:
         c.close()
@@ -542,7 +542,7 @@ async def test_a_failure_in_the_lane_is_logged_and_the_claim_answered_the_asgi_w
     from api import early_lane
 
     sale = await sold_out_and_remembered(served, real_store)
-    memory = served.ctx.store.sold_out
+    memory = served.ctx.sold_out
     if fails == "answer":
 
         def broken(*_args: Any) -> bytes:

@@ -72,12 +72,12 @@ async def _prepare(app: Any, prefix: str, pair: dict[str, Any]) -> None:
     pair["tasks"] = [asyncio.create_task(s.serve()) for s in servers]
     await wait_until(lambda: all(s.started for s in servers), timeout_s=30)
     ctx = app.app.state.ctx
-    await wait_until(lambda: ctx.store.sold_out.listening)
+    await wait_until(lambda: ctx.sold_out.listening)
     sale = await open_sale(ctx.store, 1)
     await ctx.store.claim(sale.event_id, "winner", _hold_id(sale.event_id, "winner", "k-win"))
     with contextlib.suppress(SoldOut):  # a refusal from Redis makes the memory
-        await ctx.store.claim(sale.event_id, "late", "h-late")
-    await wait_until(lambda: ctx.store.sold_out.remembers(sale.event_id))
+        await ctx.claims.claim(sale.event_id, "late", "h-late")
+    await wait_until(lambda: ctx.sold_out.remembers(sale.event_id))
     pair["result"] = Pair(early, plain, sale.event_id)
 
 

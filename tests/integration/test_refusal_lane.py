@@ -36,7 +36,7 @@ async def api(real_store: Store) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]
         ) as http,
     ):
         ctx = app.state.ctx
-        await wait_until(lambda: ctx.store.sold_out.listening)
+        await wait_until(lambda: ctx.sold_out.listening)
         yield http, ctx
 
 
@@ -56,7 +56,7 @@ async def sold_out_and_remembered(http: httpx.AsyncClient, ctx: Any, store: Stor
     assert won.status_code == 201, won.text
     first = await claim(http, sale.event_id, {**bearer("late"), "Idempotency-Key": "k0"})
     assert first.json()["error"]["code"] == "sold_out"
-    await wait_until(lambda: ctx.store.sold_out.remembers(sale.event_id))
+    await wait_until(lambda: ctx.sold_out.remembers(sale.event_id))
     return sale.event_id
 
 
@@ -67,11 +67,11 @@ async def test_a_remembered_refusal_is_the_normal_paths_answer(
     sale = await open_sale(real_store, 1)
     await claim(http, sale.event_id, {**bearer("winner"), "Idempotency-Key": "k-win"})
     from_redis = await claim(http, sale.event_id, {**bearer("a"), "Idempotency-Key": "ka"})
-    await wait_until(lambda: ctx.store.sold_out.remembers(sale.event_id))
-    answered = ctx.store.sold_out.stats.answered
+    await wait_until(lambda: ctx.sold_out.remembers(sale.event_id))
+    answered = ctx.sold_out.stats.answered
     headers = {**bearer("b"), "Idempotency-Key": "kb", "X-Request-Id": "req-lane-1"}
     from_lane = await claim(http, sale.event_id, headers)
-    assert ctx.store.sold_out.stats.answered == answered + 1  # from memory, not from Redis
+    assert ctx.sold_out.stats.answered == answered + 1  # from memory, not from Redis
     assert from_lane.status_code == from_redis.status_code == 409
     lane, redis = from_lane.json()["error"], from_redis.json()["error"]
     assert lane.pop("request_id") == "req-lane-1" and redis.pop("request_id")
@@ -104,7 +104,7 @@ async def test_a_forged_token_naming_the_winner_gets_neither_the_hold_nor_a_sign
     unused = {**bearer("winner", secrets.token_urlsafe(32)), "Idempotency-Key": "k-never"}
     assert (await claim(http, event_id, unused)).json() | {"error": {}} == r.json() | {"error": {}}
     assert "hold_id" not in r.text
-    assert event_id not in ctx.store.sold_out.gates.by_event  # every place given back
+    assert event_id not in ctx.sold_out.gates.by_event  # every place given back
 
 
 @pytest.mark.parametrize(
@@ -155,7 +155,7 @@ async def test_what_the_lane_cannot_read_goes_the_normal_way(
     r = await http.post(f"/v1/events/{event_id}/holds", json={}, headers=twice)
     assert r.status_code == 200 and r.json()["state"] == "RESERVED"  # the winner's REPLAY
     bad = await claim(http, "bad id!", {**bearer("f"), "Idempotency-Key": "kf"})
-    assert bad.status_code == 400 and "bad id!" not in ctx.store.sold_out.gates.by_event
+    assert bad.status_code == 400 and "bad id!" not in ctx.sold_out.gates.by_event
 
 
 async def test_a_claim_waiting_too_long_at_the_gate_is_a_503_with_its_error_body(
@@ -165,7 +165,7 @@ async def test_a_claim_waiting_too_long_at_the_gate_is_a_503_with_its_error_body
     store_unavailable (503, Retry-After, the JSON error body), never a bare 500."""
     http, ctx = api
     sale = await open_sale(real_store, 5)
-    memory = ctx.store.sold_out
+    memory = ctx.sold_out
     memory.gates.window = 1
     ctx.store.timeout_s = 0.2
     assert await memory.admit(sale.event_id, "someone-else", 1.0) is False  # the one place

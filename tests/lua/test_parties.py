@@ -6,6 +6,7 @@ together through every transition, and the per-login cap counts seats."""
 import pytest
 
 from engine import errors
+from engine.gated_claims import GatedClaims
 from engine.holds import LoginLimits, SeatSpec
 from engine.soldout import SoldOutMemory
 from engine.states import HoldState
@@ -86,18 +87,18 @@ async def test_a_refused_party_leaves_single_seats_claimable_with_the_memory_on(
     """The sold-out memory is entered only from SOLD_OUT: a party refused for want of seats
     must not make this process refuse single-seat claims while seats are free."""
     memory = SoldOutMemory(store.client, store.prefix, ttl_s=30.0)
-    store.sold_out = memory
+    claims = GatedClaims(store, memory)
     await memory.start()
     try:
         await wait_until(lambda: memory.listening)
         sale = await venue(store, {"A": [1, 2, 3]})
-        await store.claim(sale.event_id, "solo", "s1", quantity=2)
+        await claims.claim(sale.event_id, "solo", "s1", quantity=2)
         with pytest.raises(errors.NotEnoughSeats):
-            await store.claim(sale.event_id, "fam", "f1", quantity=4)
-        single = await store.claim(sale.event_id, "one", "o1")
+            await claims.claim(sale.event_id, "fam", "f1", quantity=4)
+        single = await claims.claim(sale.event_id, "one", "o1")
         assert single.seat_ids == ("A3",)
         with pytest.raises(errors.SoldOut):  # now it is sold out, and remembered
-            await store.claim(sale.event_id, "two", "t1")
+            await claims.claim(sale.event_id, "two", "t1")
         await wait_until(lambda: memory.refuses(sale.event_id, "t2"))
     finally:
         await memory.stop()

@@ -13,6 +13,7 @@ import pytest
 from engine import errors
 from engine.claim_gate import GC_PAUSE_S, PATIENCE, WAKE_CHUNK
 from engine.cluster import is_cluster
+from engine.gated_claims import GatedClaims
 from engine.soldout import KEEP_S, SoldOutMemory, _Memory
 from engine.store import Store
 from tests.conftest import Sale, open_sale
@@ -24,7 +25,6 @@ T0 = 1_900_000_000_000
 @pytest.fixture
 async def memory(store: Store) -> AsyncIterator[SoldOutMemory]:
     m = SoldOutMemory(store.client, store.prefix, ttl_s=30.0)
-    store.sold_out = m
     await m.start()
     await wait_until(lambda: m.listening)
     yield m
@@ -77,50 +77,53 @@ async def test_sold_out_reply_counts_restocks_and_release_publishes(store: Store
 async def test_refusals_come_from_memory_and_a_retry_still_gets_its_hold(
     store: Store, memory: SoldOutMemory
 ) -> None:
+    claims = GatedClaims(store, memory)
     sale = await sell_out(store, 3)
     with pytest.raises(errors.SoldOut):
-        await store.claim(sale.event_id, "late0", "k0")  # Redis says it; memory is made
+        await claims.claim(sale.event_id, "late0", "k0")  # Redis says it; memory is made
     await wait_until(lambda: memory.stats.entered == 1)
     for i in range(1, 20):
         with pytest.raises(errors.SoldOut):
-            await store.claim(sale.event_id, f"late{i}", f"k{i}", "s00001" if i % 2 else None)
+            await claims.claim(sale.event_id, f"late{i}", f"k{i}", "s00001" if i % 2 else None)
     assert memory.stats.answered == 19
     # A winner whose answer was lost retries with the same key: its hold, not sold_out.
-    again = await store.claim(sale.event_id, "winner1", "win1")
+    again = await claims.claim(sale.event_id, "winner1", "win1")
     assert (again.replay, again.hold_id, again.seat_id) == (True, "win1", "s00001")
     assert memory.stats.answered == 19
     await sale.audit_ok()
 
 
 async def test_a_seat_coming_back_ends_the_memory(store: Store, memory: SoldOutMemory) -> None:
+    claims = GatedClaims(store, memory)
     sale = await sell_out(store, 2)
     with pytest.raises(errors.SoldOut):
-        await store.claim(sale.event_id, "late", "k0")
+        await claims.claim(sale.event_id, "late", "k0")
     await wait_until(lambda: memory.stats.entered == 1)
     await store.release(sale.event_id, "win0", "winner0")
     await wait_until(lambda: memory.stats.dropped == 1, timeout_s=2.0)
-    got = await store.claim(sale.event_id, "late", "k1")  # not refused from memory
+    got = await claims.claim(sale.event_id, "late", "k1")  # not refused from memory
     assert got.seat_id == "s00000"
     # Sold out again: a new memory (a new snapshot, since a seat came back), which knows k1.
     with pytest.raises(errors.SoldOut):
-        await store.claim(sale.event_id, "later", "k2")
+        await claims.claim(sale.event_id, "later", "k2")
     await wait_until(lambda: memory.stats.snapshots == 2)
-    assert (await store.claim(sale.event_id, "late", "k1")).replay
+    assert (await claims.claim(sale.event_id, "late", "k1")).replay
     with pytest.raises(errors.SoldOut):
-        await store.claim(sale.event_id, "later", "k3")
+        await claims.claim(sale.event_id, "later", "k3")
     assert memory.stats.answered == 1
     await sale.audit_ok()
 
 
 async def test_an_expired_hold_ends_the_memory_too(store: Store, memory: SoldOutMemory) -> None:
+    claims = GatedClaims(store, memory)
     sale = await sell_out(store, 1)
     with pytest.raises(errors.SoldOut):
-        await store.claim(sale.event_id, "late", "k0")
+        await claims.claim(sale.event_id, "late", "k0")
     await wait_until(lambda: memory.stats.entered == 1)
     await sale.at(T0 + 480_000)
     await store.sweep(sale.event_id)
     await wait_until(lambda: memory.stats.dropped == 1, timeout_s=2.0)
-    assert (await store.claim(sale.event_id, "late", "k1")).seat_id == "s00000"
+    assert (await claims.claim(sale.event_id, "late", "k1")).seat_id == "s00000"
 
 
 async def test_a_snapshot_read_across_a_lost_subscription_is_not_used(
@@ -146,13 +149,14 @@ async def test_a_seat_back_between_the_reply_and_the_snapshot_is_seen(
 ) -> None:
     """The SOLD_OUT reply's count is checked against one read after the subscription: a seat
     that came back before the subscription existed (no message could be heard) shows there."""
+    claims = GatedClaims(store, memory)
     sale = await sell_out(store, 1)
     restocks = int(await store.client.hget(store.keys(sale.event_id)[0], "restocks") or 0)
     await store.release(sale.event_id, "win0", "winner0")  # unheard: nobody subscribed yet
     memory._wanted[sale.event_id] = time.monotonic()
     await memory._enter(sale.event_id, restocks)
     assert memory.stats.snapshots == 1 and sale.event_id not in memory._events
-    assert (await store.claim(sale.event_id, "late", "k1")).seat_id == "s00000"
+    assert (await claims.claim(sale.event_id, "late", "k1")).seat_id == "s00000"
 
 
 async def test_a_server_side_unsubscribe_forgets_the_event(
@@ -160,26 +164,28 @@ async def test_a_server_side_unsubscribe_forgets_the_event(
 ) -> None:
     """A slot moved to another node ends the subscriptions of its channels (`sunsubscribe`
     from the server): what they covered is forgotten until a confirmation is heard again."""
+    claims = GatedClaims(store, memory)
     sale = await sell_out(store, 1)
     with pytest.raises(errors.SoldOut):
-        await store.claim(sale.event_id, "late", "k0")
+        await claims.claim(sale.event_id, "late", "k0")
     await wait_until(lambda: memory.stats.entered == 1)
     channel = f"{store.prefix}:{{{sale.event_id}}}:event:restocked"
     memory._heard_message({"type": "sunsubscribe", "channel": channel, "data": 0})
     with pytest.raises(errors.SoldOut):
-        await store.claim(sale.event_id, "late", "k1")
+        await claims.claim(sale.event_id, "late", "k1")
     assert memory.stats.answered == 0  # asked Redis
 
 
 async def test_memory_lapses_after_its_ttl(store: Store, memory: SoldOutMemory) -> None:
+    claims = GatedClaims(store, memory)
     memory.ttl_s = 0.05
     sale = await sell_out(store, 1)
     with pytest.raises(errors.SoldOut):
-        await store.claim(sale.event_id, "late", "k0")
+        await claims.claim(sale.event_id, "late", "k0")
     await wait_until(lambda: memory.stats.entered == 1)
     await asyncio.sleep(0.06)
     with pytest.raises(errors.SoldOut):
-        await store.claim(sale.event_id, "late", "k1")
+        await claims.claim(sale.event_id, "late", "k1")
     assert memory.stats.answered == 0  # asked Redis again, which renewed the memory
     await wait_until(lambda: memory.stats.entered == 2)
     assert memory.stats.snapshots == 1  # no seat came back: the snapshot was reused
@@ -193,10 +199,11 @@ async def test_a_memory_in_use_is_renewed_before_it_lapses(
     most), whose SOLD_OUT renews it, so it never lapses while used and no claim is held at the
     gate. Without the probe it lapsed every ttl and each lapse sent claims to Redis and held
     the others back."""
+    claims = GatedClaims(store, memory)
     memory.ttl_s = 0.4
     sale = await sell_out(store, 1)
     with pytest.raises(errors.SoldOut):
-        await store.claim(sale.event_id, "late", "k0")
+        await claims.claim(sale.event_id, "late", "k0")
     await wait_until(lambda: memory.remembers(sale.event_id))
     lapsed, asked = 0, 0
     started = time.monotonic()
@@ -206,7 +213,7 @@ async def test_a_memory_in_use_is_renewed_before_it_lapses(
         lapsed += int(not memory.remembers(sale.event_id))
         answered = memory.stats.answered
         with pytest.raises(errors.SoldOut):
-            await store.claim(sale.event_id, f"u{i}", f"k{i}")
+            await claims.claim(sale.event_id, f"u{i}", f"k{i}")
         asked += int(memory.stats.answered == answered)
         await asyncio.sleep(0.005)
     assert lapsed == 0 and memory.stats.held == 0
@@ -220,18 +227,19 @@ async def test_a_rebuilt_event_is_not_taken_for_its_earlier_life(
 ) -> None:
     """Dropped and created again (a rebuild), the event starts a new restocks count above the
     old one: the memory of the old event is not renewed, and a hold of the new one replays."""
+    claims = GatedClaims(store, memory)
     sale = await sell_out(store, 1)
     with pytest.raises(errors.SoldOut):
-        await store.claim(sale.event_id, "late", "k0")
+        await claims.claim(sale.event_id, "late", "k0")
     await wait_until(lambda: memory.stats.entered == 1)
     await store.restore.drop_event(sale.event_id)
     await asyncio.sleep(0.002)  # the new event is created at a later millisecond
     again = await open_sale(store, 1, now_ms=T0, event_id=sale.event_id)
-    won = await store.claim(again.event_id, "new-winner", "kd")
+    won = await claims.claim(again.event_id, "new-winner", "kd")
     with pytest.raises(errors.SoldOut):
-        await store.claim(again.event_id, "late", "k1")  # to Redis: a new count, a new snapshot
+        await claims.claim(again.event_id, "late", "k1")  # to Redis: a new count, a new snapshot
     await wait_until(lambda: memory.stats.snapshots == 2)
-    retried = await store.claim(again.event_id, "new-winner", "kd")
+    retried = await claims.claim(again.event_id, "new-winner", "kd")
     assert (retried.replay, retried.seat_id) == (True, won.seat_id)
 
 
@@ -278,10 +286,11 @@ async def test_the_gate_keeps_a_burst_off_redis_once_it_is_sold_out(
     """200 claims at once on 2 seats, at most 8 in flight: after the first SOLD_OUT reply no
     waiting claim goes to Redis until the memory is entered, then all are answered from it.
     Exactly two win; everyone else is told sold_out."""
+    claims = GatedClaims(store, memory)
     memory.gates.window = 8
     sale = await open_sale(store, 2, now_ms=T0)
     results = await asyncio.gather(
-        *(store.claim(sale.event_id, f"u{i}", f"k{i}") for i in range(200)),
+        *(claims.claim(sale.event_id, f"u{i}", f"k{i}") for i in range(200)),
         return_exceptions=True,
     )
     won = [r for r in results if not isinstance(r, BaseException)]
@@ -298,6 +307,7 @@ async def test_claims_waiting_at_the_gate_get_a_seat_that_came_back(
 ) -> None:
     """The memory is not entered when a seat came back between the SOLD_OUT reply and its
     snapshot: the claims that waited meanwhile go on to Redis, and one of them gets the seat."""
+    claims = GatedClaims(store, memory)
     memory.gates.window = 1
     sale = await sell_out(store, 1)
     real_snapshot = memory._snapshot
@@ -308,7 +318,7 @@ async def test_claims_waiting_at_the_gate_get_a_seat_that_came_back(
 
     memory._snapshot = seat_back_first  # type: ignore[method-assign]
     results = await asyncio.gather(
-        *(store.claim(sale.event_id, f"u{i}", f"k{i}") for i in range(20)),
+        *(claims.claim(sale.event_id, f"u{i}", f"k{i}") for i in range(20)),
         return_exceptions=True,
     )
     won = [r for r in results if not isinstance(r, BaseException)]

@@ -12,6 +12,7 @@ from redis.exceptions import ResponseError
 
 from engine import errors
 from engine.audit import Invariant
+from engine.gated_claims import GatedClaims
 from engine.holds import SeatSpec
 from engine.ledger_progress import LEDGER_GROUP
 from engine.soldout import SoldOutMemory
@@ -343,26 +344,26 @@ async def test_the_sold_out_memory_survives_a_flood_once_trimmed(
     """Past snapshot_max holds the memory switches itself off for the event (the snapshot would
     cost more than it saves); trimming brings a flooded event back under it."""
     memory = SoldOutMemory(store.client, store.prefix, ttl_s=30.0, snapshot_max=50)
-    store.sold_out = memory
+    claims = GatedClaims(store, memory)
     await memory.start()
     try:
         await wait_until(lambda: memory.listening)
         sale = await open_sale(store, 3, now_ms=T0)
         for i in range(80):
-            await store.claim(sale.event_id, "flood", f"f{i}")
-        await store.claim(sale.event_id, "w0", "win0")
-        await store.claim(sale.event_id, "w1", "win1")  # sold out, 82 holds seen
+            await claims.claim(sale.event_id, "flood", f"f{i}")
+        await claims.claim(sale.event_id, "w0", "win0")
+        await claims.claim(sale.event_id, "w1", "win1")  # sold out, 82 holds seen
         if trimmed:
             await ledger_takes_all(sale)
             await sale.at(LATER)
             await trimmer(store).trim_event(sale.event_id)
         with pytest.raises(errors.SoldOut):
-            await store.claim(sale.event_id, "late", "k0")  # Redis says it: memory is tried
+            await claims.claim(sale.event_id, "late", "k0")  # Redis says it: memory is tried
         await wait_until(lambda: not memory._entering)
         for i in range(1, 21):
             with pytest.raises(errors.SoldOut):
-                await store.claim(sale.event_id, f"late{i}", f"k{i}")
+                await claims.claim(sale.event_id, f"late{i}", f"k{i}")
         assert memory.stats.answered == (20 if trimmed else 0)
-        assert (await store.claim(sale.event_id, "w0", "win0")).replay  # a retry keeps its hold
+        assert (await claims.claim(sale.event_id, "w0", "win0")).replay  # a retry keeps its hold
     finally:
         await memory.stop()
