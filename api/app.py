@@ -42,12 +42,12 @@ from api.routes import (
 )
 from api.settings import ApiSettings
 from api.webhooks_db import WebhookDb, WebhookDbSettings
-from engine import errors
-from engine.logs import remember_secrets
-from engine.loops import repeat
+from engine.config.logs import remember_secrets
+from engine.gate.soldout import SoldOutMemory
+from engine.model import errors
 from engine.providers import build_provider
-from engine.soldout import SoldOutMemory
 from engine.store import Store
+from engine.store.loops import repeat
 
 log = logging.getLogger("onsale.api")
 
@@ -238,7 +238,7 @@ def settle_gc(gen0: int) -> None:
     cyclic garbage (exceptions and their tracebacks, tasks), and with thousands of requests in
     flight each collection walks them all: a burst is answered 15-20% sooner (docs/benchmarks.md
     section 3), for a few MB more between collections. With it, the collector is also paused
-    while claims wait at a gate, a second at most per wave (engine/claim_gate.py `_park`)."""
+    while claims wait at a gate, a second at most per wave (engine/gate/claim_gate.py `_park`)."""
     gc.collect()
     gc.freeze()
     if gen0 > 0:
@@ -247,5 +247,5 @@ def settle_gc(gen0: int) -> None:
 
 def app_from_env() -> HotRoute:
     """The uvicorn factory: `uvicorn --factory api.app:app_from_env`."""
-    remember_secrets(os.environ)  # scrubbed from this worker's log lines (engine/logs.py)
+    remember_secrets(os.environ)  # scrubbed from this worker's log lines (engine/config/logs.py)
     return create_app(ApiSettings.from_env(os.environ), WebhookDbSettings.from_env(os.environ))

@@ -19,11 +19,11 @@ from api.limits import AddressLimiter
 from api.logs import AccessLog, echo, request_id_from
 from api.metrics import Metrics
 from api.settings import ApiSettings
-from engine import errors, keys
-from engine.gated_claims import GatedClaims
-from engine.logs import REQUEST_ID, writes_json
+from engine.config.logs import REQUEST_ID, writes_json
+from engine.gate.claims import GatedClaims
+from engine.gate.soldout import SoldOutMemory
+from engine.model import errors, keys
 from engine.providers import Provider
-from engine.soldout import SoldOutMemory
 from engine.store import Store
 
 log = logging.getLogger("onsale.api")

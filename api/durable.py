@@ -9,9 +9,9 @@ ONSALE_CONFIRM_AFTER=redis (a deployment without a ledger), the decision is told
 import asyncio
 import time
 
-from engine import errors
-from engine.holds import Hold
-from engine.states import HoldState
+from engine.model import errors
+from engine.model.holds import Hold
+from engine.model.states import HoldState
 from engine.store import Store
 
 CONFIRMING = "CONFIRMING"  # a view state: decided CONFIRMED, not yet in the ledger

@@ -2,7 +2,7 @@
 (ADR 0035).
 
 At T0 nearly every claim is a refusal, and nearly all of them arrive before Redis has said the
-event is sold out: each waits at its event's gate (engine/claim_gate.py) until the sold-out
+event is sold out: each waits at its event's gate (engine/gate/claim_gate.py) until the sold-out
 memory answers it (ADR 0012). As an ASGI request, each such claim costs a task with its scope,
 cycle and coroutine frames (alive while it waits), the middleware, Starlette's request and
 response, and two writes: more than a trivial request costs in all. `LaneProtocol`, uvicorn's
@@ -47,9 +47,9 @@ from api.errors import STATUS, from_engine
 from api.hotpath import HotRoute
 from api.logs import request_id_from
 from api.transport import BoundedHttpToolsProtocol
-from engine.errors import EngineError, SoldOut, StoreUnavailable
-from engine.logs import REQUEST_ID
-from engine.soldout import SoldOutMemory
+from engine.config.logs import REQUEST_ID
+from engine.gate.soldout import SoldOutMemory
+from engine.model.errors import EngineError, SoldOut, StoreUnavailable
 
 log = logging.getLogger("onsale.api")
 

@@ -7,11 +7,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.logs import request_id_from
-from engine import errors as e
-from engine import waiting_errors as w
-from engine.logs import REQUEST_ID
-from engine.seatmap import BoardFull, SeatMapTooLarge
-from engine.sections import SectionsInterleaved
+from engine.config.logs import REQUEST_ID
+from engine.model import errors as e
+from engine.views.seatmap import BoardFull, SeatMapTooLarge
+from engine.views.sections import SectionsInterleaved
+from engine.waiting import errors as w
 
 
 class ApiError(Exception):
@@ -127,7 +127,7 @@ def error_response(
 
 def from_engine(request: Request, exc: e.EngineError) -> Response:
     """The client is told the error's summary and its public details, never its message
-    (engine/errors.py)."""
+    (engine/model/errors.py)."""
     if isinstance(exc, e.RateLimited):
         wait_ms = int(str(exc.details.get("retry_after_ms", 1000)))
         return error_response(request, exc.code, exc.summary, retry_after_s=-(-wait_ms // 1000))

@@ -6,7 +6,7 @@ coroutine and `send` wrapper cost about as much as the work itself) and by the r
 Every request gets an id: the caller's `X-Request-Id` when it is sane (1 to 64 characters of
 letters, digits and `._:=+/-`, as proxies mint them), else a new one (32 hex digits). The id is
 echoed in the `X-Request-Id` header of the answer, written in every error body
-(api/errors.py) and on every log line written while the request is served (engine/logs.py
+(api/errors.py) and on every log line written while the request is served (engine/config/logs.py
 REQUEST_ID).
 
 The access log (ONSALE_ACCESS_LOG, on by default) writes one line per request: its id,
@@ -30,7 +30,7 @@ import orjson
 from starlette.responses import Response
 from starlette.types import Scope
 
-from engine.logs import timestamp
+from engine.config.logs import timestamp
 
 HEADER = b"x-request-id"
 SANE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:=+/-]{0,63}")

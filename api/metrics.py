@@ -26,11 +26,11 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.process_collector import ProcessCollector
 
-from engine.errors import StoreUnavailable
-from engine.loops import repeat
-from engine.metrics import add_process_collectors
-from engine.soldout import SoldOutMemory
+from engine.gate.soldout import SoldOutMemory
+from engine.model.errors import StoreUnavailable
 from engine.store import Store
+from engine.store.loops import repeat
+from engine.workers.metrics import add_process_collectors
 
 log = logging.getLogger("onsale.api")
 

@@ -30,7 +30,7 @@ from api.openapi_parts import (
     record,
     ref,
 )
-from engine.states import LatePolicy, ReversalPolicy
+from engine.model.states import LatePolicy, ReversalPolicy
 
 KIND = ref("EventKind")
 SEATS_TEXT = {

@@ -17,8 +17,8 @@ from api.openapi_parts import (
     query,
 )
 from api.settings import ApiSettings
-from engine.listings import EXCEPTION_STATES
-from engine.states import ChargeState, HoldState
+from engine.model.states import ChargeState, HoldState
+from engine.views.listings import EXCEPTION_STATES
 
 LISTED = (*ADMIN, *STORE, *PATHED, "invalid_cursor", "event_not_found")
 OPEN_CODES = (*ADMIN, *STORE, *PATHED, *BODY, "event_not_found", "already_open", "sale_started",

@@ -10,14 +10,14 @@ from api.durable import CONFIRMING
 from api.errors import STATUS
 from api.settings import ApiSettings
 from api.validate import LIMITS
-from engine import errors
-from engine.records import Marker
-from engine.sections import SectionsInterleaved
-from engine.states import ChargeState, HoldState
+from engine.model import errors
+from engine.model.records import Marker
+from engine.model.states import ChargeState, HoldState
+from engine.views.sections import SectionsInterleaved
 
 ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}$"}
 STOCK_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}  # SKUs and locations
-# A charge id is minted by the server: <event id>~<24 hex> (engine/keys.py charge_key).
+# A charge id is minted by the server: <event id>~<24 hex> (engine/model/keys.py charge_key).
 CHARGE_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}(~[0-9a-f]{24})?$"}
 INT: dict[str, Any] = {"type": "integer"}
 STR: dict[str, Any] = {"type": "string"}
@@ -29,7 +29,7 @@ REFUNDED = {
     "description": "minor units that parts of the order given back returned (ADR 0043)",
 }
 CURRENCY = {"type": "string", "pattern": "^[A-Z]{3}$", "description": "ISO 4217"}
-# The states of the two transition tables (engine/states.py), each one named type for clients.
+# The states of the two transition tables (engine/model/states.py), each one named type for clients.
 STATE_SCHEMAS: dict[str, dict[str, Any]] = {
     "HoldState": {"type": "string", "enum": [*HoldState], "example": HoldState.RESERVED.value},
     "HoldViewState": {

@@ -17,7 +17,7 @@ from api.openapi_parts import (
 )
 from api.openapi_ui import SEAT_PLACE_FIELDS
 from api.validate import LIMITS, SEATS_MAX, SECTION_CHARS_MAX
-from engine.states import LatePolicy, ReversalPolicy
+from engine.model.states import LatePolicy, ReversalPolicy
 
 LOGIN_REQUEST = record(
     {"login": ID, "event_id": ID},

@@ -22,7 +22,7 @@ from api.openapi_parts import (
     ref,
 )
 from api.routes.ui import ASSETS
-from engine.seatmap import COLUMNS, SEATMAP_SEATS_MAX
+from engine.views.seatmap import COLUMNS, SEATMAP_SEATS_MAX
 
 MAP_CODES = (*PATHED, *STORE, "event_not_found", "wrong_event_kind", "seat_map_too_large")
 STREAM_CODES = (*MAP_CODES, "watchers_full", "not_acceptable")

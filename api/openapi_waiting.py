@@ -25,7 +25,7 @@ from api.openapi_parts import (
     record,
 )
 from api.routes.waiting import ADMISSION_HEADER
-from engine.waiting_room import ADMISSION_TTL_MS, CAPACITY_PER_S, FACTOR_PCT, QueueState
+from engine.waiting.room import ADMISSION_TTL_MS, CAPACITY_PER_S, FACTOR_PCT, QueueState
 
 CLAIM_PATH = "/v1/events/{event_id}/holds"
 ADMISSION_CODES = ("admission_required", "admission_invalid", "admission_used", "admission_expired")

@@ -21,7 +21,7 @@ from api.openapi_parts import (
     record,
     ref,
 )
-from engine.webhooks import EVENT_TYPES
+from engine.model.webhooks import EVENT_TYPES
 
 UNAVAILABLE = "503 webhooks_unavailable: the ledger database is not configured or not reachable."
 ENDPOINT = [path("endpoint_id")]

@@ -33,9 +33,9 @@ from starlette.types import Message, Receive, Scope, Send
 from api.context import STARTED, Context, ctx, endpoint
 from api.errors import from_engine
 from api.hotpath import Next
-from engine import keys
-from engine.errors import EngineError, SoldOut, StoreUnavailable
-from engine.soldout import SoldOutMemory
+from engine.gate.soldout import SoldOutMemory
+from engine.model import keys
+from engine.model.errors import EngineError, SoldOut, StoreUnavailable
 
 SLOT = "onsale.gate_slot"  # scope key: this claim holds a place at its event's gate
 EARLY = "onsale.early"  # scope key: its connection's verdict (api/early_lane.py)
@@ -127,7 +127,7 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
 
 async def refusal_lane(scope: Scope, receive: Receive, send: Send, proceed: Next) -> None:
     """The claim route's way in. With a sold-out memory, the claim waits its turn at the
-    event's gate here (engine/soldout.py), before its token is checked: it is then answered
+    event's gate here (engine/gate/soldout.py), before its token is checked: it is then answered
     `sold_out` from memory, or it goes on to the normal path holding a place in flight, which
     the store gives back once Redis answered (or here, if the claim stops before Redis)."""
     c: Context | None = getattr(scope["app"].state, "ctx", None)

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from api.identity import JwtSettings
-from engine.holds import LoginLimits
-from engine.settings import Settings, _bool, int_setting, refuse
+from engine.config.settings import Settings, _bool, int_setting, refuse
+from engine.model.holds import LoginLimits
 
 SECRET_CHARS_MIN = 32
 SECRET_BITS_MIN = 96  # estimated from the characters' spread; a mistake catcher, not a meter

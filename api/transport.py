@@ -29,7 +29,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from engine.settings import _bool, int_setting
+from engine.config.settings import _bool, int_setting
 
 
 @dataclass(frozen=True)  # no slots: from_env reads the defaults off the class

@@ -14,9 +14,9 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from api.errors import ApiError
-from engine import keys
-from engine.stock_lines import valid_stock_id
-from engine.webhooks import EVENT_TYPES
+from engine.model import keys
+from engine.model.stock_lines import valid_stock_id
+from engine.model.webhooks import EVENT_TYPES
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +137,7 @@ def integer(
 
 
 def stock_ident(body: dict[str, Any], name: str, *, required: bool = True) -> str | None:
-    """A SKU or location id: the id alphabet without ':' (engine/stock.py)."""
+    """A SKU or location id: the id alphabet without ':' (engine/store/stock.py)."""
     value = body.get(name)
     if value is None and not required:
         return None

@@ -17,7 +17,7 @@ from typing import Any
 import asyncpg
 
 from api.errors import ApiError
-from engine.settings import _bool, int_setting
+from engine.config.settings import _bool, int_setting
 
 log = logging.getLogger("onsale.api")
 

@@ -30,8 +30,8 @@ from rich.table import Table
 
 from api.app import create_app
 from api.settings import ApiSettings
-from engine.holds import SeatSpec
-from engine.settings import Settings
+from engine.config.settings import Settings
+from engine.model.holds import SeatSpec
 from engine.store import Store
 from loadtest.persistence_cost import private_server
 from loadtest.scratch import api_env

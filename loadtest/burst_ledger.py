@@ -11,7 +11,7 @@ import httpx
 import redis.asyncio as aioredis
 
 from api.identity import DemoTokens
-from engine import keys
+from engine.model import keys
 from loadtest.stack import LocalStack
 from persistence.database import create_pool
 from persistence.settings import LedgerSettings

@@ -35,8 +35,8 @@ import aiohttp
 import orjson
 from rich.console import Console
 
-from engine import keys
-from engine.settings import Settings
+from engine.config.settings import Settings
+from engine.model import keys
 from engine.store import Store
 from loadtest.chaos_checks import Run, Settled, findings, settle, verdict
 from loadtest.chaos_faults import Chaos, Servers

@@ -16,9 +16,9 @@ import asyncpg
 import httpx
 import orjson
 
-from engine import errors, keys
-from engine.ledger_progress import LEDGER_GROUP
-from engine.states import HoldState
+from engine.model import errors, keys
+from engine.model.ledger_progress import LEDGER_GROUP
+from engine.model.states import HoldState
 from engine.store import Store
 from loadtest.chaos_faults import run_onsale
 from loadtest.chaos_load import Seen

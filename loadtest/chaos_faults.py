@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine import keys
+from engine.model import keys
 from engine.store import Store
 from loadtest.chaos_schedule import KINDS, Fault
 from loadtest.chaos_servers import CrashablePostgres, DurableRedis

@@ -29,10 +29,10 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from engine import errors, keys
-from engine.holds import SeatSpec
-from engine.replicas import ReplicaWait
+from engine.model import errors, keys
+from engine.model.holds import SeatSpec
 from engine.store import Store
+from engine.store.replicas import ReplicaWait
 from loadtest.persistence_cost import private_server
 from loadtest.redis_cluster import LocalCluster
 

@@ -28,9 +28,9 @@ from rich.table import Table
 
 from api.app import create_app
 from api.settings import ApiSettings
-from engine import keys
-from engine.holds import SeatSpec
-from engine.signing import HEADER, sign
+from engine.model import keys
+from engine.model.holds import SeatSpec
+from engine.model.signing import HEADER, sign
 from engine.store import Store
 from loadtest.scratch import store_and_ledger
 from persistence.writer import LedgerWriter

@@ -25,7 +25,7 @@ import httpx
 from rich.console import Console
 from rich.progress import Progress
 
-from engine.settings import Settings
+from engine.config.settings import Settings
 from engine.store import Store
 from loadtest.buyer import AsyncSend, BuyerApi
 from loadtest.demo_ledger import LedgerWatch

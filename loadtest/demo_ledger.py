@@ -123,7 +123,7 @@ async def stock_ledger(dsn: str, event_id: str) -> StockLedger:
     """Read once the ledger caught up (LedgerWatch.caught_up)."""
     import asyncpg
 
-    from engine.stock_lines import lines_of
+    from engine.model.stock_lines import lines_of
 
     conn = await asyncpg.connect(dsn, timeout=5)
     try:

@@ -29,8 +29,8 @@ import httpx
 from rich.console import Console
 from rich.progress import Progress
 
-from engine.settings import Settings
-from engine.states import HoldState
+from engine.config.settings import Settings
+from engine.model.states import HoldState
 from engine.store import Store
 from loadtest.buyer import BuyerApi
 from loadtest.demo_ledger import LedgerView, LedgerWatch, stock_ledger

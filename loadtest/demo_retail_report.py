@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from engine.audit import AuditReport, Invariant
+from engine.model.audit import AuditReport, Invariant
 from loadtest.demo_ledger import LedgerView, StockLedger
 from loadtest.demo_report import (
     Check,

@@ -17,7 +17,7 @@ import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from engine.settings import MissingSetting, Settings
+from engine.config.settings import MissingSetting, Settings
 from engine.store import Store
 from loadtest.demo_ledger import demo_database
 from loadtest.stack import QUICK_SETTLE_ENV, LocalStack

@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.table import Table
 
-from engine.audit import AuditReport, Invariant
-from engine.states import HoldState
+from engine.model.audit import AuditReport, Invariant
+from engine.model.states import HoldState
 from engine.store import Store
 
 # Answers a client may get in a burst: a hold, or a clear refusal it can act on.

@@ -26,9 +26,9 @@ import redis.asyncio as aioredis
 from rich.console import Console
 from rich.table import Table
 
-from engine import keys
-from engine.holds import SeatSpec
-from engine.records import OUTBOX_FIELDS
+from engine.model import keys
+from engine.model.holds import SeatSpec
+from engine.model.records import OUTBOX_FIELDS
 from engine.store import Store
 from persistence import database, ledger_apply
 from persistence.migrate import migrate

@@ -28,8 +28,8 @@ from rich.console import Console
 from rich.table import Table
 
 import lua
-from engine import keys
-from engine.holds import SeatSpec
+from engine.model import keys
+from engine.model.holds import SeatSpec
 from engine.store import Store
 from loadtest.stack import spare_port
 

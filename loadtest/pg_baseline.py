@@ -64,8 +64,8 @@ from api.errors import ApiError, error_response, from_engine
 from api.hotpath import HotRoute
 from api.responses import json_response
 from api.routes.checkout import claim_input, claimed_response
-from engine import errors
-from engine.settings import MissingSetting
+from engine.config.settings import MissingSetting
+from engine.model import errors
 from loadtest.pg_baseline_claim import Baseline, BaselineSettings
 from loadtest.pg_baseline_sql import audit, setup
 from loadtest.stack import spare_port, wait_healthy

@@ -12,10 +12,10 @@ from typing import Any
 import asyncpg
 
 from api.identity import DemoTokens
-from engine import errors, keys
-from engine.holds import Claimed
-from engine.settings import MissingSetting, int_setting
-from engine.states import HoldState
+from engine.config.settings import MissingSetting, int_setting
+from engine.model import errors, keys
+from engine.model.holds import Claimed
+from engine.model.states import HoldState
 from loadtest.pg_baseline_sql import (
     CLAIM_BEST,
     CLAIM_SEAT,

@@ -7,8 +7,8 @@ from enum import StrEnum
 
 import asyncpg
 
-from engine import keys
-from engine.replies import CLAIM_REFUSALS
+from engine.model import keys
+from engine.model.replies import CLAIM_REFUSALS
 
 SCHEMA = "onsale_baseline"
 SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")

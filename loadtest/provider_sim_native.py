@@ -4,7 +4,7 @@ SimulatorProvider reads it). Stripe's wire is loadtest/provider_sim_stripe.py.""
 import time
 from typing import Any
 
-from engine.signing import HEADER, sign
+from engine.model.signing import HEADER, sign
 from loadtest.provider_sim_attempt import Attempt
 from loadtest.provider_sim_charges import Simulator
 

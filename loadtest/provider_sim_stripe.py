@@ -10,7 +10,7 @@ import secrets
 import time
 from typing import Any
 
-from engine.signing import sign
+from engine.model.signing import sign
 from loadtest.provider_sim_attempt import Attempt
 from loadtest.provider_sim_charges import Simulator
 

@@ -16,9 +16,9 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from engine import errors
-from engine.holds import ProviderOutcome, SeatSpec
-from engine.stock_lines import SkuSpec, StockLine
+from engine.model import errors
+from engine.model.holds import ProviderOutcome, SeatSpec
+from engine.model.stock_lines import SkuSpec, StockLine
 from engine.store import Store
 from loadtest.scratch import store_and_ledger
 from persistence.writer import LedgerWriter

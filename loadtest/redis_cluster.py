@@ -52,7 +52,7 @@ class LocalCluster:
 
     @property
     def url(self) -> str:
-        """The engine's cluster URL form (engine/settings.py): any node is a seed."""
+        """The engine's cluster URL form (engine/config/settings.py): any node is a seed."""
         seed = next(n for n in self.nodes if n.alive)
         return f"redis://127.0.0.1:{seed.port}/0?cluster=true"
 

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 
 import asyncpg
 
-from engine.settings import Settings
+from engine.config.settings import Settings
 from engine.store import Store
 from persistence import database
 from persistence.migrate import migrate

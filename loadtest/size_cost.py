@@ -59,8 +59,8 @@ import redis.asyncio as aioredis
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from engine.scripts import Scripts
 from engine.store import Store
+from engine.store.scripts import Scripts
 from loadtest.size_cost_measure import SizeResult, measure_size
 from loadtest.size_cost_report import print_table
 from loadtest.stack import spare_port

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 import redis.asyncio as aioredis
 from rich.progress import Progress, TaskID
 
-from engine import keys
-from engine.audit import AuditReport
-from engine.holds import Claimed, SeatSpec
+from engine.model import keys
+from engine.model.audit import AuditReport
+from engine.model.holds import Claimed, SeatSpec
 from engine.store import Store
 from loadtest.size_cost_readings import Phase, measured, memory, settle_lazyfree
 

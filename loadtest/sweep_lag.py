@@ -16,12 +16,12 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from engine.holds import SeatSpec
-from engine.loops import each_event
-from engine.settings import Settings
-from engine.states import HoldState
+from engine.config.settings import Settings
+from engine.model.holds import SeatSpec
+from engine.model.states import HoldState
 from engine.store import Store
-from engine.sweeper import Sweeper, due_events
+from engine.store.loops import each_event
+from engine.workers.sweeper import Sweeper, due_events
 
 HOLDS = 16
 INTERVAL_MS = 50

@@ -23,9 +23,9 @@ from rich.progress import track
 from rich.table import Table
 
 import lua
-from engine import keys
-from engine.holds import SeatSpec
-from engine.stock_lines import SkuSpec
+from engine.model import keys
+from engine.model.holds import SeatSpec
+from engine.model.stock_lines import SkuSpec
 from engine.store import Store
 from loadtest.persistence_cost import CLAIM_LIMITS, bench, private_server
 

@@ -25,7 +25,7 @@ from api.responses import parse_json
 from api.routes.checkout import PARTY_MAX, Wanted, wanted_of
 from api.routes.stock import LINES_MAX
 from api.validate import LIMITS, obj
-from engine.stock_lines import StockLine
+from engine.model.stock_lines import StockLine
 
 SeatId = Annotated[str, msgspec.Meta(pattern="^[A-Za-z0-9_.:-]{1,64}$")]
 StockId = Annotated[str, msgspec.Meta(pattern="^[A-Za-z0-9_.-]{1,64}$")]

@@ -35,7 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 from api.identity import DemoTokens
-from engine import keys
+from engine.model import keys
 from engine.store import Store
 from loadtest import burst
 from loadtest.burst_client import BurstClient

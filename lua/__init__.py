@@ -1,7 +1,8 @@
 """The Lua sources of every state transition, and the library they make.
 
-`source(name)` reads one file via importlib.resources. `library()` is the text engine/scripts.py
-loads with FUNCTION LOAD (ADR 0032): the shared definitions (lua/_keys.lua, the clock,
+`source(name)` reads one file via importlib.resources. `library()` is the text
+engine/store/scripts.py loads with FUNCTION LOAD (ADR 0032): the shared definitions (lua/_keys.lua,
+the clock,
 _lib.lua, _money.lua, _stock.lua, _queue.lua) once, then each transition script as the body of
 a registered function, `<name>_<tag>`, that binds the call's keys first. The library is named
 `onsale_<tag>`, its tag a hash of its text: two versions of the code (a rolling deploy, the

@@ -1,8 +1,8 @@
 --[[ _keys: the event key set and each call's own state, first in the library that
-engine/scripts.py loads (FUNCTION LOAD; ADR 0032). The library's functions are defined once and
+engine/store/scripts.py loads (FUNCTION LOAD; ADR 0032). The library's functions are defined once and
 called many times, so nothing outside a call may keep state from one call to the next:
 `bind_keys(KEYS)` starts every call, naming its keys and emptying the identity maps.
-KEYS is always the event key set, in the order of engine/keys.py EVENT_KEYS:
+KEYS is always the event key set, in the order of engine/model/keys.py EVENT_KEYS:
 KEYS[1] event hash (config + seat counters)   KEYS[2] seats zset (seat -> rank, every seat)
 KEYS[3] free zset (FREE seats -> rank)         KEYS[4] owners hash (seat -> "H|B|S:<hold_id>")
 KEYS[5] holds hash (hold_id -> json)           KEYS[6] charges hash (charge_id -> json)

@@ -6,7 +6,7 @@ blocked + sold = on_hand; every terminal transition XADDs exactly one outbox rec
 
 local ALERTS_MAX = 100000  -- the alerts hash stops growing here; the outbox still records all
 
--- Hold states (engine/states.py HoldState) and charge states (ChargeState).
+-- Hold states (engine/model/states.py HoldState) and charge states (ChargeState).
 local RESERVED, CONFIRMED, EXPIRED, RELEASED, QUARANTINED =
   'RESERVED', 'CONFIRMED', 'EXPIRED', 'RELEASED', 'QUARANTINED'
 local CHARGING, CAPTURED, DECLINED, FAILED, REFUNDING, REFUNDED =
@@ -265,7 +265,7 @@ local function units_of(h)
 end
 
 -- The event went from no free seat to one. API processes that answer "sold out" from memory
--- (engine/soldout.py) drop that answer on this message; `restocks` counts these moments, so a
+-- (engine/gate/soldout.py) drop that answer on this message; `restocks` counts these moments, so a
 -- SOLD_OUT reply tells a process whether its memory of the sold-out event is still current.
 local function restocked()
   local n = redis.call('HINCRBY', K_EVENT, 'restocks', 1)
@@ -535,7 +535,7 @@ end
 
 -- Deadline policies (ADR 0020): `quarantine`, `release_refund`, or `grace:<ms>` (a charge in
 -- flight at the deadline keeps its hold live <ms> more, then release-and-refund; the bounds are
--- engine/states.py GRACE_MS_MIN and GRACE_MS_MAX). nil for any other name.
+-- engine/model/states.py GRACE_MS_MIN and GRACE_MS_MAX). nil for any other name.
 local function policy_spec(name)
   if name == 'quarantine' or name == 'release_refund' then return { late = name, grace_ms = 0 } end
   local ms = tonumber(string.match(name or '', '^grace:([1-9]%d*)$'))

@@ -1,6 +1,6 @@
 --[[ _queue: the waiting room's shared part (ADR 0029), in the library after _lib.lua (whose
 context(), clock and SALE_ENDED it uses), for the lua/queue_*.lua scripts (bind_queue_keys).
-The queue scripts get keys of their own, all under the event's hash tag (engine/keys.py
+The queue scripts get keys of their own, all under the event's hash tag (engine/model/keys.py
 queue_keys), not the event key set:
 KEYS[1] event hash (as for every script: config() and the test clock read it; only the free,
   held and blocked counters are read besides)
@@ -14,7 +14,7 @@ KEYS[5] lapses zset: the admissions that count against the free units. Login adm
   stops counting (negative)
 KEYS[6] the event's outbox: every change of the room that a rebuild must put back (its
   settings, a place taken, an admission, a spend) is a record there, so the ledger holds the
-  room (kind 'queue', to a QueueMove of engine/records.py; ADR 0029)
+  room (kind 'queue', to a QueueMove of engine/model/records.py; ADR 0029)
 Of _lib.lua's K_* names only K_EVENT and K_OUTBOX name their keys here.
 Places are exact integers below 2^53 (Lua numbers are doubles) and are stored as the strings
 '%.0f' makes of them, never through cjson (which keeps 14 digits). ]]

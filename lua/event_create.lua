@@ -1,5 +1,5 @@
 --[[ event_create: create an event's config in DRAFT, ready for seats or stock; idempotent by event id.
-KEYS[1..22] the event's keys and the due index (engine/keys.py script_keys, documented in _keys.lua)
+KEYS[1..22] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] event_id   ARGV[2] hold_ttl_ms   ARGV[3] quarantine_ms   ARGV[4] policy (quarantine|release_refund)
 ARGV[5] currency (ISO 4217, default EUR)   ARGV[6] reversal policy (manual|revoke, default manual)
 ARGV[7] kind (seats|stock, default seats)   ARGV[8] stock locations in preference order,
@@ -36,7 +36,7 @@ end
 if redis.call('HSETNX', K_EVENT, 'id', ARGV[1]) == 0 then return { 'EXISTS' } end
 -- `restocks` (lua/_lib.lua restocked) starts at the creation time, not 0: an event dropped and
 -- created again (a rebuild) never repeats a count of its earlier life, so no API process can
--- mistake its memory of the old event for the new one (engine/soldout.py).
+-- mistake its memory of the old event for the new one (engine/gate/soldout.py).
 local now = now_ms()
 redis.call('HSET', K_EVENT, 'status', 'draft', 'hold_ttl_ms', ttl, 'quarantine_ms', qms,
   'policy', ARGV[4], 'opens_at_ms', 0, 'seats_total', 0, 'free', 0, 'held', 0, 'blocked', 0,

@@ -1,5 +1,5 @@
 --[[ event_restore: put back one confirmed sale or one charge of a DRAFT event, from the ledger.
-KEYS[1..22] the event's keys and the due index (engine/keys.py script_keys, documented in _keys.lua)
+KEYS[1..22] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] HOLD: ARGV[2] hold_id ARGV[3] login ARGV[4] seat ARGV[5] winner charge id ARGV[6] decided_ms
   ARGV[7] state (CONFIRMED or EXCEPTION takes its seat; EXPIRED, RELEASED or REVOKED is a record
   without a seat)

@@ -1,6 +1,6 @@
 --[[ queue_poll: join an event's waiting room, or look at one's place; first, whoever is next is
 admitted, as fast as the admission rate and the free units allow (ADR 0029).
-KEYS[1..6] the event hash, the queue keys and the outbox (engine/keys.py queue_keys; _queue.lua)
+KEYS[1..6] the event hash, the queue keys and the outbox (engine/model/keys.py queue_keys; _queue.lua)
 ARGV[1] login   ARGV[2] 'join' or 'look'   ARGV[3] the login's draw, 0 to 2^32 - 1: its place
   among those who join before T0 (the API derives it from the room's secret and the login, so
   a second tab or a rejoin draws the same)   ARGV[4] entries the room may hold (below 2^20)

@@ -1,6 +1,6 @@
 --[[ queue_restore: put an event's waiting room back from the ledger, while its rebuild holds
 the event a DRAFT (persistence/rebuild.py; ADR 0029).
-KEYS[1..6] the event hash, the queue keys and the outbox (engine/keys.py queue_keys; _queue.lua)
+KEYS[1..6] the event hash, the queue keys and the outbox (engine/model/keys.py queue_keys; _queue.lua)
 ARGV[1] ROOM: ARGV[2] per_s ARGV[3] factor_pct ARGV[4] ttl_ms ARGV[5] auto (1|0) ARGV[6] secret
   ARGV[7] seq (places taken) ARGV[8] pre (taken before T0) ARGV[9] first_ms ARGV[10] cursor
   (the last place admitted, -1: none) ARGV[11] admitted ARGV[12] used ARGV[13] lapsed

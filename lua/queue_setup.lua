@@ -1,5 +1,5 @@
 --[[ queue_setup: give an event a waiting room, or change its admission settings, before T0.
-KEYS[1..6] the event hash, the queue keys and the outbox (engine/keys.py queue_keys; _queue.lua)
+KEYS[1..6] the event hash, the queue keys and the outbox (engine/model/keys.py queue_keys; _queue.lua)
 ARGV[1] admit_per_s   ARGV[2] admit_factor_pct (100 or more)   ARGV[3] admission_ttl_ms
 ARGV[4] '1': admit_per_s is the engine's claim capacity (auto), '0': the operator's number
 ARGV[5] secret (hex; signs admissions and draws places; kept when the room has one)

@@ -1,5 +1,5 @@
 --[[ queue_use: spend a login's admission on one claim (the claim script is the next call).
-KEYS[1..6] the event hash, the queue keys and the outbox (engine/keys.py queue_keys; _queue.lua)
+KEYS[1..6] the event hash, the queue keys and the outbox (engine/model/keys.py queue_keys; _queue.lua)
 ARGV[1] login   ARGV[2] hold_id (the claim's, made from its Idempotency-Key)   ARGV[3]
   admitted_ms of the admission the token names   ARGV[4] grace_ms: how long the spent admission
   still counts against the free units (its claim, the next call, lands within it)

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from engine.logs import configure
-from engine.settings import MissingSetting, every_problem, say_missing
+from engine.config.logs import configure
+from engine.config.settings import MissingSetting, every_problem, say_missing
 from onsale.admin_commands import add_admin_parsers, run_logins, run_orders, run_webhooks
 from onsale.chaos_command import add_chaos_parser, run_chaos
 from onsale.daemons import migrate_ledger, run_ledger, until_signalled, worker_command
@@ -204,8 +204,8 @@ async def _reconcile(
     import orjson
     from rich.progress import Progress
 
+    from engine.config.settings import MissingSetting
     from engine.providers import build_provider
-    from engine.settings import MissingSetting
     from persistence.database import create_pool
     from persistence.nightly import provider_entries, reconcile_event
     from persistence.nightly_report import as_json

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from engine.logs import redact_url
-from engine.settings import MissingSetting, Settings, every_problem, say_missing
+from engine.config.logs import redact_url
+from engine.config.settings import MissingSetting, Settings, every_problem, say_missing
 
 if TYPE_CHECKING:
     from persistence.settings import LedgerDb, LedgerSettings, SenderSettings
@@ -111,7 +111,7 @@ async def run_ledger(
 
     from prometheus_client import start_http_server
 
-    from engine.metrics import ExporterSettings
+    from engine.workers.metrics import ExporterSettings
     from persistence.database import create_pool
     from persistence.metrics import LedgerMetrics
     from persistence.writer import LedgerWriter
@@ -154,8 +154,8 @@ async def run_ledger(
 async def _worker(settings: Settings, stop: asyncio.Event) -> int:
     from prometheus_client import CollectorRegistry, start_http_server
 
-    from engine.metrics import ExporterSettings
-    from engine.worker import run_worker
+    from engine.workers.metrics import ExporterSettings
+    from engine.workers.process import run_worker
 
     exporter = ExporterSettings.from_env(os.environ)
 
@@ -171,7 +171,7 @@ async def _worker(settings: Settings, stop: asyncio.Event) -> int:
 
 async def _sweep(settings: Settings, stop: asyncio.Event) -> int:
     from engine.store import Store
-    from engine.sweeper import Sweeper
+    from engine.workers.sweeper import Sweeper
 
     client = settings.redis_client()
     store = Store(client, prefix=settings.key_prefix, timeout_s=settings.redis_timeout_ms / 1000)

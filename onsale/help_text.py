@@ -1,8 +1,9 @@
-"""What `onsale <command> --help` says about the environment: every variable a command reads,
-with its meaning and default, in groups as the settings read them (engine/settings.py,
+"""What `onsale <command> --help` says about the environment: every variable a command reads, with
+its meaning and default, in groups as the settings read them (engine/config/settings.py,
 api/settings.py, persistence/settings.py, api/transport.py, api/webhooks_db.py,
-engine/logs.py, engine/metrics.py). tests/unit/test_cli_help.py reads each group's variables
-off its settings loader and fails when one is missing here or listed but no longer read."""
+engine/config/logs.py, engine/workers/metrics.py). tests/unit/test_cli_help.py reads each group's
+variables off its settings loader and fails when one is missing here or listed but no longer
+read."""
 
 import argparse
 import os

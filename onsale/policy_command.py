@@ -12,11 +12,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from rich.console import Console
 from rich.table import Table
 
-from engine.errors import EventNotFound
-from engine.settings import MissingSetting, Settings
+from engine.config.settings import MissingSetting, Settings
+from engine.model.errors import EventNotFound
 
 if TYPE_CHECKING:
-    from engine.policies import DeadlinePolicy, PolicyChange
+    from engine.store.policies import DeadlinePolicy, PolicyChange
     from persistence.policy_report import PolicyReport
     from persistence.settings import LedgerSettings
 
@@ -55,7 +55,7 @@ def run_policy(args: argparse.Namespace) -> int:
 
 
 def _change_command(args: argparse.Namespace) -> int:
-    from engine.policies import DeadlinePolicy
+    from engine.store.policies import DeadlinePolicy
 
     candidate = None
     try:
@@ -85,8 +85,8 @@ def _change_command(args: argparse.Namespace) -> int:
 async def _change(
     settings: Settings, op: str, event_id: str, candidate: "DeadlinePolicy | None"
 ) -> "PolicyChange":
-    from engine.policies import Policies
     from engine.store import Store
+    from engine.store.policies import Policies
 
     client = settings.redis_client()
     try:

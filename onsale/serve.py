@@ -1,6 +1,6 @@
 """`onsale serve`: the API under uvicorn (uvloop, httptools with bounded reads), N worker
 processes sharing one port, their metrics added up across processes (api/metrics.py), their
-logs JSON lines with request ids (engine/logs.py, api/logs.py).
+logs JSON lines with request ids (engine/config/logs.py, api/logs.py).
 
 At start it logs one line saying where it listens and with what settings, secrets left out
 (their names are listed when set, never their values)."""
@@ -14,8 +14,8 @@ import shutil
 import tempfile
 from typing import TYPE_CHECKING, Any
 
-from engine.logs import redact_url, uvicorn_config
-from engine.settings import MissingSetting, every_problem, say_missing
+from engine.config.logs import redact_url, uvicorn_config
+from engine.config.settings import MissingSetting, every_problem, say_missing
 
 if TYPE_CHECKING:
     from api.settings import ApiSettings

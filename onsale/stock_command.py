@@ -15,12 +15,12 @@ from rich.console import Console
 from rich.table import Table
 
 from api.validate import LIMITS
-from engine import errors
-from engine.settings import MissingSetting, Settings
-from engine.stock_lines import COUNTERS
+from engine.config.settings import MissingSetting, Settings
+from engine.model import errors
+from engine.model.stock_lines import COUNTERS
 
 if TYPE_CHECKING:
-    from engine.stock_lines import Correction
+    from engine.model.stock_lines import Correction
 
 ENVIRONMENT = (
     "Reads ONSALE_REDIS_URL (required), ONSALE_KEY_PREFIX (default onsale:v1) and "

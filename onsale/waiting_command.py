@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from engine.waiting_draw import Arrival, verify
+from engine.waiting.draw import Arrival, verify
 
 API_ENV = "ONSALE_API_URL"
 PAGE = 500  # entries per request (the API's largest page)

@@ -7,8 +7,8 @@ from typing import Any
 import asyncpg
 import redis.asyncio as aioredis
 
-from engine import keys
-from engine.prices import PRICES_KEY
+from engine.model import keys
+from engine.store.prices import PRICES_KEY
 from persistence.ledger_rows import config_row
 from persistence.queries import Q
 from persistence.stock_ledger import sku_rows

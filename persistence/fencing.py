@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from engine.replies import FenceCode
+from engine.model.replies import FenceCode
 from engine.store import Store
 from persistence.auto_rebuild import AutoRebuilder
 from persistence.queries import Q

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
-from engine.records import OutboxRecord
+from engine.model.records import OutboxRecord
 from persistence.ledger_rows import DECISION_COLUMNS, HOLD_COLUMNS, Rows, to_row
 from persistence.notify import fan_out
 from persistence.queries import Q

@@ -5,7 +5,7 @@ made while the writer has nothing to do is read the moment it is added, not at t
 pause (the write-behind lag was the idle interval plus a batch).
 
 One call covers the outboxes of every event on one server. On a Redis Cluster a command names
-keys of one slot only (each event's keys share its hash tag: engine/keys.py), so there is one
+keys of one slot only (each event's keys share its hash tag: engine/model/keys.py), so there is one
 call per slot, all at once, each holding a connection to its node. The writer goes on only once
 all have ended, so with several slots each waits at most SLOTS_BLOCK_S (a decision is read
 within that, for a pass of the writer that often while idle); past WAITS_MAX slots the writer
@@ -23,9 +23,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from engine import keys
-from engine.cluster import is_cluster
-from engine.ledger_progress import LEDGER_GROUP
+from engine.model import keys
+from engine.model.ledger_progress import LEDGER_GROUP
+from engine.store.cluster import is_cluster
 
 CONSUMER_IDLE_MS = 3_600_000  # a writer gone this long, with nothing pending, leaves the group
 WAITS_MAX = 16  # blocking reads at once on a cluster (one per slot), within its pool per node

@@ -5,11 +5,11 @@ query in persistence/queries.sql (`decisions`, `holds`, `charges`, `refunds`,
 from dataclasses import astuple, dataclass, field
 from typing import Any
 
-from engine import keys
-from engine.event_details import EventDetails
-from engine.ledger_progress import stream_id
-from engine.records import Marker, OutboxRecord, RecordKind
-from engine.waiting_restore import Move, RoomSetup
+from engine.model import keys
+from engine.model.event_details import EventDetails
+from engine.model.ledger_progress import stream_id
+from engine.model.records import Marker, OutboxRecord, RecordKind
+from engine.waiting.restore import Move, RoomSetup
 
 # Money that went back to the buyer, by who started it.
 REFUND_STATES = {"REFUNDED": "merchant", "PROVIDER_REFUNDED": "provider"}

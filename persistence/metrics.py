@@ -11,9 +11,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import StoreUnavailable
-from engine.loops import repeat
-from engine.metrics import add_process_collectors
+from engine.model.errors import StoreUnavailable
+from engine.store.loops import repeat
+from engine.workers.metrics import add_process_collectors
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry

@@ -38,12 +38,12 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from engine.holds import Charge, Hold, ProviderReversal
-from engine.ledger_progress import stream_id
+from engine.model.holds import Charge, Hold, ProviderReversal
+from engine.model.ledger_progress import stream_id
+from engine.model.states import ChargeState, HoldState
 from engine.providers import DISPUTE_STILL_OUT, MoneyMovement, Provider, ProviderCharge
-from engine.reconcile import provider_record_outcome
-from engine.states import ChargeState, HoldState
 from engine.store import Store
+from engine.workers.reconcile import provider_record_outcome
 from persistence.nightly_report import CLASSES, Discrepancy, EventReport
 from persistence.provider_money import ProviderAttempt, provider_attempts
 from persistence.queries import Q

@@ -6,8 +6,8 @@ from typing import Any
 
 import asyncpg
 
-from engine.records import OutboxRecord
-from engine.webhooks import Notification, notification_of
+from engine.model.records import OutboxRecord
+from engine.model.webhooks import Notification, notification_of
 from persistence.queries import Q
 
 

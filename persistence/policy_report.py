@@ -10,8 +10,8 @@ from typing import Any
 
 import asyncpg
 
-from engine.policies import PolicyState
-from engine.records import Marker
+from engine.model.records import Marker
+from engine.store.policies import PolicyState
 from persistence.queries import Q
 
 EXAMPLES_MAX = 3  # disagreements shown per kind

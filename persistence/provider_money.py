@@ -4,7 +4,7 @@ of movements: what each attempt captured, gave back and holds now, for reconcili
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine import keys
+from engine.model import keys
 from engine.providers import LEDGER_MONEY_SIGN, MoneyMovement
 
 

@@ -40,15 +40,15 @@ from dataclasses import asdict, dataclass, field, replace
 
 import asyncpg
 
-from engine.event_catalogue import describe
-from engine.event_details import EventDetails
-from engine.holds import Charge, SeatSpec
-from engine.policies import Policies
-from engine.records import Marker
-from engine.replies import PolicyCode, QueueRestoreCode, RestoreCode
-from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
-from engine.stock_lines import SkuSpec, lines_of
+from engine.model.event_details import EventDetails
+from engine.model.holds import Charge, SeatSpec
+from engine.model.records import Marker
+from engine.model.replies import PolicyCode, QueueRestoreCode, RestoreCode
+from engine.model.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
+from engine.model.stock_lines import SkuSpec, lines_of
 from engine.store import Store
+from engine.store.event_catalogue import describe
+from engine.store.policies import Policies
 from persistence.policy_report import policy_changes, policy_state
 from persistence.queries import Q
 from persistence.stock_ledger import recorded_correction

@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from engine.settings import Settings, _bool, int_setting, refuse
+from engine.config.settings import Settings, _bool, int_setting, refuse
 
 
 @dataclass(frozen=True)

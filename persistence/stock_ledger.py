@@ -22,11 +22,11 @@ from typing import Any
 import asyncpg
 import redis.asyncio as aioredis
 
-from engine import keys
-from engine.ledger_progress import stream_id
-from engine.records import OutboxRecord, RecordKind
-from engine.states import HoldState
-from engine.stock_lines import is_stock_listing, lines_of, stock_table
+from engine.model import keys
+from engine.model.ledger_progress import stream_id
+from engine.model.records import OutboxRecord, RecordKind
+from engine.model.states import HoldState
+from engine.model.stock_lines import is_stock_listing, lines_of, stock_table
 from engine.store import Store
 from persistence.queries import Q
 

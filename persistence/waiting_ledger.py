@@ -1,13 +1,13 @@
 """An event's waiting room from the ledger (ADR 0029): a rebuild puts it back as the ledger's
-`waiting_rooms` and `waiting_moves` hold it (engine/waiting_restore.py replays them)."""
+`waiting_rooms` and `waiting_moves` hold it (engine/waiting/restore.py replays them)."""
 
 import asyncpg
 
-from engine import keys
-from engine.records import Marker
-from engine.replies import QueueRestoreCode
+from engine.model import keys
+from engine.model.records import Marker
+from engine.model.replies import QueueRestoreCode
 from engine.store import Store
-from engine.waiting_restore import Move, RoomSetup, replay, restore_room
+from engine.waiting.restore import Move, RoomSetup, replay, restore_room
 from persistence.queries import Q
 
 # A `waiting_moves` row's columns in Move's order, after its `move`.

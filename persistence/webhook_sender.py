@@ -23,8 +23,8 @@ from typing import Any
 import asyncpg
 import httpx
 
-from engine.loops import repeat
-from engine.webhooks import signed_headers
+from engine.model.webhooks import signed_headers
+from engine.store.loops import repeat
 from persistence.metrics import WEBHOOK_FIGURES_S, WebhookMetrics
 from persistence.queries import Q
 from persistence.settings import SenderSettings

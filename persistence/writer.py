@@ -36,10 +36,10 @@ import asyncpg
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
-from engine import keys
-from engine.ledger_progress import LEDGER_GROUP, stream_id
-from engine.loops import repeat
+from engine.model import keys
+from engine.model.ledger_progress import LEDGER_GROUP, stream_id
 from engine.store import Store
+from engine.store.loops import repeat
 from persistence.event_mirror import mirror_event
 from persistence.fencing import Fencer
 from persistence.ledger_apply import Ahead, Batch, apply_records, batch_of, records_of

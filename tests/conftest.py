@@ -13,10 +13,10 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
-from engine.holds import SeatSpec
-from engine.scripts import Scripts
-from engine.states import LatePolicy, ReversalPolicy
+from engine.model.holds import SeatSpec
+from engine.model.states import LatePolicy, ReversalPolicy
 from engine.store import Store
+from engine.store.scripts import Scripts
 from loadtest.redis_cluster import LocalCluster
 
 REDIS_URL = os.environ.get("ONSALE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -153,7 +153,7 @@ def redis_cluster() -> Iterator[str]:
 
 
 def cluster_client(url: str) -> "aioredis.Redis":
-    """A cluster client as the engine builds one (engine/settings.py), test timeouts."""
+    """A cluster client as the engine builds one (engine/config/settings.py), test timeouts."""
     client = RedisCluster.from_url(
         url.replace("?cluster=true", ""),
         decode_responses=True,

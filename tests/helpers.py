@@ -6,8 +6,8 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from engine.errors import ChargeNotFound
-from engine.holds import Charge, OutcomeResult, ProviderOutcome, ProviderReversal
+from engine.model.errors import ChargeNotFound
+from engine.model.holds import Charge, OutcomeResult, ProviderOutcome, ProviderReversal
 from tests.conftest import REDIS_URL, Sale
 
 _event_ids = itertools.count()

@@ -15,13 +15,13 @@ import httpx
 import orjson
 import stripe
 
-from engine.holds import OutcomeResult, ProviderOutcome
+from engine.config.settings import StripeSettings
+from engine.model.holds import OutcomeResult, ProviderOutcome
+from engine.model.signing import HEADER as SIMULATOR_HEADER
+from engine.model.signing import sign
 from engine.providers import Callback, Provider, SimulatorProvider
 from engine.providers.stripe_client import SIGNATURE_HEADER as STRIPE_HEADER
 from engine.providers.stripe_client import StripeProvider
-from engine.settings import StripeSettings
-from engine.signing import HEADER as SIMULATOR_HEADER
-from engine.signing import sign
 from engine.store import Store
 
 PROVIDERS = ("simulator", "stripe")

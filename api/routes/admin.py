@@ -28,10 +28,10 @@ from api.validate import (
     query_integer,
     whole,
 )
-from engine.event_catalogue import describe
-from engine.holds import Alert, Charge, Hold, SeatSpec
-from engine.seatmap import SeatPlace, save_layout
-from engine.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
+from engine.model.holds import Alert, Charge, Hold, SeatSpec
+from engine.model.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
+from engine.store.event_catalogue import describe
+from engine.views.seatmap import SeatPlace, save_layout
 
 CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
 ALERTS_SHOWN_MAX = 500
@@ -152,8 +152,8 @@ async def create_event(request: Request) -> Response:
         )
         answer |= {"kind": "stock", "skus": len(new.stock.skus), "units": units}
     else:
-        # The seats go to Redis in chunks (engine/store.py), each a short script call of its
-        # own: buyers of other events are answered between them.
+        # The seats go to Redis in chunks (engine/store/transitions.py), each a short script call of
+        # its own: buyers of other events are answered between them.
         n_seats = await c.store.create_event(
             new.event_id, new.seats, price_minor=new.price_minor, max_party=new.max_party, **common
         )

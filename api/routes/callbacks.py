@@ -19,10 +19,10 @@ from api.context import ctx, endpoint
 from api.durable import wait_durable
 from api.errors import ApiError
 from api.responses import json_response, read_body
-from engine.errors import HoldNotFound
-from engine.holds import OutcomeResult, ProviderOutcome
+from engine.model.errors import HoldNotFound
+from engine.model.holds import OutcomeResult, ProviderOutcome
+from engine.model.signing import BadSignature
 from engine.providers import BadCallback, Ignored, ProviderTimeout
-from engine.signing import BadSignature
 from engine.store import Store
 
 RAW_CALLBACKS_MAX = 1_000_000  # approximate cap of the raw callback stream per event

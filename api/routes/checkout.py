@@ -22,13 +22,13 @@ from api.routes.hold_views import goods_view, hold_view
 from api.routes.seatmap import board_of
 from api.routes.stock import LINES_MAX, cart_of, lines_view
 from api.validate import LIMITS, idempotency_key, ident, integer, obj, query_integer
-from engine import errors, keys
-from engine.holds import Claimed, Hold
-from engine.prices import seat_prices
+from engine.config.settings import StripeSettings
+from engine.model import errors, keys
+from engine.model.holds import Claimed, Hold
+from engine.model.states import HoldState
+from engine.model.stock_lines import StockLine, lines_of
 from engine.providers import ProviderRefused, ProviderTimeout
-from engine.settings import StripeSettings
-from engine.states import HoldState
-from engine.stock_lines import StockLine, lines_of
+from engine.store.prices import seat_prices
 
 
 @endpoint("availability")

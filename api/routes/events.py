@@ -14,8 +14,8 @@ from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.validate import obj, query_integer, text, whole
-from engine.event_catalogue import describe, public_events
-from engine.event_details import DETAIL_FIELDS
+from engine.model.event_details import DETAIL_FIELDS
+from engine.store.event_catalogue import describe, public_events
 
 # Every field of an event's create (api/routes/admin.py): its details change while a draft.
 EVENT_FIELDS = frozenset(

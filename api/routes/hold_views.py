@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from api.durable import CONFIRMING
 from api.qr import qr_data_url
 from api.routes.stock import lines_view
-from engine.holds import Charge, Claimed, Hold
-from engine.orders import order_number
-from engine.states import HoldState
+from engine.model.holds import Charge, Claimed, Hold
+from engine.model.orders import order_number
+from engine.model.states import HoldState
 
 
 def goods_view(h: Hold | Claimed, prices: Sequence[int] = ()) -> dict[str, object]:

@@ -1,5 +1,5 @@
 """Admin listings and the end of a sale (ADR 0025): the events, an event's configuration, pages
-of its holds, charges and orders (opaque cursor, HSCAN underneath: engine/listings.py), the
+of its holds, charges and orders (opaque cursor, HSCAN underneath: engine/views/listings.py), the
 orders as CSV streamed page by page, and closing or cancelling the sale. Admin token required."""
 
 import csv
@@ -17,11 +17,11 @@ from api.routes.admin import charge_view
 from api.routes.hold_views import order_view
 from api.routes.stock import lines_view
 from api.validate import LIMITS, obj, only, query_integer, whole
-from engine.holds import Charge, Hold
-from engine.lifecycle import CANCEL_BATCH
-from engine.listings import EXCEPTION_STATES, Listings, Page
-from engine.prices import seat_prices
-from engine.states import ChargeState, HoldState
+from engine.model.holds import Charge, Hold
+from engine.model.states import ChargeState, HoldState
+from engine.store.lifecycle import CANCEL_BATCH
+from engine.store.prices import seat_prices
+from engine.views.listings import EXCEPTION_STATES, Listings, Page
 
 CURSOR_CHARS_MAX = 4096
 LIMIT_DEFAULT = 100

@@ -20,9 +20,9 @@ from api.routes.hold_views import goods_view
 from api.routes.stock import lines_view
 from api.validate import query_integer
 from api.webhooks_db import SQL, WebhookDb
-from engine import keys
-from engine.orders import order_number
-from engine.stock_lines import is_stock_listing
+from engine.model import keys
+from engine.model.orders import order_number
+from engine.model.stock_lines import is_stock_listing
 
 CURSOR_RE = re.compile(r"^([0-9]{1,16})\.(.{1,200})$")
 END = (2**62, "")  # before any cursor: the newest first

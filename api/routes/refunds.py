@@ -11,10 +11,10 @@ from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.routes.stock import cart_of
 from api.validate import LIMITS, idempotency_key, ident, obj, only, text
-from engine import keys
-from engine.states import ChargeState
-from engine.stock_lines import StockLine
-from engine.webhooks import goods
+from engine.model import keys
+from engine.model.states import ChargeState
+from engine.model.stock_lines import StockLine
+from engine.model.webhooks import goods
 
 RETRY_FIELDS = frozenset(("charge_id",))
 ORPHAN = "orphan/"  # money we could not tie to a charge: its id is the provider's attempt's

@@ -1,7 +1,7 @@
 """The seat map over HTTP (ADR 0028): what an admin's create may say of each seat's place, the
 layout a page draws (cacheable, ETag), and the seats' live states, as a versioned snapshot
 (ETag / If-None-Match) or a server-sent event stream. Both are served from this process's
-SeatBoard (engine/seatmap.py): a thousand pages watching cost Redis what one does."""
+SeatBoard (engine/views/seatmap.py): a thousand pages watching cost Redis what one does."""
 
 import asyncio
 from collections.abc import AsyncIterator
@@ -14,8 +14,8 @@ from starlette.responses import Response, StreamingResponse
 from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
 from api.validate import LIMITS, integer, names, number, text
-from engine.holds import SeatSpec
-from engine.seatmap import SEATMAP_SEATS_MAX, SeatBoard, SeatPlace, Snapshot
+from engine.model.holds import SeatSpec
+from engine.views.seatmap import SEATMAP_SEATS_MAX, SeatBoard, SeatPlace, Snapshot
 
 PLACE_FIELDS = ("row", "number", "x", "y", "price_level")
 _PLACES = frozenset(PLACE_FIELDS)

@@ -14,8 +14,8 @@ from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.routes.seatmap import board_of
 from api.validate import LIMITS, ident, integer, items, obj, only, stock_ident, text, whole
-from engine.sections import section_availability
-from engine.stock_lines import COUNTERS, HeldLine, SkuSpec, StockLine, lines_of
+from engine.model.stock_lines import COUNTERS, HeldLine, SkuSpec, StockLine, lines_of
+from engine.views.sections import section_availability
 
 SKU_FIELDS = frozenset(("sku", "price_minor", "on_hand"))
 LINE_FIELDS = frozenset(("sku", "quantity", "location"))
@@ -143,8 +143,8 @@ def new_correction(body: dict[str, Any], admin: str) -> NewCorrection:
 @endpoint("sections")
 async def sections(request: Request) -> Response:
     """Seats and free seats per section of a seat map: one ZCOUNT per section over its rank
-    range (engine/sections.py), never a scan; 409 sections_interleaved for a map whose sections
-    share rank ranges."""
+    range (engine/views/sections.py), never a scan; 409 sections_interleaved for a map whose
+    sections share rank ranges."""
     c = ctx(request)
     event_id = path_id(request, "event_id")
     counts = await section_availability(c.store.read, event_id)

@@ -17,7 +17,7 @@ from starlette.staticfiles import StaticFiles
 
 from api.context import ctx, endpoint
 from api.errors import ApiError
-from engine.settings import StripeSettings
+from engine.config.settings import StripeSettings
 
 ASSETS = ("buyer.html", "buyer.js", "seatmap.js", "common.js", "dashboard.html", "dashboard.js",
           "style.css")  # fmt: skip

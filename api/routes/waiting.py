@@ -1,4 +1,4 @@
-"""The waiting room's routes (engine/waiting_room.py, ADR 0029): a buyer joins an event's queue
+"""The waiting room's routes (engine/waiting/room.py, ADR 0029): a buyer joins an event's queue
 and looks at its place; an operator sets the room up before T0 and reads its figures. The claim
 route calls `spend_admission` unless the event is known to have no room (api/routes/checkout.py):
 an event without one costs the claim nothing but a dictionary lookup."""
@@ -12,8 +12,8 @@ from starlette.routing import Route
 from api.context import ctx, endpoint, path_id
 from api.responses import json_response, read_json
 from api.validate import LIMITS, obj, only, query_integer, whole
-from engine.waiting_errors import AdmissionRequired
-from engine.waiting_room import (
+from engine.waiting.errors import AdmissionRequired
+from engine.waiting.room import (
     ADMISSION_TTL_MS,
     FACTOR_PCT,
     Place,
@@ -21,7 +21,7 @@ from engine.waiting_room import (
     RoomSettings,
     WaitingRoom,
 )
-from engine.waiting_tokens import Admission, admitted_ms_of
+from engine.waiting.tokens import Admission, admitted_ms_of
 
 ADMISSION_HEADER = "Onsale-Admission"
 ROOM_FIELDS = frozenset(("admit_per_s", "admit_factor_pct", "admission_ttl_ms"))

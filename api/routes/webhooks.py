@@ -18,7 +18,7 @@ from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.validate import LIMITS, items, obj, only, query_integer, text, whole
 from api.webhooks_db import WebhookDb
-from engine.webhooks import EVENT_TYPES, new_secret
+from engine.model.webhooks import EVENT_TYPES, new_secret
 
 ENDPOINTS_MAX = 100  # live endpoints per deployment
 ROTATION_KEEP_S = 86_400  # a replaced secret signs beside the new one this long by default

@@ -3,6 +3,7 @@ own protocol and Stripe. `build_provider` picks the deployment's (ONSALE_PROVIDE
 
 from collections.abc import Sequence
 
+from engine.config.settings import MissingSetting, Settings
 from engine.providers.base import (
     DISPUTE_STILL_OUT,
     LEDGER_MONEY_SIGN,
@@ -17,7 +18,6 @@ from engine.providers.base import (
     ProviderTimeout,
 )
 from engine.providers.simulator import SimulatorProvider, parse_callback
-from engine.settings import MissingSetting, Settings
 
 __all__ = [
     "DISPUTE_STILL_OUT",

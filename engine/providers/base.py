@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict
 
-from engine import keys
-from engine.holds import ProviderOutcome, ProviderReversal
+from engine.model import keys
+from engine.model.holds import ProviderOutcome, ProviderReversal
 
 # An attempt's status in the engine's words (what every adapter maps its own status to), and
 # the outcome each final one is.

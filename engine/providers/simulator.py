@@ -1,6 +1,6 @@
 """The provider simulator's own protocol (loadtest/provider_sim.py), behind the Provider
 interface: JSON over HTTP with an Idempotency-Key header, callbacks signed with
-`Onsale-Signature` (engine/signing.py, ADR 0006).
+`Onsale-Signature` (engine/model/signing.py, ADR 0006).
 
 Every call has a timeout; transport errors and 5xx are retried a bounded number of times (the
 same key, so the same attempt), then reported as ProviderTimeout, never as a decline: the charge
@@ -13,8 +13,9 @@ from typing import Any
 import httpx
 import orjson
 
-from engine import keys
-from engine.holds import ProviderOutcome, ProviderReversal
+from engine.model import keys
+from engine.model.holds import ProviderOutcome, ProviderReversal
+from engine.model.signing import HEADER, verify
 from engine.providers.base import (
     BadCallback,
     Callback,
@@ -28,7 +29,6 @@ from engine.providers.base import (
     meta,
     text,
 )
-from engine.signing import HEADER, verify
 
 # The simulator's wire protocol, mapped once: a callback's type and a closed dispute's status.
 CALLBACK_OUTCOMES = {

@@ -22,7 +22,9 @@ import orjson
 import stripe
 from stripe.params import RefundCreateParams
 
-from engine import keys
+from engine.config.settings import StripeSettings
+from engine.model import keys
+from engine.model.signing import BadSignature
 from engine.providers import stripe_events as ev
 from engine.providers.base import (
     BadCallback,
@@ -34,8 +36,6 @@ from engine.providers.base import (
     ProviderTimeout,
     field,
 )
-from engine.settings import StripeSettings
-from engine.signing import BadSignature
 
 SIGNATURE_HEADER = "Stripe-Signature"
 PAGE = 100  # objects per list request (Stripe's maximum)

@@ -19,8 +19,8 @@ against the charge we created.
 from collections.abc import Mapping
 from typing import Any
 
-from engine import keys
-from engine.holds import ProviderOutcome, ProviderReversal
+from engine.model import keys
+from engine.model.holds import ProviderOutcome, ProviderReversal
 from engine.providers.base import (
     BadCallback,
     Callback,

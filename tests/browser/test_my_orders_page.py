@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
 
-from engine.orders import order_number
+from engine.model.orders import order_number
 from tests.browser.conftest import new_profile, seat, signed_in
 from tests.integration.conftest import Stack
 from tests.integration.test_webhooks_http import hooks

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.replicas import ReplicaWait
-from engine.scripts import Scripts
 from engine.store import Store
+from engine.store.replicas import ReplicaWait
+from engine.store.scripts import Scripts
 from loadtest.redis_cluster import LocalCluster
 from tests.conftest import _drop_prefix, cluster_client, new_prefix
 

@@ -13,11 +13,11 @@ import pytest
 import redis.asyncio as aioredis
 from redis.crc import key_slot
 
-from engine import errors, keys
-from engine.event_index import EventIndex
-from engine.gated_claims import GatedClaims
-from engine.soldout import SoldOutMemory
+from engine.gate.claims import GatedClaims
+from engine.gate.soldout import SoldOutMemory
+from engine.model import errors, keys
 from engine.store import Store
+from engine.store.event_index import EventIndex
 from tests.conftest import open_sale
 from tests.helpers import wait_until
 

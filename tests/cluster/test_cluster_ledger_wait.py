@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from engine import keys
-from engine.ledger_progress import LEDGER_GROUP
+from engine.model import keys
+from engine.model.ledger_progress import LEDGER_GROUP
 from engine.store import Store
 from persistence import ledger_group
 from persistence.ledger_group import read_new

@@ -16,9 +16,9 @@ import httpx
 import pytest
 from redis.crc import key_slot
 
-from engine import keys
+from engine.config.settings import Settings
+from engine.model import keys
 from engine.providers import build_provider
-from engine.settings import Settings
 from engine.store import Store
 from loadtest.buyer import Answer, BuyerApi, Call
 from loadtest.redis_cluster import LocalCluster

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from engine import errors, keys
-from engine.gated_claims import GatedClaims
-from engine.soldout import SoldOutMemory
+from engine.gate.claims import GatedClaims
+from engine.gate.soldout import SoldOutMemory
+from engine.model import errors, keys
 from engine.store import Store
 from loadtest.redis_cluster import LocalCluster
 from tests.cluster.conftest import close_store, cluster_store

@@ -9,8 +9,8 @@ import time
 import asyncpg
 import pytest
 
-from engine import errors
-from engine.states import HoldState
+from engine.model import errors
+from engine.model.states import HoldState
 from engine.store import Store
 from persistence.rebuild import RebuildRunning, rebuild, rebuild_lock_key
 from persistence.writer import LedgerWriter

@@ -16,9 +16,9 @@ import pytest
 
 from api.app import create_app
 from api.settings import ApiSettings
-from engine import keys
-from engine.signing import HEADER, sign
-from engine.states import HoldState
+from engine.model import keys
+from engine.model.signing import HEADER, sign
+from engine.model.states import HoldState
 from engine.store import Store
 from persistence.rebuild import rebuild
 from persistence.writer import LedgerWriter

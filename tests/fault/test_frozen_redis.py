@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine import errors
-from engine.settings import Settings
+from engine.config.settings import Settings
+from engine.model import errors
 from engine.store import Store
 from tests.conftest import new_prefix, open_sale
 from tests.fault.conftest import PrivateRedis

@@ -19,8 +19,8 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from engine import keys
-from engine.ledger_progress import LEDGER_GROUP
+from engine.model import keys
+from engine.model.ledger_progress import LEDGER_GROUP
 from engine.store import Store
 from loadtest.stack import spare_port
 from persistence.migrate import migrate

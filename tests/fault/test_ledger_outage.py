@@ -8,8 +8,8 @@ import time
 import asyncpg
 import pytest
 
-from engine import keys
-from engine.ledger_progress import LEDGER_GROUP
+from engine.model import keys
+from engine.model.ledger_progress import LEDGER_GROUP
 from engine.store import Store
 from persistence.database import create_pool
 from persistence.metrics import LedgerMetrics

@@ -9,10 +9,10 @@ import random
 
 import pytest
 
-from engine import errors
-from engine.holds import ProviderOutcome
-from engine.settings import Settings
-from engine.states import HoldState
+from engine.config.settings import Settings
+from engine.model import errors
+from engine.model.holds import ProviderOutcome
+from engine.model.states import HoldState
 from engine.store import Store
 from tests.conftest import seats
 from tests.fault.conftest import PrivateRedis

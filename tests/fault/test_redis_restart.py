@@ -8,10 +8,10 @@ import pytest
 
 from api.app import create_app
 from api.settings import ApiSettings
-from engine import errors
-from engine.settings import Settings
+from engine.config.settings import Settings
+from engine.model import errors
 from engine.store import Store
-from engine.sweeper import Sweeper
+from engine.workers.sweeper import Sweeper
 from tests.conftest import API_TEST_ENV, seats
 from tests.fault.conftest import PrivateRedis
 from tests.helpers import wait_until

@@ -6,10 +6,10 @@ back by itself."""
 import pytest
 import redis.asyncio as aioredis
 
-from engine import errors
-from engine.gated_claims import GatedClaims
-from engine.settings import Settings
-from engine.soldout import SoldOutMemory
+from engine.config.settings import Settings
+from engine.gate.claims import GatedClaims
+from engine.gate.soldout import SoldOutMemory
+from engine.model import errors
 from engine.store import Store
 from tests.conftest import seats
 from tests.fault.conftest import PrivateRedis

@@ -9,10 +9,10 @@ import asyncpg
 import httpx
 import pytest
 
-from engine import errors
-from engine.holds import ProviderOutcome
+from engine.model import errors
+from engine.model.holds import ProviderOutcome
+from engine.model.states import HoldState
 from engine.providers import SimulatorProvider
-from engine.states import HoldState
 from engine.store import Store
 from loadtest.provider_sim import SimConfig, create_app
 from persistence.nightly import reconcile_event

@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 
 from api.webhooks_db import SQL
-from engine import webhooks as wh
+from engine.model import webhooks as wh
 from engine.store import Store
 from loadtest.stack import spare_port
 from persistence.database import create_pool

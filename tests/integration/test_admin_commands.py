@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine import webhooks as wh
+from engine.model import webhooks as wh
 from tests.integration.conftest import ADMIN, Stack, claim, eventually, hold_state, pay
 from tests.integration.test_webhooks_http import hooks, receiver
 from tests.receiver import Receiver

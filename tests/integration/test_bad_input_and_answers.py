@@ -18,9 +18,9 @@ import pytest
 from api.app import create_app
 from api.routes.admin import new_event
 from api.settings import ApiSettings
-from engine import keys
-from engine.signing import HEADER, sign
-from engine.states import ChargeState, HoldState
+from engine.model import keys
+from engine.model.signing import HEADER, sign
+from engine.model.states import ChargeState, HoldState
 from engine.store import Store
 from tests.conftest import REDIS_URL, Sale, open_sale
 from tests.helpers import callback, reversal

@@ -13,9 +13,9 @@ import pytest
 
 from api.app import create_app
 from api.settings import ApiSettings
-from engine import keys
-from engine.ledger_progress import LEDGER_GROUP as GROUP
-from engine.signing import HEADER, sign
+from engine.model import keys
+from engine.model.ledger_progress import LEDGER_GROUP as GROUP
+from engine.model.signing import HEADER, sign
 from engine.store import Store
 from persistence.writer import LedgerWriter
 from tests.conftest import API_TEST_ENV, REDIS_URL, Sale, open_sale

@@ -16,8 +16,8 @@ import pytest
 import redis.asyncio as redis_asyncio
 
 from api.qr import qr_data_url
-from engine import keys
-from engine.orders import order_number
+from engine.model import keys
+from engine.model.orders import order_number
 from engine.store import Store
 from loadtest.buyer import BuyerApi
 from tests.conftest import REDIS_URL

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from engine.signing import HEADER
+from engine.model.signing import HEADER
 from loadtest.buyer import BuyerApi
 from tests.integration.conftest import Stack, claim, hold_state
 

@@ -30,7 +30,7 @@ from api.early_lane import LaneProtocol
 from api.identity import DemoTokens
 from api.settings import ApiSettings
 from api.transport import BoundedHttpToolsProtocol, HttpBounds
-from engine.errors import SoldOut
+from engine.model.errors import SoldOut
 from loadtest.stack import spare_port
 from tests.conftest import REDIS_URL, _drop_prefix, new_prefix, open_sale
 from tests.helpers import memory_api_env, wait_until
@@ -82,7 +82,7 @@ async def _prepare(app: Any, prefix: str, pair: dict[str, Any]) -> None:
 
 
 def _hold_id(event_id: str, login: str, key: str) -> str:
-    from engine import keys
+    from engine.model import keys
 
     return keys.hold_key(event_id, login, key)
 

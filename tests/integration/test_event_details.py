@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.event_catalogue import describe
-from engine.holds import SeatSpec
+from engine.model.holds import SeatSpec
+from engine.store.event_catalogue import describe
 from persistence.rebuild import rebuild
 from tests.integration.conftest import Stack, StackLedger
 

@@ -12,8 +12,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from engine import keys
-from engine.ledger_progress import LEDGER_GROUP
+from engine.model import keys
+from engine.model.ledger_progress import LEDGER_GROUP
 from engine.store import Store
 from loadtest.stack import spare_port
 from persistence import ledger_apply, ledger_group, schema

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.records import OUTBOX_FIELDS, OutboxRecord
+from engine.model.records import OUTBOX_FIELDS, OutboxRecord
 from persistence import ledger_apply
 from persistence.ledger_apply import apply_records, batch_of
 from persistence.migrate import migrate

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from engine.scripts import Scripts
 from engine.store import Store
+from engine.store.scripts import Scripts
 from persistence.rebuild import RebuildRefused, rebuild
 from persistence.writer import LedgerWriter
 from tests.conftest import Sale, new_prefix, open_sale

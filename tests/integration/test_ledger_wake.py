@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from engine import keys
-from engine.ledger_progress import LEDGER_GROUP
+from engine.model import keys
+from engine.model.ledger_progress import LEDGER_GROUP
 from engine.store import Store
 from persistence import writer as w
 from persistence.database import create_pool

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from engine import errors
-from engine.states import ChargeState, HoldState
+from engine.model import errors
+from engine.model.states import ChargeState, HoldState
 from engine.store import Store
 from persistence.rebuild import rebuild
 from persistence.writer import LedgerWriter

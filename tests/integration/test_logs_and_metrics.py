@@ -23,7 +23,7 @@ import orjson
 import pytest
 import redis
 
-from engine.signing import HEADER as SIGNATURE_HEADER
+from engine.model.signing import HEADER as SIGNATURE_HEADER
 from loadtest.stack import LocalStack, spare_port
 from persistence import database
 from tests.conftest import REDIS_URL

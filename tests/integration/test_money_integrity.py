@@ -19,8 +19,8 @@ import httpx
 import pytest
 import redis.asyncio as redis_asyncio
 
+from engine.config.settings import Settings
 from engine.providers import build_provider
-from engine.settings import Settings
 from engine.store import Store
 from loadtest.buyer import BuyerApi
 from persistence import database

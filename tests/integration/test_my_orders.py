@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from engine import webhooks as wh
-from engine.orders import order_number
+from engine.model import webhooks as wh
+from engine.model.orders import order_number
 from loadtest.buyer import bearer
 from tests.integration.conftest import Stack, claim, eventually, hold_state, pay
 from tests.integration.test_money_integrity import refund

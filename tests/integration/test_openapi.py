@@ -25,7 +25,7 @@ from schemathesis.checks import (
 from api.app import ROUTES
 from api.openapi import OPENAPI
 from api.openapi_parts import EVENT_ID
-from engine.signing import HEADER, sign
+from engine.model.signing import HEADER, sign
 from tests.integration.conftest import WEBHOOK_SECRET, Stack
 from tests.integration.test_webhooks_http import hooks
 from tests.receiver import Receiver

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from itsdangerous import URLSafeTimedSerializer
 
-from engine import keys
+from engine.model import keys
 from loadtest import pg_baseline
 from loadtest.pg_baseline import Baseline, BaselineSettings
 from tests.pg import private_database

@@ -11,10 +11,10 @@ import asyncpg
 import orjson
 import pytest
 
-from engine.policies import DeadlinePolicy, Policies
-from engine.replies import PolicyCode
-from engine.states import HoldState
+from engine.model.replies import PolicyCode
+from engine.model.states import HoldState
 from engine.store import Store
+from engine.store.policies import DeadlinePolicy, Policies
 from onsale.cli import main
 from persistence.database import create_pool
 from persistence.migrate import migrate

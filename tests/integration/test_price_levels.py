@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from engine.holds import SeatSpec
-from engine.prices import seat_prices
+from engine.model.holds import SeatSpec
+from engine.store.prices import seat_prices
 from persistence.rebuild import rebuild
 from tests.integration.conftest import Stack, StackLedger, eventually, hold_state, pay
 

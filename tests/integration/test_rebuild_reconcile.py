@@ -12,10 +12,10 @@ import httpx
 import orjson
 import pytest
 
-from engine import errors
-from engine.holds import ProviderOutcome
+from engine.model import errors
+from engine.model.holds import ProviderOutcome
+from engine.model.states import ChargeState, HoldState
 from engine.providers import SimulatorProvider
-from engine.states import ChargeState, HoldState
 from engine.store import Store
 from persistence.nightly import reconcile_event
 from persistence.rebuild import RebuildRefused, rebuild

@@ -17,7 +17,7 @@ import orjson
 import pytest
 import redis
 
-from engine.seatmap import EVENT_FIELDS, SEATMAP_SEATS_MAX, changes_between, encode_states
+from engine.views.seatmap import EVENT_FIELDS, SEATMAP_SEATS_MAX, changes_between, encode_states
 from tests.conftest import REDIS_URL
 from tests.integration.conftest import Stack, claim, eventually, hold_state, pay
 

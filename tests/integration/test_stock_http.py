@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from api.qr import qr_data_url
-from engine.orders import order_number
+from engine.model.orders import order_number
 from loadtest.buyer import Answer, Call, bearer
 from onsale.cli import main
 from tests.conftest import REDIS_URL

@@ -9,9 +9,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from engine import errors
-from engine.states import ChargeState, HoldState
-from engine.stock_lines import SkuSpec, StockLine
+from engine.model import errors
+from engine.model.states import ChargeState, HoldState
+from engine.model.stock_lines import SkuSpec, StockLine
 from engine.store import Store
 from persistence.nightly import reconcile_event
 from persistence.rebuild import rebuild

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from engine.states import HoldState
+from engine.model.states import HoldState
 from engine.store import Store
-from engine.trim import Trimmer
+from engine.workers.trim import Trimmer
 from persistence.rebuild import rebuild
 from persistence.writer import LedgerWriter
 from tests.conftest import open_sale

@@ -15,9 +15,9 @@ import orjson
 import pytest
 import redis
 
-from engine import keys
-from engine.waiting_draw import entry_of
-from engine.waiting_tokens import draw
+from engine.model import keys
+from engine.waiting.draw import entry_of
+from engine.waiting.tokens import draw
 from loadtest import waiting_burst
 from loadtest.buyer import BuyerApi, Call, bearer
 from tests.conftest import REDIS_URL

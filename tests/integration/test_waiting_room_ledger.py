@@ -11,10 +11,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from engine import keys
+from engine.model import keys
 from engine.store import Store
-from engine.waiting_errors import AdmissionUsed
-from engine.waiting_room import QueueState, RoomSettings, WaitingRoom
+from engine.waiting.errors import AdmissionUsed
+from engine.waiting.room import QueueState, RoomSettings, WaitingRoom
 from persistence.rebuild import rebuild
 from persistence.writer import LedgerWriter
 from tests.conftest import Sale, seats

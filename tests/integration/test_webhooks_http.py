@@ -11,8 +11,8 @@ import httpx
 import pytest
 import redis
 
-from engine import webhooks as wh
-from engine.orders import order_number
+from engine.model import webhooks as wh
+from engine.model.orders import order_number
 from loadtest.stack import LocalStack
 from persistence import database
 from tests.conftest import REDIS_URL

@@ -13,9 +13,9 @@ import asyncpg
 import pytest
 
 from api.webhooks_db import SQL, WebhookDb, WebhookDbSettings
-from engine import keys
-from engine import webhooks as wh
-from engine.ledger_progress import LEDGER_GROUP
+from engine.model import keys
+from engine.model import webhooks as wh
+from engine.model.ledger_progress import LEDGER_GROUP
 from engine.store import Store
 from persistence.settings import SenderSettings
 from persistence.webhook_sender import WebhookSender

@@ -2,8 +2,8 @@
 
 import pytest
 
-from engine import errors
-from engine.states import ChargeState, HoldState
+from engine.model import errors
+from engine.model.states import ChargeState, HoldState
 from engine.store import Store
 from tests.conftest import Sale, open_sale
 from tests.helpers import callback, terminal_records

@@ -4,7 +4,7 @@ millisecond, under both late-payment policies (test clock; see docs/decisions)."
 
 import pytest
 
-from engine.states import ChargeState, HoldState, LatePolicy
+from engine.model.states import ChargeState, HoldState, LatePolicy
 from engine.store import Store
 from tests.conftest import Sale, open_sale
 from tests.helpers import callback, terminal_records

@@ -4,10 +4,10 @@ the captured money of every sold seat on the refund queue, bounded per call and 
 
 import pytest
 
-from engine.errors import AlreadyOpen, SaleClosed, SaleStarted
-from engine.listings import Listings
-from engine.states import ChargeState, HoldState, LatePolicy
+from engine.model.errors import AlreadyOpen, SaleClosed, SaleStarted
+from engine.model.states import ChargeState, HoldState, LatePolicy
 from engine.store import Store
+from engine.views.listings import Listings
 from tests.conftest import open_sale
 from tests.helpers import callback
 

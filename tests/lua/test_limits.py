@@ -4,9 +4,9 @@ limited by a token bucket, and a login holds and buys at most the cap of seats p
 
 import pytest
 
-from engine import errors
-from engine.holds import LoginLimits
-from engine.states import HoldState
+from engine.model import errors
+from engine.model.holds import LoginLimits
+from engine.model.states import HoldState
 from engine.store import Store
 from tests.conftest import Sale, open_sale
 from tests.helpers import callback, reversal

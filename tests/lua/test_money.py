@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from engine import errors
-from engine.states import ChargeState, HoldState, ReversalPolicy
+from engine.model import errors
+from engine.model.states import ChargeState, HoldState, ReversalPolicy
 from engine.store import Store
 from tests.conftest import Sale, open_sale
 from tests.helpers import callback, reversal, terminal_records

@@ -8,11 +8,11 @@ exceptions and its rest back when the seats go back on sale."""
 import orjson
 import pytest
 
-from engine import errors, keys
-from engine.keys import EVENT_KEYS
-from engine.records import OutboxRecord
-from engine.states import ChargeState, HoldState, ReversalPolicy
-from engine.stock_lines import StockLine
+from engine.model import errors, keys
+from engine.model.keys import EVENT_KEYS
+from engine.model.records import OutboxRecord
+from engine.model.states import ChargeState, HoldState, ReversalPolicy
+from engine.model.stock_lines import StockLine
 from engine.store import Store
 from tests.conftest import Sale, open_sale
 from tests.helpers import callback, reversal

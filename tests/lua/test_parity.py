@@ -1,5 +1,5 @@
 """Parity: every (state, event) pair of both automata, run through the scripts, must land where
-engine/states.py says (or stay put where the table has no entry). The tables are the
+engine/model/states.py says (or stay put where the table has no entry). The tables are the
 documentation; this test keeps the scripts honest to them."""
 
 import contextlib
@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-from engine.errors import NotAnException
-from engine.states import (
+from engine.model.errors import NotAnException
+from engine.model.states import (
     CHARGE_TRANSITIONS,
     HOLD_TRANSITIONS,
     ChargeEvent,

@@ -5,11 +5,11 @@ together through every transition, and the per-login cap counts seats."""
 
 import pytest
 
-from engine import errors
-from engine.gated_claims import GatedClaims
-from engine.holds import LoginLimits, SeatSpec
-from engine.soldout import SoldOutMemory
-from engine.states import HoldState
+from engine.gate.claims import GatedClaims
+from engine.gate.soldout import SoldOutMemory
+from engine.model import errors
+from engine.model.holds import LoginLimits, SeatSpec
+from engine.model.states import HoldState
 from engine.store import Store
 from tests.conftest import Sale
 from tests.helpers import callback, wait_until

@@ -1,4 +1,4 @@
-"""Auto-pipelining (engine/pipeline.py): calls of one tick share one round trip, each caller
+"""Auto-pipelining (engine/store/pipeline.py): calls of one tick share one round trip, each caller
 gets its own reply or its own error, lost scripts are reloaded, and a caller never waits
 without bound."""
 
@@ -8,9 +8,9 @@ import fakeredis
 import pytest
 import redis.asyncio as aioredis
 
-from engine import errors
-from engine.scripts import Scripts
+from engine.model import errors
 from engine.store import Store
+from engine.store.scripts import Scripts
 from loadtest.stack import spare_port
 from tests.conftest import new_prefix, open_sale
 

@@ -5,12 +5,12 @@ never rewrites a recorded decision; every change takes the next version number."
 
 import pytest
 
-from engine import errors
-from engine.policies import DeadlinePolicy, Policies
-from engine.records import OutboxRecord
-from engine.replies import PolicyCode
-from engine.states import HoldState, LatePolicy
+from engine.model import errors
+from engine.model.records import OutboxRecord
+from engine.model.replies import PolicyCode
+from engine.model.states import HoldState, LatePolicy
 from engine.store import Store
+from engine.store.policies import DeadlinePolicy, Policies
 from tests.conftest import Sale, open_sale
 from tests.helpers import callback
 

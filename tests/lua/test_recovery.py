@@ -4,9 +4,9 @@ Redis."""
 
 import pytest
 
-from engine import errors, keys
-from engine.replies import FenceCode, RestoreCode
-from engine.states import HoldState
+from engine.model import errors, keys
+from engine.model.replies import FenceCode, RestoreCode
+from engine.model.states import HoldState
 from engine.store import Store
 from tests.conftest import Sale, open_sale, seats
 from tests.helpers import callback

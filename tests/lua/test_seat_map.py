@@ -6,11 +6,11 @@ from typing import Any
 import pytest
 from redis.exceptions import ResponseError
 
-from engine import errors, prices
-from engine import store as store_module
-from engine.holds import SeatSpec
-from engine.sections import SectionsInterleaved, section_availability
-from engine.store import Store
+from engine.model import errors
+from engine.model.holds import SeatSpec
+from engine.store import Store, prices
+from engine.store import transitions as store_module
+from engine.views.sections import SectionsInterleaved, section_availability
 
 SEATS_ADD = "event_seats_add"
 
@@ -136,7 +136,7 @@ async def test_interleaved_sections_are_refused_not_miscounted(store: Store) -> 
 async def test_a_process_keeps_an_events_prices_and_answers_claims_from_them(
     store: Store, monkeypatch: pytest.MonkeyPatch, book_max: int
 ) -> None:
-    """engine/prices.py PriceBook: a table up to BOOK_SEATS_MAX seats is read once and kept; a
+    """engine/store/prices.py PriceBook: a table up to BOOK_SEATS_MAX seats is read once and kept; a
     larger one is read per claim, its seats only; both answer the same prices."""
     monkeypatch.setattr(prices, "BOOK_SEATS_MAX", book_max)
     event_id = "priced"

@@ -1,4 +1,4 @@
-"""The sold-out memory (engine/soldout.py): refusals from memory, the retried claim that must
+"""The sold-out memory (engine/gate/soldout.py): refusals from memory, the retried claim that must
 still get its hold, and the restock message that ends the memory. On fakeredis and on real
 Redis, with the listener really subscribed."""
 
@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from engine import errors
-from engine.claim_gate import GC_PAUSE_S, PATIENCE, WAKE_CHUNK
-from engine.cluster import is_cluster
-from engine.gated_claims import GatedClaims
-from engine.soldout import KEEP_S, SoldOutMemory, _Memory
+from engine.gate.claim_gate import GC_PAUSE_S, PATIENCE, WAKE_CHUNK
+from engine.gate.claims import GatedClaims
+from engine.gate.soldout import KEEP_S, SoldOutMemory, _Memory
+from engine.model import errors
 from engine.store import Store
+from engine.store.cluster import is_cluster
 from tests.conftest import Sale, open_sale
 from tests.helpers import wait_until
 

@@ -5,10 +5,10 @@ own; R-42 (capture and sweeper at the deadline) has exactly one winner."""
 
 import pytest
 
-from engine import errors
-from engine.holds import LoginLimits, SeatSpec
-from engine.states import HoldState, LatePolicy
-from engine.stock_lines import SkuSpec, StockLine
+from engine.model import errors
+from engine.model.holds import LoginLimits, SeatSpec
+from engine.model.states import HoldState, LatePolicy
+from engine.model.stock_lines import SkuSpec, StockLine
 from engine.store import Store
 from tests.conftest import Sale
 from tests.helpers import callback

@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-from engine.keys import EVENT_KEYS
-from engine.states import HoldState
+from engine.model.keys import EVENT_KEYS
+from engine.model.states import HoldState
 from engine.store import Store
-from engine.sweeper import Sweeper, due_events
+from engine.workers.sweeper import Sweeper, due_events
 from tests.conftest import open_sale, seats
 from tests.helpers import wait_until
 from tests.race.test_races import _drop, _store

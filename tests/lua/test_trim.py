@@ -1,7 +1,7 @@
-"""Trimming ended holds (lua/hold_trim.lua, engine/trim.py, ADR 0018), on fakeredis and on real
-Redis: what goes (a hold that ended without ever having had a charge, once the ledger holds its
-decision and the retention passed), what stays (everything else), what a login and a replayed
-claim see afterwards, and the bound it puts on an event's memory and on the sold-out snapshot."""
+"""Trimming ended holds (lua/hold_trim.lua, engine/workers/trim.py, ADR 0018), on fakeredis and on
+real Redis: what goes (a hold that ended without ever having had a charge, once the ledger holds its
+decision and the retention passed), what stays (everything else), what a login and a replayed claim
+see afterwards, and the bound it puts on an event's memory and on the sold-out snapshot."""
 
 import contextlib
 from collections.abc import Awaitable, Callable
@@ -10,15 +10,15 @@ from dataclasses import dataclass
 import pytest
 from redis.exceptions import ResponseError
 
-from engine import errors
-from engine.audit import Invariant
-from engine.gated_claims import GatedClaims
-from engine.holds import SeatSpec
-from engine.ledger_progress import LEDGER_GROUP
-from engine.soldout import SoldOutMemory
-from engine.states import HoldState, LatePolicy
+from engine.gate.claims import GatedClaims
+from engine.gate.soldout import SoldOutMemory
+from engine.model import errors
+from engine.model.audit import Invariant
+from engine.model.holds import SeatSpec
+from engine.model.ledger_progress import LEDGER_GROUP
+from engine.model.states import HoldState, LatePolicy
 from engine.store import Store
-from engine.trim import Trimmer
+from engine.workers.trim import Trimmer
 from tests.conftest import Sale, open_sale
 from tests.helpers import callback, wait_until
 

@@ -1,8 +1,8 @@
 """The waiting room's scripts (lua/queue_setup.lua, queue_poll.lua, queue_use.lua) through
-engine/waiting_room.py, on fakeredis and on real Redis, with the test clock: places drawn
+engine/waiting/room.py, on fakeredis and on real Redis, with the test clock: places drawn
 before T0 and taken in arrival order after it, admission in place order at the rate and within
 the free units, an admission spent once, and "sold out" only when nothing can come back. The
-tokens and draws (engine/waiting_tokens.py) are checked here too."""
+tokens and draws (engine/waiting/tokens.py) are checked here too."""
 
 import asyncio
 import uuid
@@ -10,10 +10,10 @@ import uuid
 import pytest
 
 from api.routes.waiting import POLL_SPREAD_MS_MAX, estimate_s, poll_after_ms
-from engine import errors
+from engine.model import errors
 from engine.store import Store
-from engine.waiting_draw import entry_of, verify
-from engine.waiting_errors import (
+from engine.waiting.draw import entry_of, verify
+from engine.waiting.errors import (
     AdmissionExpired,
     AdmissionInvalid,
     AdmissionRequired,
@@ -22,7 +22,7 @@ from engine.waiting_errors import (
     NoWaitingRoom,
     QueueFull,
 )
-from engine.waiting_room import (
+from engine.waiting.room import (
     SPEND_GRACE_MS,
     T0_MARGIN_MS,
     Place,
@@ -30,7 +30,7 @@ from engine.waiting_room import (
     RoomSettings,
     WaitingRoom,
 )
-from engine.waiting_tokens import admitted_ms_of, draw, issue
+from engine.waiting.tokens import admitted_ms_of, draw, issue
 from tests.conftest import Sale, open_sale, seats
 from tests.helpers import callback
 
@@ -312,7 +312,7 @@ async def test_refusals_say_why(store: Store, monkeypatch: pytest.MonkeyPatch) -
     sale, room = await room_sale(store, 1)
     with pytest.raises(NotInQueue):
         await room.look(sale.event_id, "nobody")
-    monkeypatch.setattr("engine.waiting_room.ENTRIES_MAX", 2)
+    monkeypatch.setattr("engine.waiting.room.ENTRIES_MAX", 2)
     await room.join(sale.event_id, "a")
     await room.join(sale.event_id, "b")
     with pytest.raises(QueueFull):

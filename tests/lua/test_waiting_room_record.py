@@ -1,6 +1,6 @@
 """Every change of a waiting room is an outbox record, and the records alone make the room:
 random histories of joins (before and after T0, second tabs, rejoins after a lapse or a
-spend), looks that admit, spends and claims, replayed by engine/waiting_restore.py, give the
+spend), looks that admit, spends and claims, replayed by engine/waiting/restore.py, give the
 entries, the order and the counters the scripts hold; lua/queue_restore.lua writes them back
 exactly. On fakeredis, real Redis and a cluster, with the test clock."""
 
@@ -8,12 +8,12 @@ import random
 import uuid
 from typing import Any
 
-from engine import keys
-from engine.records import Marker, OutboxRecord, RecordKind
+from engine.model import keys
+from engine.model.records import Marker, OutboxRecord, RecordKind
 from engine.store import Store
-from engine.waiting_errors import AdmissionExpired, AdmissionUsed
-from engine.waiting_restore import Line, Move, RoomSetup, replay, restore_room
-from engine.waiting_room import QueueState, RoomSettings, WaitingRoom
+from engine.waiting.errors import AdmissionExpired, AdmissionUsed
+from engine.waiting.restore import Line, Move, RoomSetup, replay, restore_room
+from engine.waiting.room import QueueState, RoomSettings, WaitingRoom
 from tests.conftest import Sale, seats
 
 T0 = 1_900_000_000_000

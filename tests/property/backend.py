@@ -5,9 +5,9 @@ Redis (fakeredis or real), its script calls and claims, and the views compared w
 from collections import Counter
 from typing import Any
 
-from engine import errors
-from engine.holds import Charge, Hold
-from engine.keys import EVENT_KEYS as KEY_NAMES
+from engine.model import errors
+from engine.model.holds import Charge, Hold
+from engine.model.keys import EVENT_KEYS as KEY_NAMES
 from engine.store import Store
 from tests.property.model import Model, Reply, seat_list
 

@@ -10,7 +10,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
-from engine.holds import SeatSpec
+from engine.model.holds import SeatSpec
 from tests.property.backend import Backend, changes, model_snapshot
 from tests.property.model import PRICE, Model, Reply
 

@@ -1,15 +1,15 @@
 """A plain-Python model of one event: the reference the Lua scripts are checked against.
 
-Its seats, holds, parties, sessions and charge starts are tests/property/model_seats.py; this
-module adds what the payment provider says (charge_outcome_v2, charge_reversal). Both are
-written from the transition tables in engine/states.py (every hold and charge state change goes
-through hold_transition / charge_transition, so an illegal move raises) and from docs/spec.md's
-rules, not from the Lua source. `Provider` is the other side: the money the payment provider
-holds per attempt, which the engine's charges must account for."""
+Its seats, holds, parties, sessions and charge starts are tests/property/model_seats.py; this module
+adds what the payment provider says (charge_outcome_v2, charge_reversal). Both are written from the
+transition tables in engine/model/states.py (every hold and charge state change goes through
+hold_transition / charge_transition, so an illegal move raises) and from docs/spec.md's rules, not
+from the Lua source. `Provider` is the other side: the money the payment provider holds per attempt,
+which the engine's charges must account for."""
 
 from dataclasses import dataclass, field
 
-from engine.states import ChargeEvent, ChargeState, HoldEvent, HoldState, ReversalPolicy
+from engine.model.states import ChargeEvent, ChargeState, HoldEvent, HoldState, ReversalPolicy
 from tests.property.model_seats import (
     PRICE,
     STATUS_OF,

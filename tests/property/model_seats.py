@@ -1,7 +1,7 @@
 """The model's seats, holds and sessions (the provider's messages are tests/property/model.py).
 
-Written from the transition tables in engine/states.py (every hold and charge state change goes
-through hold_transition / charge_transition, so an illegal move raises), docs/spec.md and the
+Written from the transition tables in engine/model/states.py (every hold and charge state change
+goes through hold_transition / charge_transition, so an illegal move raises), docs/spec.md and the
 decision records, not from the Lua source: a hold owns a party of seats, claimed whole or not at
 all, moved together by every transition (ADR 0021); "n best" is the best block of consecutive
 ranks in one section, else the n best free seats by rank; one live checkout per login (two tabs:
@@ -11,7 +11,7 @@ integer clock."""
 
 from dataclasses import dataclass, field
 
-from engine.states import (
+from engine.model.states import (
     CHARGE_TERMINAL,
     HOLD_DECIDED,
     HOLD_TERMINAL,

@@ -12,7 +12,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 
-from engine.holds import Charge
+from engine.model.holds import Charge
 from tests.property.backend import Backend
 from tests.property.model import PRICE, STATUS_OF, Model, Provider, Reply
 

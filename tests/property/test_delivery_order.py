@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from engine.states import ChargeState, HoldState, ReversalPolicy
+from engine.model.states import ChargeState, HoldState, ReversalPolicy
 from engine.store import Store
 from tests.conftest import Sale, open_sale
 from tests.helpers import callback, reversal

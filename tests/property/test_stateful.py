@@ -31,11 +31,11 @@ from hypothesis.stateful import (
     rule,
 )
 
-from engine.holds import LoginLimits
-from engine.policies import DeadlinePolicy, Policies
-from engine.scripts import Scripts
-from engine.states import LatePolicy, ReversalPolicy
+from engine.model.holds import LoginLimits
+from engine.model.states import LatePolicy, ReversalPolicy
 from engine.store import Store
+from engine.store.policies import DeadlinePolicy, Policies
+from engine.store.scripts import Scripts
 from tests.conftest import REDIS_URL, cluster_client, new_prefix
 from tests.property.backend import Backend, model_snapshot, normalize
 from tests.property.claim_rules import CAP, LOGINS, SEAT_MAP, ClaimRules

@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from engine import errors
-from engine.holds import ProviderOutcome
-from engine.scripts import Scripts
-from engine.states import LatePolicy
-from engine.stock_lines import SkuSpec, StockLine
+from engine.model import errors
+from engine.model.holds import ProviderOutcome
+from engine.model.states import LatePolicy
+from engine.model.stock_lines import SkuSpec, StockLine
 from engine.store import Store
+from engine.store.scripts import Scripts
 from tests.conftest import REDIS_URL, new_prefix
 from tests.property.stock_model import StockModel
 

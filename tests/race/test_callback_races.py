@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine import errors
+from engine.model import errors
+from engine.model.states import ChargeState, HoldState, LatePolicy
 from engine.providers import Callback
-from engine.states import ChargeState, HoldState, LatePolicy
 from engine.store import Store
 from tests.conftest import Sale, open_sale
 from tests.provider_wire import PROVIDERS, Wire
@@ -269,7 +269,7 @@ async def test_a_refund_and_its_capture_racing_never_sell_the_seat(
     at the same moment, each twice, in random order. Whichever script runs first, every trial
     ends as the in-order pair: the money left, the seat an exception or revoked, never sold
     with no money behind it (ADR 0036)."""
-    from engine.states import ReversalPolicy
+    from engine.model.states import ReversalPolicy
     from tests.helpers import callback, reversal
 
     rng = random.Random(11)

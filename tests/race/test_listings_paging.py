@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from engine.listings import Listings
 from engine.store import Store
+from engine.views.listings import Listings
 from tests.conftest import seats
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]

@@ -11,9 +11,9 @@ from collections import Counter
 
 import pytest
 
-from engine import errors, keys
-from engine.holds import ProviderReversal
-from engine.states import ChargeState, HoldState
+from engine.model import errors, keys
+from engine.model.holds import ProviderReversal
+from engine.model.states import ChargeState, HoldState
 from engine.store import Store
 from tests.conftest import open_sale
 from tests.helpers import callback

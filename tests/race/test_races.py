@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from engine import errors
-from engine.holds import LoginLimits
-from engine.scripts import Scripts
-from engine.states import HoldState
+from engine.model import errors
+from engine.model.holds import LoginLimits
+from engine.model.states import HoldState
 from engine.store import Store
+from engine.store.scripts import Scripts
 from tests.conftest import REDIS_URL, cluster_client, new_prefix, open_sale
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]

@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine import errors
-from engine.holds import ProviderOutcome
-from engine.states import ChargeState, HoldState, LatePolicy
-from engine.stock_lines import SkuSpec, StockLine, lines_of
+from engine.model import errors
+from engine.model.holds import ProviderOutcome
+from engine.model.states import ChargeState, HoldState, LatePolicy
+from engine.model.stock_lines import SkuSpec, StockLine, lines_of
 from engine.store import Store
 from tests.conftest import Sale
 from tests.race.test_races import _drop, _store

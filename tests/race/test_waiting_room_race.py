@@ -13,12 +13,12 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from engine import errors
-from engine.scripts import Scripts
+from engine.model import errors
 from engine.store import Store
-from engine.waiting_errors import AdmissionRequired, AdmissionUsed
-from engine.waiting_room import QueueState, RoomSettings, WaitingRoom
-from engine.waiting_tokens import draw
+from engine.store.scripts import Scripts
+from engine.waiting.errors import AdmissionRequired, AdmissionUsed
+from engine.waiting.room import QueueState, RoomSettings, WaitingRoom
+from engine.waiting.tokens import draw
 from tests.conftest import REDIS_URL, new_prefix, seats
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]

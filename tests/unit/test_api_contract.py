@@ -26,7 +26,7 @@ from api.validate import (
     text,
     whole,
 )
-from engine import errors
+from engine.model import errors
 
 API_DIR = Path(__file__).resolve().parents[2] / "api"
 

@@ -1,4 +1,4 @@
-"""engine/audit.py: each invariant's check catches a planted violation of it, by kind, and a
+"""engine/model/audit.py: each invariant's check catches a planted violation of it, by kind, and a
 clean event has none (fakeredis: no network)."""
 
 from collections.abc import Awaitable, Callable
@@ -6,9 +6,9 @@ from collections.abc import Awaitable, Callable
 import orjson
 import pytest
 
-from engine.audit import Invariant
-from engine.keys import EVENT_KEYS
-from engine.stock_lines import SkuSpec, StockLine
+from engine.model.audit import Invariant
+from engine.model.keys import EVENT_KEYS
+from engine.model.stock_lines import SkuSpec, StockLine
 from engine.store import Store
 from tests.conftest import Sale, open_sale
 from tests.helpers import callback

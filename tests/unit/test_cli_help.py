@@ -11,9 +11,9 @@ import pytest
 from api.settings import ApiSettings
 from api.transport import HttpBounds
 from api.webhooks_db import WebhookDbSettings
-from engine.logs import uvicorn_config
-from engine.metrics import ExporterSettings
-from engine.settings import Settings
+from engine.config.logs import uvicorn_config
+from engine.config.settings import Settings
+from engine.workers.metrics import ExporterSettings
 from onsale import help_text as h
 from onsale.cli import build_parser
 from persistence.settings import LedgerDb, LedgerSettings, SenderSettings

@@ -115,6 +115,36 @@ def test_the_check_sees_a_circle() -> None:
     assert import_cycles({"a": {"b"}, "b": set()}) == []
 
 
+# The engine's rooms, from the ground up: a module may import its own room and those before it
+# (the vocabulary first, the store on it, the workers last).
+ENGINE_FLOORS = ("model", "store", "config", "providers", "gate", "views", "waiting", "workers")
+
+
+def engine_floor(module: str) -> int:
+    parts = module.split(".")
+    assert parts[0] == "engine" and len(parts) > 1 and parts[1] in ENGINE_FLOORS, module
+    return ENGINE_FLOORS.index(parts[1])
+
+
+def test_the_engine_is_in_rooms_by_concept_and_no_import_runs_up_them() -> None:
+    graph = module_graph()
+    engine = [name for name in graph if name.startswith("engine.")]
+    assert all(name.split(".")[1] in ENGINE_FLOORS for name in engine), sorted(engine)
+    upward = [
+        (name, other)
+        for name in engine
+        for other in graph[name]
+        if other.startswith("engine.") and engine_floor(other) > engine_floor(name)
+    ]
+    assert upward == []
+
+
+def test_the_floor_check_sees_a_room_outside_the_plan() -> None:
+    with pytest.raises(AssertionError):
+        engine_floor("engine.misc")
+    assert engine_floor("engine.model.keys") < engine_floor("engine.workers.sweeper")
+
+
 PRODUCT = ("engine", "api", "persistence", "onsale")
 MODULE_LINES_MAX, FUNCTION_LINES_MAX = 400, 60
 

@@ -22,9 +22,9 @@ from starlette.routing import Route
 from api.context import endpoint
 from api.logs import CHUNK_BYTES, AccessLog, request_id_from
 from api.metrics import Metrics
-from engine import logs
-from engine.errors import SoldOut
-from engine.metrics import Backlog, Loops, WorkerMetrics, backlog_of
+from engine.config import logs
+from engine.model.errors import SoldOut
+from engine.workers.metrics import Backlog, Loops, WorkerMetrics, backlog_of
 from persistence.metrics import LedgerMetrics
 
 SECRET = "adm-Hx4kP9sQe2vN7wB1cT6yM3rJ8uF5gL0"

@@ -10,8 +10,8 @@ from starlette.requests import Request
 from api.errors import STATUS, ApiError
 from api.responses import json_response, read_json
 from api.validate import idempotency_key, ident, integer, obj
-from engine import errors
-from engine.loops import repeat
+from engine.model import errors
+from engine.store.loops import repeat
 
 LOG = logging.getLogger("test.loops")
 

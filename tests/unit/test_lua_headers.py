@@ -5,7 +5,7 @@ import re
 import pytest
 
 import lua
-from engine.replies import REPLY_CODES
+from engine.model.replies import REPLY_CODES
 
 HEADER_RE = re.compile(r"\A--\[\[ (?P<name>[a-z_0-9]+): (?P<summary>.+?)\n(?P<body>.*?)\]\]", re.S)
 

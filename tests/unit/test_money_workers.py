@@ -8,12 +8,12 @@ from typing import Any
 import httpx
 import pytest
 
-from engine import keys
+from engine.model import keys
+from engine.model.states import ChargeState, HoldState
 from engine.providers import ProviderCharge, SimulatorProvider
-from engine.reconcile import ProviderReconciler
-from engine.refunds import RefundWorker
-from engine.states import ChargeState, HoldState
 from engine.store import Store
+from engine.workers.reconcile import ProviderReconciler
+from engine.workers.refunds import RefundWorker
 from loadtest.provider_sim import SimConfig, create_app
 from tests.conftest import Sale, open_sale
 from tests.helpers import callback
@@ -233,7 +233,7 @@ async def test_reconciliation_reads_the_watch_index_page_by_page_not_every_charg
 async def test_the_refund_pass_reads_every_events_queue_at_once_and_keeps_the_due(
     fake_store: Store,
 ) -> None:
-    """engine/reads.py due_refunds_of: one pipelined read per thousand events; only the events
+    """engine/store/reads.py due_refunds_of: one pipelined read per thousand events; only the events
     with a refund due now come back, each with its due charges."""
     sales = [await open_sale(fake_store, 2) for _ in range(3)]
     busy = sales[1]
@@ -249,8 +249,8 @@ async def test_the_refund_pass_reads_every_events_queue_at_once_and_keeps_the_du
 async def test_reconciliation_looks_only_at_events_with_a_charge_old_enough(
     fake_store: Store,
 ) -> None:
-    """engine/reads.py with_entries_upto: of three events, only the one whose watch index has a
-    charge in flight since at most the cut is asked about."""
+    """engine/store/reads.py with_entries_upto: of three events, only the one whose watch index has
+    a charge in flight since at most the cut is asked about."""
     sales = [await open_sale(fake_store, 2) for _ in range(3)]
     busy = sales[2]
     await fake_store.claim(busy.event_id, "u", "h")

@@ -1,11 +1,11 @@
-"""An order's number (engine/orders.py, ADR 0042) and its QR code (api/qr.py): derived from the
-event and the hold alone, the same every time, nothing to misread, and a QR code segno made."""
+"""An order's number (engine/model/orders.py, ADR 0042) and its QR code (api/qr.py): derived from
+the event and the hold alone, the same every time, nothing to misread, and a QR code segno made."""
 
 import base64
 import re
 
 from api.qr import qr_data_url
-from engine.orders import order_number
+from engine.model.orders import order_number
 
 SHAPE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{4}-[0-9A-HJKMNP-TV-Z]{4}-[0-9A-HJKMNP-TV-Z]{2}$")
 

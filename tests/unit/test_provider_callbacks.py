@@ -7,10 +7,10 @@ from typing import Any
 import orjson
 import pytest
 
-from engine import keys
-from engine.holds import ProviderOutcome, ProviderReversal
+from engine.model import keys
+from engine.model.holds import ProviderOutcome, ProviderReversal
+from engine.model.signing import HEADER, BadSignature, sign
 from engine.providers import BadCallback, Callback, SimulatorProvider, parse_callback
-from engine.signing import HEADER, BadSignature, sign
 
 KEY = keys.charge_key("ev-a", "h1", "alice", "k1")
 

@@ -6,9 +6,9 @@ from typing import Any
 import pytest
 
 from api.routes.ui import csp
+from engine.config.settings import MissingSetting, Settings
 from engine.providers import SimulatorProvider, build_provider
 from engine.providers.stripe_client import StripeProvider
-from engine.settings import MissingSetting, Settings
 from tests.conftest import API_TEST_ENV
 
 STRIPE = {

@@ -1,12 +1,12 @@
 """The outbox record is written once in Lua and read once in Python: the field list of
-lua/_lib.lua `emit` is engine/records.py's, and every literal decision a script emits is a
+lua/_lib.lua `emit` is engine/model/records.py's, and every literal decision a script emits is a
 state of the automata or a Marker."""
 
 import re
 
 import lua
-from engine.records import OUTBOX_FIELDS, Marker, OutboxRecord, RecordKind
-from engine.states import ChargeState, HoldState
+from engine.model.records import OUTBOX_FIELDS, Marker, OutboxRecord, RecordKind
+from engine.model.states import ChargeState, HoldState
 
 
 def emitted_fields() -> tuple[str, ...]:

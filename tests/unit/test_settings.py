@@ -1,6 +1,6 @@
 import pytest
 
-from engine.settings import MissingSetting, Settings
+from engine.config.settings import MissingSetting, Settings
 from tests.conftest import API_TEST_ENV
 
 
@@ -158,7 +158,7 @@ def test_generated_secrets_pass() -> None:
 
 def test_a_previous_webhook_secret_is_accepted_during_a_rollover() -> None:
     from api.settings import ApiSettings
-    from engine.signing import BadSignature, sign, verify
+    from engine.model.signing import BadSignature, sign, verify
 
     old = "whs-old-Rb2Nc7Xm4Kv9Qz1Ht6Lp3Wd8Fj5G"
     s = ApiSettings.from_env({**API_ENV, "ONSALE_WEBHOOK_SECRET_PREVIOUS": old})
@@ -204,8 +204,8 @@ def test_the_ledger_metrics_export_throughput_refusals_and_lag_per_event() -> No
 def test_a_cluster_is_chosen_by_the_url_and_nothing_else() -> None:
     from redis.asyncio.cluster import RedisCluster
 
-    from engine.cluster import is_cluster
-    from engine.settings import cluster_url
+    from engine.config.settings import cluster_url
+    from engine.store.cluster import is_cluster
 
     assert cluster_url("redis://127.0.0.1:6379/0") is None
     assert cluster_url("redis://h:7000?cluster=false") is None
@@ -231,7 +231,7 @@ def test_what_counts_as_an_outage_of_the_store() -> None:
     from redis.exceptions import ClusterDownError, RedisClusterException, ResponseError
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from engine.cluster import is_outage
+    from engine.store.cluster import is_outage
 
     def raised_in(filename: str, exc: BaseException) -> BaseException:
         code = compile("raise exc", filename, "exec")
@@ -259,7 +259,7 @@ def test_a_boot_names_every_missing_or_weak_setting_at_once() -> None:
     import sys
 
     from api.settings import ApiSettings
-    from engine.settings import every_problem
+    from engine.config.settings import every_problem
 
     # No ONSALE_REDIS_URL, a number that is not one, a guessable admin token.
     env = {**API_TEST_ENV, "ONSALE_SWEEP_INTERVAL_MS": "soon", "ONSALE_ADMIN_TOKEN": "aaaaaaaa",

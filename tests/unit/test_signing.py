@@ -1,6 +1,6 @@
 import pytest
 
-from engine.signing import BadSignature, sign, verify
+from engine.model.signing import BadSignature, sign, verify
 
 BODY = b'{"id":"evt_1"}'
 

@@ -1,9 +1,9 @@
-"""docs/spec.md states both transition tables; they must be exactly engine/states.py's."""
+"""docs/spec.md states both transition tables; they must be exactly engine/model/states.py's."""
 
 import re
 from pathlib import Path
 
-from engine.states import CHARGE_TRANSITIONS, HOLD_TRANSITIONS
+from engine.model.states import CHARGE_TRANSITIONS, HOLD_TRANSITIONS
 
 SPEC = (Path(__file__).resolve().parents[2] / "docs" / "spec.md").read_text()
 ROW = re.compile(r"^\| ([A-Z_]+) \| `([a-z_]+)` \| ([A-Z_]+) \|$", re.M)
@@ -23,7 +23,7 @@ def test_every_value_the_ledger_records_is_in_the_openapi_enums_and_the_spec() -
     """A decision's `to` in the ledger is a hold state, a charge state or a marker: the OpenAPI
     document enumerates all three, and the spec names every marker."""
     from api.openapi import OPENAPI
-    from engine.records import CHARGE_RECORDED, HOLD_RECORDED, Marker
+    from engine.model.records import CHARGE_RECORDED, HOLD_RECORDED, Marker
 
     schemas = OPENAPI["components"]["schemas"]
     enums = {name: set(schemas[name]["enum"]) for name in ("HoldState", "ChargeState")}

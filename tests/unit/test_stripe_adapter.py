@@ -13,11 +13,11 @@ import orjson
 import pytest
 from starlette.applications import Starlette
 
-from engine import keys
-from engine.holds import ProviderOutcome, ProviderReversal
+from engine.config.settings import StripeSettings
+from engine.model import keys
+from engine.model.holds import ProviderOutcome, ProviderReversal
 from engine.providers.base import Callback, ProviderCharge, ProviderRefused, ProviderTimeout
 from engine.providers.stripe_client import StripeProvider
-from engine.settings import StripeSettings
 from loadtest.provider_sim import SimConfig, create_app
 from loadtest.provider_sim_charges import Simulator
 

@@ -14,12 +14,12 @@ import orjson
 import pytest
 import stripe
 
-from engine.holds import ProviderOutcome, ProviderReversal
+from engine.config.settings import StripeSettings
+from engine.model.holds import ProviderOutcome, ProviderReversal
+from engine.model.signing import BadSignature
 from engine.providers import stripe_events as ev
 from engine.providers.base import BadCallback, Callback, Ignored
 from engine.providers.stripe_client import StripeProvider
-from engine.settings import StripeSettings
-from engine.signing import BadSignature
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "stripe"
 KEY = "ev-a~649148e68fda1d3e60be9cbe"

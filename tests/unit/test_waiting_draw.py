@@ -1,4 +1,4 @@
-"""A waiting room's draw that anyone can check (engine/waiting_draw.py, ADR 0040): the order the
+"""A waiting room's draw that anyone can check (engine/waiting/draw.py, ADR 0040): the order the
 seed gives is recomputed from the published list alone, and a seed other than the committed
 one, a reordered list or a changed arrival number is found."""
 
@@ -6,8 +6,8 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from engine import waiting_room
-from engine.waiting_draw import (
+from engine.waiting import room as waiting_room
+from engine.waiting.draw import (
     Arrival,
     commitment_of,
     draw_of,
@@ -52,7 +52,7 @@ def test_a_tie_of_draws_goes_by_arrival_and_a_changed_arrival_number_is_found() 
 
 
 def test_the_place_scores_agree_with_the_queue_scripts() -> None:
-    lua = (Path(waiting_room.__file__).parents[1] / "lua" / "_queue.lua").read_text()
+    lua = (Path(waiting_room.__file__).parents[2] / "lua" / "_queue.lua").read_text()
     span = re.search(r"local SEQ_SPAN = (\d+)", lua)
     after = re.search(r"local AFTER_T0 = (\d+)", lua)
     assert span and after

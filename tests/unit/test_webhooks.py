@@ -14,11 +14,11 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from api.errors import ApiError
 from api.routes.webhooks import endpoint_url, event_types
 from api.webhooks_db import WebhookDb, WebhookDbSettings
-from engine import webhooks as wh
-from engine.orders import order_number
-from engine.records import OUTBOX_FIELDS, OutboxRecord
-from engine.settings import MissingSetting
-from engine.states import ReversalPolicy
+from engine.config.settings import MissingSetting
+from engine.model import webhooks as wh
+from engine.model.orders import order_number
+from engine.model.records import OUTBOX_FIELDS, OutboxRecord
+from engine.model.states import ReversalPolicy
 from engine.store import Store
 from loadtest.stack import spare_port
 from persistence.settings import SenderSettings

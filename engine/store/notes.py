@@ -1,0 +1,42 @@
+"""What is kept beside an event's state, outside any transition: the raw stream of verified
+callbacks (mirrored into the ledger for audits) and the pruning of the reconciliation watch
+index. Plain commands, no script: neither changes a hold or a charge."""
+
+from collections.abc import Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from engine.model import keys
+from engine.store.reads import timed
+
+
+class Notes:
+    def __init__(self, client: "aioredis.Redis", *, prefix: str, timeout_s: float) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.timeout_s = timeout_s
+
+    async def _call(self, coro: Any) -> Any:
+        return await timed(coro, self.timeout_s)
+
+    async def keep_raw_callback(
+        self, event_id: str, provider_event_id: str, raw: bytes, maxlen: int
+    ) -> None:
+        """Append a verified callback, byte for byte, to the event's raw stream (capped)."""
+        await self._call(
+            self.client.xadd(
+                keys.event_key(event_id, "raw_callbacks", self.prefix),
+                {"provider_event_id": provider_event_id, "body": raw},
+                maxlen=maxlen,
+                approximate=True,
+            )
+        )
+
+    async def unwatch(self, event_id: str, charge_ids: Sequence[str]) -> None:
+        """Drop declines past the watch window from the watch index. An index entry, not a
+        state: a DECLINED or FAILED charge is only ever re-indexed with the same score, and a
+        charge moving on removes itself, so this plain ZREM cannot lose a charge to watch."""
+        if charge_ids:
+            key = keys.event_key(event_id, "watch", self.prefix)
+            await self._call(self.client.zrem(key, *charge_ids))

@@ -1,0 +1,254 @@
+"""Auto-pipelining: script calls made in the same event-loop tick leave in one round trip.
+
+Under a burst the cost of a claim is mostly the Redis client's per-call work (a pool checkout,
+a retry wrapper, a timer, one socket write and one read each). `AutoPipeline.call` queues the
+FCALL and returns a future; the first call of a tick schedules a flush, which sends every
+queued call as one non-transactional pipeline on one pooled connection and hands each caller
+its own reply. Nothing changes for Redis: each script still runs alone and atomically, in the
+order the calls were queued; only the client's bookkeeping is shared (ADR 0011).
+
+Bounds: at most `max_inflight` pipelines are on the wire per process, at most `max_batch`
+calls each; while all are busy, calls wait in the queue and the next flush takes them
+together, so batches grow with load instead of connections. A call's whole wait (the queue,
+the pool, the round trip) is bounded by one `timeout_s` counted from the moment it was queued:
+a call that waited in the queue that long is failed (StoreUnavailable) without being sent, and
+a batch must answer before the deadline of its oldest call, or all its calls fail the same way
+(never a fresh `timeout_s` on top of the queue wait: that stacked to twice the setting when
+Redis froze). Like a timed-out single call, their outcome is unknown to the caller and a retry
+with the same idempotency key is the way to learn it."""
+
+import asyncio
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from engine.model import errors
+from engine.store.cluster import NodeBatches, is_cluster, is_outage
+from engine.store.replicas import ReplicaWait
+from engine.store.scripts import Scripts, missing_function
+
+HEADS_MAX = 10_000  # cached command heads (script x event); cleared when full
+
+
+@dataclass(slots=True)
+class _Call:
+    name: str
+    keys: list[str]
+    args: list[Any]
+    future: "asyncio.Future[list[Any]]"
+    queued: float  # loop.time() when queued; the call's deadline is queued + timeout_s
+
+
+@dataclass
+class PipelineStats:
+    calls: int = 0
+    batches: int = 0
+    largest: int = 0
+    expired: int = 0
+    resent: int = 0  # batches sent again on a fresh connection after a connection error
+
+
+class AutoPipeline:
+    def __init__(
+        self,
+        client: "aioredis.Redis",
+        scripts: Scripts,
+        *,
+        timeout_s: float,
+        max_batch: int = 512,
+        max_inflight: int = 2,
+        wait: ReplicaWait | None = None,
+    ) -> None:
+        self.client = client
+        self.scripts = scripts
+        self.timeout_s = timeout_s
+        self.max_batch = max_batch
+        self.max_inflight = max_inflight
+        self.stats = PipelineStats()
+        self._queue: deque[_Call] = deque()
+        self._scheduled = False
+        self._inflight = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._heads: dict[tuple[str, str], bytes] = {}
+        self._encoder = client.get_encoder()  # type: ignore[no-untyped-call]
+        self._cluster = is_cluster(client)
+        self._nodes = NodeBatches(client) if self._cluster else None
+        self.wait = wait  # answer only what replicas acknowledged (engine/store/replicas.py)
+
+    def call(self, name: str, keys: list[str], args: Sequence[Any]) -> "asyncio.Future[list[Any]]":
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[Any]] = loop.create_future()
+        self._queue.append(_Call(name, keys, list(args), future, loop.time()))
+        if not self._scheduled and self._inflight < self.max_inflight:
+            self._scheduled = True
+            loop.call_soon(self._flush)
+        return future
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        while self._queue and self._inflight < self.max_inflight:
+            batch = self._take()
+            if not batch:
+                continue
+            self._inflight += 1
+            task = asyncio.get_running_loop().create_task(self._send(batch))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _take(self) -> list[_Call]:
+        """Up to max_batch live calls; calls that waited too long fail without being sent."""
+        batch: list[_Call] = []
+        oldest_allowed = asyncio.get_running_loop().time() - self.timeout_s
+        while self._queue and len(batch) < self.max_batch:
+            c = self._queue.popleft()
+            if c.future.done():  # the caller went away (cancelled): nothing to send
+                continue
+            if c.queued < oldest_allowed:
+                self.stats.expired += 1
+                c.future.set_exception(errors.StoreUnavailable(f"{c.name}: queued too long"))
+                continue
+            batch.append(c)
+        return batch
+
+    async def _send(self, batch: list[_Call]) -> None:
+        self.stats.calls += len(batch)
+        self.stats.batches += 1
+        self.stats.largest = max(self.stats.largest, len(batch))
+        deadline = batch[0].queued + self.timeout_s  # FIFO: batch[0] is the oldest call
+        try:
+            replies = await self._execute(batch, deadline)
+            if self.wait is not None and not await self._replicated(batch, deadline):
+                replies = [errors.StoreUnavailable(f"{c.name}: not on replicas") for c in batch]
+        except Exception as exc:
+            if not is_outage(exc):
+                _answer(batch, [exc] * len(batch))  # a bug: no caller may wait forever
+                raise
+            _answer(batch, [errors.StoreUnavailable(f"{c.name}: {exc!r}") for c in batch])
+        except BaseException as exc:  # cancellation: no caller may wait forever
+            _answer(batch, [exc] * len(batch))
+            raise
+        else:
+            _answer(batch, replies)
+        finally:
+            self._inflight -= 1
+            if self._queue and not self._scheduled:
+                self._scheduled = True
+                asyncio.get_running_loop().call_soon(self._flush)
+
+    async def _replicated(self, batch: list[_Call], deadline: float) -> bool:
+        assert self.wait is not None
+        async with asyncio.timeout_at(deadline):
+            return await self.wait.acknowledged([c.keys[0] for c in batch])
+
+    def _packed(self, c: _Call) -> bytes:
+        """RESP bytes of `FCALL function numkeys keys... args...`; the part before the args is
+        the same for every call of one script on one event, so it is built once."""
+        head_key = (c.name, c.keys[0])
+        head = self._heads.get(head_key)
+        if head is None:
+            if len(self._heads) >= HEADS_MAX:
+                self._heads.clear()
+            fn = self.scripts.function(c.name)
+            head = b"".join(_bulk(p.encode()) for p in ("FCALL", fn, str(len(c.keys)), *c.keys))
+            self._heads[head_key] = head
+        encode = self._encoder.encode
+        parts = [b"*%d\r\n" % (3 + len(c.keys) + len(c.args)), head]
+        parts += [_bulk(encode(a)) for a in c.args]
+        return b"".join(parts)
+
+    async def _execute(self, batch: list[_Call], deadline: float) -> list[Any]:
+        """The batch on one pooled connection, sent once more on a fresh one if the first
+        fails with a connection error: a pooled connection to a server that restarted fails on
+        its first use, and every script is idempotent by the ids it is given (a replay answers
+        the first outcome), so the second send cannot decide anything twice. One deadline
+        covers both, and the time the calls spent queued."""
+        try:
+            return await self._execute_once(batch, deadline)
+        except RedisConnectionError:
+            self.stats.resent += 1
+            return await self._execute_once(batch, deadline)
+
+    async def _execute_once(self, batch: list[_Call], deadline: float) -> list[Any]:
+        """One write of every packed call, then one read per call, on one pooled connection.
+        Error replies belong to their own call; a transport failure fails the batch. The
+        timeout covers the checkout and the I/O; the connection always goes back to the pool,
+        outside the timeout, so a deadline can never leak it."""
+        if self._cluster:
+            return await self._execute_cluster(batch, deadline)
+        pool = self.client.connection_pool
+        async with asyncio.timeout_at(deadline):
+            conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            async with asyncio.timeout_at(deadline):
+                await conn.send_packed_command([self._packed(c) for c in batch])
+                replies: list[Any] = []
+                for _ in batch:
+                    try:  # math.inf: no timer per reply, the batch's own deadline covers it
+                        replies.append(await conn.read_response(timeout=math.inf))
+                    except ResponseError as exc:
+                        replies.append(exc)
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            raise
+        finally:
+            await asyncio.shield(pool.release(conn))
+        return await self._after_missing(batch, replies, deadline)
+
+    async def _execute_cluster(self, batch: list[_Call], deadline: float) -> list[Any]:
+        """Redis Cluster: one packed batch per node, as on one server (engine/store/cluster.py); the
+        calls redirected or cut off (a slot moving, a failover) go again through the cluster
+        pipeline, which follows MOVED and ASK and refreshes the slot map. Each script still runs
+        alone and atomically on its slot's primary; order holds within a slot."""
+        assert self._nodes is not None
+        async with asyncio.timeout_at(deadline):
+            packed = [self._packed(c) for c in batch]
+            replies = await self._nodes.send([c.keys[0] for c in batch], packed)
+            again = [i for i, r in enumerate(replies) if r is None]
+            if again:
+                pipe: Any = self.client.pipeline(transaction=False)
+                for i in again:
+                    c = batch[i]
+                    fn = self.scripts.function(c.name)
+                    pipe.execute_command("FCALL", fn, len(c.keys), *c.keys, *c.args)
+                for i, reply in zip(again, await pipe.execute(raise_on_error=False), strict=True):
+                    replies[i] = reply
+        return await self._after_missing(batch, replies, deadline)
+
+    async def _after_missing(
+        self, batch: list[_Call], replies: list[Any], deadline: float
+    ) -> list[Any]:
+        """A server that lost the library (restart, FUNCTION FLUSH, a promoted replica): run
+        those calls one by one through Scripts.call, which loads it and calls again."""
+        async with asyncio.timeout_at(deadline):
+            for i, reply in enumerate(replies):
+                if missing_function(reply):
+                    c = batch[i]
+                    try:
+                        replies[i] = await self.scripts.call(c.name, c.keys, c.args)
+                    except (RedisConnectionError, RedisTimeoutError):
+                        raise
+                    except ResponseError as exc:  # the script's own error belongs to its caller
+                        replies[i] = exc
+        return replies
+
+
+def _bulk(b: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(b), b)
+
+
+def _answer(batch: list[_Call], replies: list[Any]) -> None:
+    """Each caller gets its own reply (an error reply is raised to that caller only)."""
+    for c, reply in zip(batch, replies, strict=True):
+        if c.future.done():
+            continue
+        if isinstance(reply, BaseException):
+            c.future.set_exception(reply)
+        else:
+            c.future.set_result(reply)
