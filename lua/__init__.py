@@ -1,10 +1,10 @@
 """The Lua sources of every state transition, and the library they make.
 
 `source(name)` reads one file via importlib.resources. `library()` is the text
-engine/store/scripts.py loads with FUNCTION LOAD (ADR 0032): the shared definitions (lua/_keys.lua,
-the clock,
-_lib.lua, _money.lua, _stock.lua, _queue.lua) once, then each transition script as the body of
-a registered function, `<name>_<tag>`, that binds the call's keys first. The library is named
+engine/store/scripts.py loads with FUNCTION LOAD (ADR 0032): the shared definitions
+(lua/_keys.lua, the clock, _states.lua generated from engine/model/states.py, _lib.lua,
+_money.lua, _stock.lua, _queue.lua) once, then each transition script as the body of a
+registered function, `<name>_<tag>`, that binds the call's keys first. The library is named
 `onsale_<tag>`, its tag a hash of its text: two versions of the code (a rolling deploy, the
 tests' clock) live side by side on one server and never call each other's functions."""
 
@@ -12,7 +12,7 @@ import hashlib
 from importlib import resources
 
 # _clock: _clock_server or _clock_test
-PRELUDES = ("_keys", "_clock", "_lib", "_money", "_stock", "_queue")
+PRELUDES = ("_keys", "_clock", "_states", "_lib", "_money", "_stock", "_queue")
 
 
 def source(name: str) -> str:

@@ -1,4 +1,5 @@
---[[ _lib: the definitions every script shares, in the library after _keys.lua and the clock.
+--[[ _lib: the definitions every script shares, in the library after _keys.lua, the clock and
+_states.lua (the states and their allowed moves, generated from engine/model/states.py).
 The event's keys (K_*) and the identity maps are _keys.lua's, bound at each call.
 Invariants kept here: free + held + blocked + sold = seats_total (units, for quantity stock);
 a seat is in the free zset iff it has no owner entry; per sku and location, available + held +
@@ -6,13 +7,24 @@ blocked + sold = on_hand; every terminal transition XADDs exactly one outbox rec
 
 local ALERTS_MAX = 100000  -- the alerts hash stops growing here; the outbox still records all
 
--- Hold states (engine/model/states.py HoldState) and charge states (ChargeState).
-local RESERVED, CONFIRMED, EXPIRED, RELEASED, QUARANTINED =
-  'RESERVED', 'CONFIRMED', 'EXPIRED', 'RELEASED', 'QUARANTINED'
-local CHARGING, CAPTURED, DECLINED, FAILED, REFUNDING, REFUNDED =
-  'CHARGING', 'CAPTURED', 'DECLINED', 'FAILED', 'REFUNDING', 'REFUNDED'
-local EXCEPTION, REVOKED = 'EXCEPTION', 'REVOKED'
-local PROVIDER_REFUNDED, DISPUTED, CHARGED_BACK = 'PROVIDER_REFUNDED', 'DISPUTED', 'CHARGED_BACK'
+-- The hold and charge states, HOLD_MOVES, CHARGE_MOVES and TERMINAL_CHARGE are _states.lua's,
+-- generated from engine/model/states.py. A hold or a charge changes state only here: a move
+-- the tables do not allow is a bug, and the call fails before it writes anything more.
+local function hold_move(h, to)
+  if not (HOLD_MOVES[h.state] or {})[to] then
+    error({ err = 'INVARIANT hold ' .. h.id .. ' may not move from ' .. tostring(h.state)
+      .. ' to ' .. to })
+  end
+  h.state = to
+end
+
+local function charge_move(c, to)
+  if not (CHARGE_MOVES[c.state] or {})[to] then
+    error({ err = 'INVARIANT charge ' .. c.id .. ' may not move from ' .. tostring(c.state)
+      .. ' to ' .. to })
+  end
+  c.state = to
+end
 
 -- The enforced deadline policy is `policy` after a grace of `policy_grace_ms` (0: none), named
 -- `policy_name` in every record with its version (1 until the event's first policy change); a
@@ -190,7 +202,6 @@ end
 -- (a capture contradicting its decline, its own refund, a dispute) are further, non-terminal
 -- records. `final` remembers that the terminal record exists (charges stored before the flag
 -- existed are final exactly when their state is terminal).
-local TERMINAL_CHARGE = { CAPTURED = true, DECLINED = true, FAILED = true, REFUNDED = true }
 
 local function charge_record(ctx, c, from, h, reason, suffix)
   local terminal = 0
@@ -440,7 +451,7 @@ end
 local function hold_end(ctx, h, to, reason)
   local from = h.state
   if to == CONFIRMED then count_bought(h.login, units_of(h)) end
-  h.state = to
+  hold_move(h, to)
   h.decided_ms = ctx.now
   h.reason = reason
   redis.call('ZREM', K_DEADLINES, h.id)
@@ -501,7 +512,7 @@ local function parts_refunded(ctx, c, reason)
   for part_id, _ in pairs(c.parts or {}) do
     local p = get_charge(part_id)
     if p and p.state == REFUNDING then
-      p.state = REFUNDED
+      charge_move(p, REFUNDED)
       p.decided_ms = ctx.now
       redis.call('ZREM', K_REFUNDS, p.id)
       charge_record(ctx, p, REFUNDING, nil, reason)
@@ -527,7 +538,7 @@ local function hold_after_sale(ctx, h, to, reason, suffix)
     count_bought(h.login, -units_of(h))
     give_back_rest(ctx, h)
   end
-  h.state = to
+  hold_move(h, to)
   h.reason = reason
   put_hold(h)
   emit(ctx, 'hold', h.id, from, to, 0, h, nil, reason, suffix)
@@ -602,7 +613,7 @@ local function settle(ctx, h)
     if to == 'GRACE' then
       hold_grace(ctx, h, shadow)
     elseif to == QUARANTINED then
-      h.state = QUARANTINED
+      hold_move(h, QUARANTINED)
       h.until_ms = h.expires_ms + ctx.cfg.quarantine_ms
       seat_move(h, 'B')
       redis.call('ZREM', K_DEADLINES, h.id)

@@ -45,7 +45,7 @@ local function move_apply(ctx, c, h, move)
       -- done when the total covers the whole capture (or the refund worker's answer says so).
       return 'DUPLICATE'
     elseif c.state == REFUNDING then
-      c.state = REFUNDED
+      charge_move(c, REFUNDED)
       c.decided_ms = ctx.now
       redis.call('ZREM', K_REFUNDS, c.id)
       charge_record(ctx, c, REFUNDING, h, c.reason)
@@ -59,7 +59,7 @@ local function move_apply(ctx, c, h, move)
       if amount and amount > 0 and amount <= parted then return 'DUPLICATE' end
       local back = parts_back(c)  -- what our parts already gave back at the provider
       local partly = not all and amount > parted
-      c.state = PROVIDER_REFUNDED
+      charge_move(c, PROVIDER_REFUNDED)
       if partly then c.moved = amount - back end
       charge_record(ctx, c, CAPTURED, h, reason, pev)
       if all then parts_refunded(ctx, c, 'provider_refunded_all') end
@@ -86,7 +86,7 @@ local function move_apply(ctx, c, h, move)
       -- From REFUNDING: the buyer disputed money we were about to give back; the provider
       -- withdrew it, so our refund must not go out as well.
       local from = c.state
-      c.state = DISPUTED
+      charge_move(c, DISPUTED)
       c.disputed = 1
       if from == REFUNDING then redis.call('ZREM', K_REFUNDS, c.id) end
       charge_record(ctx, c, from, h, reason, pev)
@@ -102,13 +102,13 @@ local function move_apply(ctx, c, h, move)
   elseif kind == 'DISPUTE_WON' then
     if c.state == DISPUTED then
       if wins and h.state == EXCEPTION then
-        c.state = CAPTURED
+        charge_move(c, CAPTURED)
         charge_record(ctx, c, DISPUTED, h, reason, pev)
         hold_after_sale(ctx, h, CONFIRMED, 'dispute_won', pev)
         return 'REINSTATED'
       end
       -- The seat was taken back meanwhile: the money that came back has no seat to pay for.
-      c.state = REFUNDING
+      charge_move(c, REFUNDING)
       c.decided_ms = ctx.now
       c.reason = 'dispute_won_without_seat'
       redis.call('ZADD', K_REFUNDS, ctx.now, c.id)
@@ -122,7 +122,7 @@ local function move_apply(ctx, c, h, move)
   end
   -- DISPUTE_LOST
   if c.state == DISPUTED then
-    c.state = CHARGED_BACK
+    charge_move(c, CHARGED_BACK)
     charge_record(ctx, c, DISPUTED, h, reason, pev)
     if wins and h.state == EXCEPTION and ctx.cfg.reversal_policy == 'revoke' then
       hold_after_sale(ctx, h, REVOKED, 'dispute_lost', pev)

@@ -147,7 +147,7 @@ if #money > 0 then
     -- the provider says the attempt is captured): it can never win, so the attempt is closed;
     -- whatever it took goes back, and the hold stops waiting for it and may pay again.
     local from = c.state
-    c.state = REFUNDING
+    charge_move(c, REFUNDING)
     c.captured = amount
     c.decided_ms = ctx.now
     c.reason = why
@@ -173,7 +173,7 @@ if c.state == CHARGING then
     if c.refund_only == 0 and live and h.winner == '' and (h.given_up or 0) == 0 then
       local via = h.state == QUARANTINED and 'captured_in_quarantine' or 'captured'
       seat_move(h, 'S')  -- first: it is the step that can fail, and nothing is written before it
-      c.state = CAPTURED
+      charge_move(c, CAPTURED)
       put_charge(c)
       if h.charge == c.id then h.charge = '' end
       h.winner = c.id
@@ -190,7 +190,7 @@ if c.state == CHARGING then
       elseif not h then why = 'no_hold'
       elseif h.winner ~= '' then why = 'hold_has_winner'
       elseif (h.given_up or 0) == 1 then why = 'released_by_owner' end
-      c.state = REFUNDING
+      charge_move(c, REFUNDING)
       c.reason = why
       redis.call('ZADD', K_REFUNDS, ctx.now, c.id)
       ctx.shadow_outcome = shadow
@@ -199,7 +199,7 @@ if c.state == CHARGING then
       code = 'REFUND'
     end
   else
-    c.state = outcome
+    charge_move(c, outcome)
     charge_record(ctx, c, CHARGING, h, 'provider_' .. string.lower(outcome))
     if h then charge_resolved(ctx, h, c, 'charge_' .. string.lower(outcome)) end
     code = outcome
@@ -219,7 +219,7 @@ elseif outcome == CAPTURED and (c.state == DECLINED or c.state == FAILED) then
   -- to give back, never a seat; the hold stopped waiting for this charge when it was declined.
   local from = c.state
   local why = 'capture_after_' .. string.lower(from)
-  c.state = REFUNDING
+  charge_move(c, REFUNDING)
   c.decided_ms = ctx.now
   c.captured = amount
   c.reason = why

@@ -55,7 +55,7 @@ if result == FAILED then
   return { 'RETRY_SCHEDULED', c.refund_attempts }
 end
 redis.call('ZREM', K_REFUNDS, charge_id)
-c.state = REFUNDED
+charge_move(c, REFUNDED)
 c.decided_ms = ctx.now
 charge_record(ctx, c, REFUNDING, nil, c.reason)
 return { 'REFUNDED' }

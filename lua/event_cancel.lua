@@ -28,7 +28,7 @@ local function refund_winner(h)
   local c = h.winner ~= '' and get_charge(h.winner) or nil
   if not c or c.state ~= CAPTURED then return end
   if (tonumber(c.captured) or 0) == 0 then c.captured = c.amount end
-  c.state = REFUNDING
+  charge_move(c, REFUNDING)
   c.refund_only = 1
   c.reason = REASON
   c.decided_ms = ctx.now

@@ -85,7 +85,7 @@ local why = 'operator_refund:' .. reason
 if #kept == 0 then
   -- Everything left: the rest of the charge's money goes back and the seats go back on sale.
   c.whole = { key = part_id, goods = goods }  -- its amount: the capture less the parts
-  c.state = REFUNDING
+  charge_move(c, REFUNDING)
   c.decided_ms = ctx.now
   c.reason = why
   redis.call('ZADD', K_REFUNDS, ctx.now, c.id)

@@ -2,9 +2,10 @@
 transition tables. The Lua scripts implement these tables; tests/lua/test_parity.py runs every
 (state, event) pair through the scripts on real Redis and checks them against these tables."""
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Any
 
 from engine.model.errors import IllegalTransition
 
@@ -35,6 +36,9 @@ class HoldEvent(StrEnum):
     DISPUTE_OPENED = "dispute_opened"  # the money is withdrawn while the dispute runs
     DISPUTE_WON = "dispute_won"  # the money came back
     OPERATOR_REVOKE = "operator_revoke"  # an operator takes the seat back
+    # An operator undoes the sale: the event is cancelled, or the whole order given back (ADR
+    # 0025, 0043). The seat goes back on sale and the money back to the buyer.
+    SALE_UNDONE = "sale_undone"
 
 
 class ChargeState(StrEnum):
@@ -65,6 +69,7 @@ class ChargeEvent(StrEnum):
     DISPUTE_WON = "dispute_won"  # its hold still holds the seat: the charge wins again
     DISPUTE_WON_NO_SEAT = "dispute_won_no_seat"  # its hold was revoked: money to give back
     DISPUTE_LOST = "dispute_lost"
+    SALE_UNDONE = "sale_undone"  # an operator undid the sale (HoldEvent.SALE_UNDONE): refunded
 
 
 class SeatState(StrEnum):
@@ -110,6 +115,7 @@ HOLD_TRANSITIONS: Mapping[tuple[HoldState, HoldEvent], HoldState] = MappingProxy
         (H.CONFIRMED, HE.MONEY_LEFT): H.EXCEPTION,
         (H.CONFIRMED, HE.MONEY_LEFT_REVOKE): H.REVOKED,
         (H.CONFIRMED, HE.DISPUTE_OPENED): H.EXCEPTION,
+        (H.CONFIRMED, HE.SALE_UNDONE): H.REVOKED,
         (H.EXCEPTION, HE.MONEY_LEFT_REVOKE): H.REVOKED,
         (H.EXCEPTION, HE.DISPUTE_WON): H.CONFIRMED,
         (H.EXCEPTION, HE.OPERATOR_REVOKE): H.REVOKED,
@@ -136,6 +142,7 @@ CHARGE_TRANSITIONS: Mapping[tuple[ChargeState, ChargeEvent], ChargeState] = Mapp
         (C.REFUNDING, CE.PROVIDER_REFUND): C.REFUNDED,  # the refund we asked for, confirmed
         (C.CAPTURED, CE.PROVIDER_REFUND): C.PROVIDER_REFUNDED,
         (C.CAPTURED, CE.DISPUTE_OPENED): C.DISPUTED,
+        (C.CAPTURED, CE.SALE_UNDONE): C.REFUNDING,
         (C.DISPUTED, CE.DISPUTE_WON): C.CAPTURED,
         (C.DISPUTED, CE.DISPUTE_WON_NO_SEAT): C.REFUNDING,
         (C.DISPUTED, CE.DISPUTE_LOST): C.CHARGED_BACK,
@@ -162,3 +169,46 @@ def charge_transition(state: ChargeState, event: ChargeEvent) -> ChargeState:
         return CHARGE_TRANSITIONS[(state, event)]
     except KeyError:
         raise IllegalTransition("charge", state, event) from None
+
+
+def lua_source() -> str:
+    """lua/_states.lua: the states and the moves the tables allow, for the scripts (`hold_move`
+    and `charge_move` in lua/_lib.lua refuse any other). `python -m engine.model.states >
+    lua/_states.lua` writes it; tests/unit/test_states_lua.py checks it is current."""
+
+    def names(states: Iterable[StrEnum]) -> list[str]:
+        return [f"local {s.value} = '{s.value}'" for s in states]
+
+    def moves(name: str, table: Mapping[tuple[Any, Any], StrEnum]) -> list[str]:
+        pairs: dict[str, set[str]] = {}
+        for (state, _event), to in table.items():
+            pairs.setdefault(state.value, set()).add(to.value)
+        rows = [
+            f"  {state} = {{ {', '.join(f'{to} = true' for to in sorted(pairs[state]))} }},"
+            for state in sorted(pairs)
+        ]
+        return [f"local {name} = {{", *rows, "}"]
+
+    terminal = ", ".join(f"{s.value} = true" for s in sorted(CHARGE_TERMINAL))
+    return "\n".join(
+        [
+            "--[[ _states: the two automata's states and the moves their tables allow, generated",
+            "from engine/model/states.py (python -m engine.model.states > lua/_states.lua; a unit",
+            "test checks it is current): do not edit. Every hold and charge move of the scripts",
+            "goes through hold_move / charge_move (lua/_lib.lua), which refuse a pair not here. ]]",
+            "",
+            *names(HoldState),
+            *names(ChargeState),
+            "-- from -> to: the moves HOLD_TRANSITIONS allows, whatever the event",
+            *moves("HOLD_MOVES", HOLD_TRANSITIONS),
+            "-- from -> to: the moves CHARGE_TRANSITIONS allows, whatever the event",
+            *moves("CHARGE_MOVES", CHARGE_TRANSITIONS),
+            "-- A charge's first state among these is its one terminal record (CHARGE_TERMINAL).",
+            f"local TERMINAL_CHARGE = {{ {terminal} }}",
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    print(lua_source(), end="")

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from engine.model.errors import NotAnException
+from engine.model.errors import NotAnException, NotConfirmed
 from engine.model.states import (
     CHARGE_TRANSITIONS,
     HOLD_TRANSITIONS,
@@ -102,6 +102,8 @@ async def apply_hold_event(store: Store, sale: Sale, event: HoldEvent) -> None:
     elif event == HoldEvent.OPERATOR_REVOKE:
         with contextlib.suppress(NotAnException):
             await store.revoke_hold(sale.event_id, "h1", "ops")
+    elif event == HoldEvent.SALE_UNDONE:
+        await undo_sale(store, sale)
     else:  # money the provider moves on its own, on the hold's winner (or its latest charge)
         charge_id = h.winner or await in_flight_charge(store, sale)
         kind = {
@@ -167,8 +169,19 @@ async def charge_in(store: Store, state: ChargeState) -> Sale:
     return sale
 
 
+async def undo_sale(store: Store, sale: Sale) -> None:
+    """The operator gives h1's whole order back (refused unless it is a CONFIRMED sale)."""
+    seat = (await store.read.hold(sale.event_id, "h1")).seat_id
+    with contextlib.suppress(NotConfirmed):
+        await store.order_refunds.refund(
+            sale.event_id, "h1", "undo", seat_ids=[seat], reason="parity"
+        )
+
+
 async def apply_charge_event(store: Store, sale: Sale, event: ChargeEvent) -> None:
-    if event == ChargeEvent.CAPTURE_WINS:
+    if event == ChargeEvent.SALE_UNDONE:
+        await undo_sale(store, sale)
+    elif event == ChargeEvent.CAPTURE_WINS:
         await callback(sale, "c1", "CAPTURED")
     elif event == ChargeEvent.CAPTURE_LOSES:
         await store.release(sale.event_id, "h1", "alice")
