@@ -153,9 +153,6 @@ select * from event_configs where event_id = $1
 -- name: event_seats
 select seat_id, rank, section, price_minor from seats where event_id = $1 order by rank
 
--- name: event_decision_ids
-select decision_id from decisions where event_id = $1
-
 -- name: decisions_held
 -- Which of these decision ids the ledger holds: one indexed query, however many the event has.
 select decision_id from decisions where event_id = $1 and decision_id = any($2::text[])

@@ -91,9 +91,14 @@ class LedgerStock:
                 self.holds[r.entity_id] = (r.to_state, r.seat_id, at)
 
 
-async def _ledger_stock(conn: asyncpg.Connection, event_id: str) -> tuple[LedgerStock, set[str]]:
-    """The ledger's figures and the decision ids it holds or refused, read in one snapshot
-    (the caller's transaction, if it has one)."""
+async def _ledger_stock(
+    store: Store, conn: asyncpg.Connection, event_id: str
+) -> tuple[LedgerStock, dict[str, dict[str, Any]], list[tuple[str, OutboxRecord]]]:
+    """The ledger's figures, then Redis's stock table and outbox, and of the outbox the
+    decisions the ledger neither holds nor refused: the ledger's reads in one snapshot (the
+    caller's transaction, if it has one) taken before Redis is read, so a decision mirrored
+    meanwhile is counted once (in the outbox, not in the snapshot). Asked by id (`= any($2)`),
+    not by loading every decision id of the event."""
     found = LedgerStock()
     snapshot: AbstractAsyncContextManager[Any] = (
         nullcontext()
@@ -107,9 +112,12 @@ async def _ledger_stock(conn: asyncpg.Connection, event_id: str) -> tuple[Ledger
             if is_stock_listing(r["seat_id"]):
                 at = (r["stream_ms"], r["stream_seq"])
                 found.holds[r["hold_id"]] = (r["state"], r["seat_id"], at)
-        seen = {r[0] for r in await conn.fetch(Q["event_decision_ids"], event_id)}
+        table, outbox = await _redis_stock(store, event_id)
+        ids = [fields["decision_id"] for _sid, fields in outbox]
+        seen = {r[0] for r in await conn.fetch(Q["decisions_held"], event_id, ids)}
         seen |= {r[0] for r in await conn.fetch(Q["event_refused_decisions"], event_id)}
-    return found, seen
+    news = [(sid, OutboxRecord.from_fields(f)) for sid, f in outbox if f["decision_id"] not in seen]
+    return found, table, news
 
 
 async def _redis_stock(
@@ -135,11 +143,9 @@ async def stock_mismatches(
         kind = await conn.fetchval(Q["event_kind"], event_id)
     if kind != "stock":
         return []
-    ledger, seen = await _ledger_stock(conn, event_id)
-    table, outbox = await _redis_stock(store, event_id)
-    for entry_id, fields in outbox:
-        if fields["decision_id"] not in seen:
-            ledger.add(entry_id, OutboxRecord.from_fields(fields))
+    ledger, table, news = await _ledger_stock(store, conn, event_id)
+    for entry_id, record in news:
+        ledger.add(entry_id, record)
     sold = ledger.sold()
     redis_counts: dict[Location, dict[str, int]] = {
         (sku, location): counters
