@@ -76,10 +76,11 @@ class Lifespan:
         await self.task
 
 
-async def post(app: Any, path: str, authorization: bytes) -> int:
-    """One POST with an empty body, straight into the ASGI app: no socket, no HTTP client."""
+async def post(app: Any, path: str, authorization: bytes, method: str = "POST") -> int:
+    """One request with an empty body (a POST by default), straight into the ASGI app: no
+    socket, no HTTP client."""
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
         "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
         "root_path": "", "client": ("127.0.0.1", 40000), "server": ("guard", 80),
         "headers": [(b"host", b"guard"), (b"authorization", authorization),

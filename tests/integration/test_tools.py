@@ -118,6 +118,14 @@ def test_bench_guard_smoke(tmp_path: Path) -> None:
     assert "recorded" in out and "api_cpu_us_per_claim" in figures.read_text()
 
 
+def test_claim_parts_smoke() -> None:
+    """Every variant runs and answers (a claim each a request), the table names them all."""
+    out = run_tool("loadtest.claim_parts", "--claims", "50", "--rounds", "1")
+    for name in ("the claim (production defaults)", "without the sold-out gate",
+                 "engine call alone", "bare EVALSHA alone", "trivial request"):  # fmt: skip
+        assert name in out, out
+
+
 def test_sweep_lag_smoke() -> None:
     out = run_tool("loadtest.sweep_lag", "--events", "3", "--compare")
     assert "VisitEvery" in out and "Sweeper" in out
