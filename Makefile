@@ -70,12 +70,12 @@ fmt: venv
 
 ## The main job: a scripted T0 burst against the engine, with a summary table.
 demo: venv up
-	$(SERVICES) && $(BIN)/python -m loadtest.demo
+	$(SERVICES) && $(BIN)/python -m loadtest.demo.main
 
 ## The retail run of the demo: a stock event (bicycle parts at an East and a West warehouse),
 ## shoppers' carts paid late or not at all, stock corrections mid-sale, the same invariant checks.
 demo-retail: venv up
-	$(SERVICES) && $(BIN)/python -m loadtest.demo --retail
+	$(SERVICES) && $(BIN)/python -m loadtest.demo.main --retail
 
 ## The chaos run (docs/reliability.md): a T0 burst and a purchase flow while the API, the worker,
 ## the ledger writer, Redis and PostgreSQL are killed and restarted on a seeded schedule (about
@@ -88,20 +88,20 @@ chaos: venv
 ## e.g. `make locust-flow LOCUST_ARGS="--users 100 --run-time 30s"`.
 LOCUST_ARGS ?=
 locust-burst: venv up
-	$(SERVICES) && $(BIN)/python -m loadtest.locust_run --scenario burst --users 2000 --seats 80 $(LOCUST_ARGS)
+	$(SERVICES) && $(BIN)/python -m loadtest.locust.main --scenario burst --users 2000 --seats 80 $(LOCUST_ARGS)
 
 locust-flow: venv up
-	$(SERVICES) && $(BIN)/python -m loadtest.locust_run --scenario flow --users 300 --seats 80 \
+	$(SERVICES) && $(BIN)/python -m loadtest.locust.main --scenario flow --users 300 --seats 80 \
 		--spawn-rate 50 --run-time 60s $(LOCUST_ARGS)
 
 ## Every benchmark of docs/benchmarks.md, one after the other (about 7 minutes; needs wrk).
 bench: venv up
-	$(SERVICES) && $(BIN)/python -m loadtest.bench $(BENCH_ARGS)
+	$(SERVICES) && $(BIN)/python -m loadtest.bench.main $(BENCH_ARGS)
 
-## The claim path's cost against the figures checked in (loadtest/bench_guard.json): 20,000
+## The claim path's cost against the figures checked in (loadtest/bench/bench_guard.json): 20,000
 ## claims in process on a private Redis at appendfsync always; fails when a figure is 15% over.
 bench-guard: venv
-	$(BIN)/python -m loadtest.bench_guard $(GUARD_ARGS)
+	$(BIN)/python -m loadtest.bench.guard $(GUARD_ARGS)
 
 ## Screenshots of the buyer's page and the ops dashboard (docs/screenshots/), taken in headless
 ## Chromium (Debian's, installed by `make up`) from the whole stack with a sale in motion.

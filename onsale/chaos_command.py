@@ -1,5 +1,5 @@
 """`onsale chaos`: a seeded whole-system run with processes killed at random instants
-(docs/reliability.md). The run itself is a tool, `python -m loadtest.chaos`: it starts its own
+(docs/reliability.md). The run itself is a tool, `python -m loadtest.chaos.main`: it starts its own
 servers and the whole stack through the load tools' process runner, which no product module may
 import (ADR 0015). So this command only defines the options (the tool reads the same ones,
 from here) and runs the tool as a child process, handing on its exit code."""
@@ -18,7 +18,7 @@ DESCRIPTION = (
 
 
 def add_chaos_options(parser: argparse.ArgumentParser) -> None:
-    """The options of `onsale chaos` and of `python -m loadtest.chaos` (one definition)."""
+    """The options of `onsale chaos` and of `python -m loadtest.chaos.main` (one definition)."""
     parser.add_argument(
         "--seed", type=int, default=1, help="seed of the schedule and the load (default 1)"
     )
@@ -71,7 +71,7 @@ def forwarded(args: argparse.Namespace) -> list[str]:
 def run_chaos(args: argparse.Namespace) -> int:
     """Run the tool in a child process and hand on its exit code (130 on Ctrl-C: the child,
     in the same process group, got it too and stops its servers)."""
-    command = [sys.executable, "-m", "loadtest.chaos", *forwarded(args)]
+    command = [sys.executable, "-m", "loadtest.chaos.main", *forwarded(args)]
     child = subprocess.Popen(command)
     try:
         return child.wait()

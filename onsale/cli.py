@@ -1,6 +1,6 @@
 """The `onsale` command line: the composition root (ADR 0015). It wires the engine, the API and
-the ledger together; the demo and the provider simulator are tools (`python -m loadtest.demo`,
-`python -m loadtest.provider_sim`)."""
+the ledger together; the demo and the provider simulator are tools (`python -m loadtest.demo.main`,
+`python -m loadtest.provider_sim.server`)."""
 
 import argparse
 import asyncio

@@ -17,7 +17,7 @@ from engine.model.holds import SeatSpec
 from engine.model.states import LatePolicy, ReversalPolicy
 from engine.store import Store
 from engine.store.scripts import Scripts
-from loadtest.redis_cluster import LocalCluster
+from loadtest.devstack.cluster import LocalCluster
 
 REDIS_URL = os.environ.get("ONSALE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 

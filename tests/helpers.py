@@ -87,7 +87,7 @@ def memory_api_env(prefix: str, token_secret: str, **extra: str) -> dict[str, st
     Redis under `prefix`, demo logins signed with `token_secret`, no per-login limits,
     decisions told at once (no ledger), and a sold-out memory that does not lapse while a test
     runs."""
-    from loadtest.scratch import api_env
+    from loadtest.devstack.scratch import api_env
 
     return api_env(
         REDIS_URL,

@@ -1,5 +1,5 @@
 """Provider messages in each provider's own format, for the tests that deliver them: the
-simulator's protocol (loadtest/provider_sim.py) and Stripe's events (the recorded fixtures of
+simulator's protocol (loadtest/provider_sim/server.py) and Stripe's events (the recorded fixtures of
 tests/fixtures/stripe/, carrying one of our charges instead of the recorded one), signed as each
 provider signs them, and read back exactly as the API reads them (`Provider.parse_callback`:
 the signature over the exact bytes, then the adapter's mapping, engine/providers/). A scenario

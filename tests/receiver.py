@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from standardwebhooks.webhooks import Webhook
 
-from loadtest.stack import spare_port
+from loadtest.devstack.stack import spare_port
 
 
 @dataclass(frozen=True)

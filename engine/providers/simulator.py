@@ -1,4 +1,4 @@
-"""The provider simulator's own protocol (loadtest/provider_sim.py), behind the Provider
+"""The provider simulator's own protocol (loadtest/provider_sim/server.py), behind the Provider
 interface: JSON over HTTP with an Idempotency-Key header, callbacks signed with
 `Onsale-Signature` (engine/model/signing.py, ADR 0006).
 

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from playwright.sync_api import Page, expect, sync_playwright
 
-from loadtest.buyer import bearer
+from loadtest.devstack.buyer import bearer
 from tests.browser.conftest import CHROMIUM, PHONE, install_chromium, seat
 from tests.integration.conftest import (
     ADMIN,

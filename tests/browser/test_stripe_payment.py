@@ -1,7 +1,7 @@
 """Paying on the page with Stripe (ADR 0039) in headless Chromium, against the whole stack on
 ONSALE_PROVIDER=stripe: the page mounts the Payment Element with the client secret the charge
 start returns, the buyer types a card, and Stripe.js confirms it, with a 3-D Secure step for a
-card that asks for one. Stripe.js is the simulator's stand-in (loadtest/provider_sim_stripe_js.py,
+card that asks for one. Stripe.js is the simulator's stand-in (loadtest/provider_sim/stripe_js.py,
 served by the simulator speaking Stripe's wire; no network), the intents wait for the page
 (`buyer_confirms`), and the end state shown is the one the API tells, as for any provider."""
 

@@ -11,7 +11,7 @@ import pytest
 from engine.store import Store
 from engine.store.replicas import ReplicaWait
 from engine.store.scripts import Scripts
-from loadtest.redis_cluster import LocalCluster
+from loadtest.devstack.cluster import LocalCluster
 from tests.conftest import _drop_prefix, cluster_client, new_prefix
 
 pytestmark = [pytest.mark.redis, pytest.mark.cluster]

@@ -20,9 +20,9 @@ from engine.config.settings import Settings
 from engine.model import keys
 from engine.providers import build_provider
 from engine.store import Store
-from loadtest.buyer import Answer, BuyerApi, Call
-from loadtest.redis_cluster import LocalCluster
-from loadtest.stack import QUICK_SETTLE_ENV, LocalStack
+from loadtest.devstack.buyer import Answer, BuyerApi, Call
+from loadtest.devstack.cluster import LocalCluster
+from loadtest.devstack.stack import QUICK_SETTLE_ENV, LocalStack
 from persistence.database import create_pool
 from persistence.nightly import provider_entries, reconcile_event
 from persistence.writer import LedgerWriter

@@ -14,7 +14,7 @@ from engine.gate.claims import GatedClaims
 from engine.gate.soldout import SoldOutMemory
 from engine.model import errors, keys
 from engine.store import Store
-from loadtest.redis_cluster import LocalCluster
+from loadtest.devstack.cluster import LocalCluster
 from tests.cluster.conftest import close_store, cluster_store
 from tests.conftest import open_sale
 from tests.helpers import wait_until

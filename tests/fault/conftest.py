@@ -19,7 +19,7 @@ import asyncpg
 import pytest
 
 from engine.store import Store
-from loadtest.stack import LocalStack, spare_port, wait_healthy
+from loadtest.devstack.stack import LocalStack, spare_port, wait_healthy
 from tests.conftest import REDIS_URL
 from tests.pg import migrated_pool
 

@@ -15,7 +15,7 @@ import redis.asyncio as redis_asyncio
 from itsdangerous import URLSafeTimedSerializer
 
 from engine.store import Store
-from loadtest.stack import LocalStack
+from loadtest.devstack.stack import LocalStack
 from tests.conftest import REDIS_URL
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]

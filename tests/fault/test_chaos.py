@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from loadtest.chaos_schedule import KINDS, build_schedule, by_kind, fingerprint
+from loadtest.chaos.schedule import KINDS, build_schedule, by_kind, fingerprint
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
 

@@ -22,7 +22,7 @@ from redis.exceptions import ResponseError
 from engine.model import keys
 from engine.model.ledger_progress import LEDGER_GROUP
 from engine.store import Store
-from loadtest.stack import spare_port
+from loadtest.devstack.stack import spare_port
 from persistence.migrate import migrate
 from tests.conftest import REDIS_URL, new_prefix, seats
 from tests.pg import private_database

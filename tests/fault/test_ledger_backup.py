@@ -18,7 +18,7 @@ import pytest
 import redis.asyncio as redis_asyncio
 
 from engine.store import Store
-from loadtest.stack import LocalStack
+from loadtest.devstack.stack import LocalStack
 from tests.conftest import REDIS_URL
 from tests.fault.conftest import PrivatePostgres, _pg_bin, started
 from tests.integration.conftest import ADMIN, WEBHOOK_SECRET, Stack, eventually

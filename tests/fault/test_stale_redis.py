@@ -14,7 +14,7 @@ from engine.model.holds import ProviderOutcome
 from engine.model.states import HoldState
 from engine.providers import SimulatorProvider
 from engine.store import Store
-from loadtest.provider_sim import SimConfig, create_app
+from loadtest.provider_sim.server import SimConfig, create_app
 from persistence.nightly import reconcile_event
 from persistence.nightly_report import EventReport
 from persistence.rebuild import RebuildReport, rebuild

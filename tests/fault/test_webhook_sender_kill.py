@@ -17,7 +17,7 @@ import pytest
 from api.webhooks_db import SQL
 from engine.model import webhooks as wh
 from engine.store import Store
-from loadtest.stack import spare_port
+from loadtest.devstack.stack import spare_port
 from persistence.database import create_pool
 from persistence.migrate import migrate
 from tests.conftest import REDIS_URL, Sale, open_sale

@@ -16,8 +16,8 @@ import orjson
 import pytest
 import redis
 
-from loadtest.buyer import Answer, BuyerApi, Call, bearer
-from loadtest.stack import LocalStack
+from loadtest.devstack.buyer import Answer, BuyerApi, Call, bearer
+from loadtest.devstack.stack import LocalStack
 from tests.conftest import API_TEST_ENV, REDIS_URL
 from tests.provider_wire import signed_headers
 

@@ -48,7 +48,7 @@ def test_demo_runs_clean_and_everything_settles() -> None:
     ]
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "loadtest.demo", *args],
+            [sys.executable, "-m", "loadtest.demo.main", *args],
             env=env,
             capture_output=True,
             text=True,
@@ -88,7 +88,7 @@ def test_retail_demo_runs_clean_and_checks_stock_money_and_ledger() -> None:
     args = ["--retail", "--shoppers", "150", "--arrival-s", "2", "--hold-ttl-ms", "1500"]
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "loadtest.demo", *args, "--api-workers", "1"],
+            [sys.executable, "-m", "loadtest.demo.main", *args, "--api-workers", "1"],
             env=env,
             capture_output=True,
             text=True,
@@ -130,7 +130,7 @@ def test_retail_demo_runs_clean_and_checks_stock_money_and_ledger() -> None:
 def test_missing_setting_is_a_clear_error(args: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ONSALE_REDIS_URL"}
     proc = subprocess.run(
-        [sys.executable, "-m", "loadtest.demo", *args],
+        [sys.executable, "-m", "loadtest.demo.main", *args],
         env=env,
         capture_output=True,
         text=True,

@@ -19,7 +19,7 @@ from api.qr import qr_data_url
 from engine.model import keys
 from engine.model.orders import order_number
 from engine.store import Store
-from loadtest.buyer import BuyerApi
+from loadtest.devstack.buyer import BuyerApi
 from tests.conftest import REDIS_URL
 from tests.integration.conftest import Stack, claim, eventually, hold_state, pay, running_stack
 from tests.integration.test_money_integrity import (

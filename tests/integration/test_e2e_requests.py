@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from engine.model.signing import HEADER
-from loadtest.buyer import BuyerApi
+from loadtest.devstack.buyer import BuyerApi
 from tests.integration.conftest import Stack, claim, hold_state
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]

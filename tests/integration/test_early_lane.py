@@ -27,7 +27,7 @@ from api.logs import AccessLog
 from api.settings import ApiSettings
 from api.transport import HttpBounds
 from engine.store import Store
-from loadtest.stack import spare_port
+from loadtest.devstack.stack import spare_port
 from tests.conftest import Sale, open_sale
 from tests.helpers import memory_api_env, wait_until
 

@@ -31,7 +31,7 @@ from api.identity import DemoTokens
 from api.settings import ApiSettings
 from api.transport import BoundedHttpToolsProtocol, HttpBounds
 from engine.model.errors import SoldOut
-from loadtest.stack import spare_port
+from loadtest.devstack.stack import spare_port
 from tests.conftest import REDIS_URL, _drop_prefix, new_prefix, open_sale
 from tests.helpers import memory_api_env, wait_until
 

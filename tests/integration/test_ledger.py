@@ -15,7 +15,7 @@ import pytest
 from engine.model import keys
 from engine.model.ledger_progress import LEDGER_GROUP
 from engine.store import Store
-from loadtest.stack import spare_port
+from loadtest.devstack.stack import spare_port
 from persistence import ledger_apply, ledger_group, schema
 from persistence.database import create_pool
 from persistence.migrate import MigrationError, available, migrate

@@ -24,7 +24,7 @@ import pytest
 import redis
 
 from engine.model.signing import HEADER as SIGNATURE_HEADER
-from loadtest.stack import LocalStack, spare_port
+from loadtest.devstack.stack import LocalStack, spare_port
 from persistence import database
 from tests.conftest import REDIS_URL
 from tests.pg import PG_DSN

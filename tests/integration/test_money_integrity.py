@@ -22,7 +22,7 @@ import redis.asyncio as redis_asyncio
 from engine.config.settings import Settings
 from engine.providers import build_provider
 from engine.store import Store
-from loadtest.buyer import BuyerApi
+from loadtest.devstack.buyer import BuyerApi
 from persistence import database
 from persistence.database import create_pool
 from persistence.migrate import migrate

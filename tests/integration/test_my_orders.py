@@ -10,7 +10,7 @@ import pytest
 
 from engine.model import webhooks as wh
 from engine.model.orders import order_number
-from loadtest.buyer import bearer
+from loadtest.devstack.buyer import bearer
 from tests.integration.conftest import Stack, claim, eventually, hold_state, pay
 from tests.integration.test_money_integrity import refund
 from tests.integration.test_webhooks_http import bought, hooks, receiver, register

@@ -1,6 +1,6 @@
-"""The PostgreSQL baseline of the benchmarks (loadtest/pg_baseline.py) answers like the engine's
-claim: same codes, same replays, no seat twice, and its sold-out shortcut still gives a retried
-key its hold. In process, on a private database."""
+"""The PostgreSQL baseline of the benchmarks (loadtest/pg_baseline/server.py) answers like the
+engine's claim: same codes, same replays, no seat twice, and its sold-out shortcut still gives a
+retried key its hold. In process, on a private database."""
 
 import asyncio
 import dataclasses
@@ -16,8 +16,8 @@ import pytest
 from itsdangerous import URLSafeTimedSerializer
 
 from engine.model import keys
-from loadtest import pg_baseline
-from loadtest.pg_baseline import Baseline, BaselineSettings
+from loadtest.pg_baseline import server as pg_baseline
+from loadtest.pg_baseline.server import Baseline, BaselineSettings
 from tests.pg import private_database
 
 pytestmark = [pytest.mark.postgres]

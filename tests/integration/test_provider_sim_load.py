@@ -1,7 +1,7 @@
 """The provider simulator under a burst of callbacks answered slowly (a durable wait, a 503):
 it keeps answering and keeps delivering. Before its deliveries were bounded, 1,500 of them
 queued in its HTTP client's pool left /healthz unanswered for over 10 s and the receiver got
-a fifth of them (loadtest/provider_sim_charges.py SENDS_MAX)."""
+a fifth of them (loadtest/provider_sim/charges.py SENDS_MAX)."""
 
 import asyncio
 import os
@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from loadtest.stack import signal_group, spare_port, wait_healthy
+from loadtest.devstack.stack import signal_group, spare_port, wait_healthy
 from tests.receiver import Receiver
 
 pytestmark = [pytest.mark.slow]
@@ -23,7 +23,7 @@ CHARGES = 1_000
 def start_simulator(port: int, webhook_url: str) -> "subprocess.Popen[bytes]":
     env = {**os.environ, "ONSALE_WEBHOOK_SECRET": "whsec_" + "s" * 32}
     return subprocess.Popen(
-        [sys.executable, "-m", "loadtest.provider_sim", "--port", str(port),
+        [sys.executable, "-m", "loadtest.provider_sim.server", "--port", str(port),
          "--webhook-url", webhook_url, "--decline-rate", "0", "--fail-rate", "0",
          "--duplicate-rate", "0"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,

@@ -11,7 +11,7 @@ import pytest
 
 from api.qr import qr_data_url
 from engine.model.orders import order_number
-from loadtest.buyer import Answer, Call, bearer
+from loadtest.devstack.buyer import Answer, Call, bearer
 from onsale.cli import main
 from tests.conftest import REDIS_URL
 from tests.integration.conftest import Stack

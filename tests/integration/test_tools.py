@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.stack import tree_cpu_s
+from loadtest.devstack.stack import tree_cpu_s
 from tests.conftest import REDIS_URL
 from tests.pg import PG_DSN
 
@@ -34,7 +34,7 @@ def run_tool(*args: str, env_extra: dict[str, str] | None = None) -> str:
 
 
 def test_burst_generator_smoke() -> None:
-    out = run_tool("loadtest.burst", "--clients", "200", "--seats", "10", "--workers", "1")
+    out = run_tool("loadtest.burst.main", "--clients", "200", "--seats", "10", "--workers", "1")
     assert "answer 201" in out and "VIOLATED" not in out
 
 
@@ -51,7 +51,7 @@ def test_burst_generator_targets_smoke(
 ) -> None:
     out_json = tmp_path / "burst.json"
     out = run_tool(
-        "loadtest.burst",
+        "loadtest.burst.main",
         "--target",
         target,
         "--clients",
@@ -74,8 +74,8 @@ def test_burst_generator_targets_smoke(
 
 
 def test_the_cpu_of_a_process_tree_counts_its_children() -> None:
-    """What the burst reads of the API (loadtest/stack.py `tree_cpu_s`): a child's CPU counts
-    in its parent's tree while it runs."""
+    """What the burst reads of the API (loadtest/devstack/stack.py `tree_cpu_s`): a child's CPU
+    counts in its parent's tree while it runs."""
     busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
     child = subprocess.Popen([sys.executable, "-c", busy + "time.sleep(30)"])
     try:
@@ -93,20 +93,20 @@ def test_the_cpu_of_a_process_tree_counts_its_children() -> None:
 @pytest.mark.postgres
 def test_ledger_bench_smoke() -> None:
     out = run_tool(
-        "loadtest.ledger_bench", "--records", "400", "--batch", "100", "--rounds", "1",
+        "loadtest.bench.ledger_bench", "--records", "400", "--batch", "100", "--rounds", "1",
         env_extra={"ONSALE_PG_DSN": PG_DSN},
     )  # fmt: skip
     assert "staged" in out and "row by row" in out
 
 
 def test_token_cost_smoke() -> None:
-    out = run_tool("loadtest.token_cost", "--rounds", "1", "--loops", "20")
+    out = run_tool("loadtest.bench.token_cost", "--rounds", "1", "--loops", "20")
     assert "JWT RS256" in out and "JWT ES256" in out and "demo" in out
 
 
 def test_confirm_cost_smoke() -> None:
     out = run_tool(
-        "loadtest.confirm_cost", "--sales", "6", "--concurrency", "3",
+        "loadtest.bench.confirm_cost", "--sales", "6", "--concurrency", "3",
         env_extra={"ONSALE_PG_DSN": PG_DSN},
     )  # fmt: skip
     assert "buyer reads CONFIRMED" in out and "told after: ledger" in out
@@ -114,26 +114,26 @@ def test_confirm_cost_smoke() -> None:
 
 def test_bench_guard_smoke(tmp_path: Path) -> None:
     figures = tmp_path / "guard.json"
-    out = run_tool("loadtest.bench_guard", "--claims", "300", "--record", "--figures", str(figures))
+    out = run_tool("loadtest.bench.guard", "--claims", "300", "--record", "--figures", str(figures))
     assert "recorded" in out and "api_cpu_us_per_claim" in figures.read_text()
 
 
 def test_claim_parts_smoke() -> None:
     """Every variant runs and answers (a claim each a request), the table names them all."""
-    out = run_tool("loadtest.claim_parts", "--claims", "50", "--rounds", "1")
+    out = run_tool("loadtest.bench.claim_parts", "--claims", "50", "--rounds", "1")
     for name in ("the claim (production defaults)", "without the sold-out gate",
                  "engine call alone", "bare EVALSHA alone", "trivial request"):  # fmt: skip
         assert name in out, out
 
 
 def test_sweep_lag_smoke() -> None:
-    out = run_tool("loadtest.sweep_lag", "--events", "3", "--compare")
+    out = run_tool("loadtest.bench.sweep_lag", "--events", "3", "--compare")
     assert "VisitEvery" in out and "Sweeper" in out
 
 
 def test_rebuild_time_smoke() -> None:
     out = run_tool(
-        "loadtest.rebuild_time", "--sizes", "80 seats", env_extra={"ONSALE_PG_DSN": PG_DSN}
+        "loadtest.bench.rebuild_time", "--sizes", "80 seats", env_extra={"ONSALE_PG_DSN": PG_DSN}
     )
     assert "80 seats" in out and "loss to first claim" in out
 
@@ -142,21 +142,21 @@ def test_rebuild_time_smoke() -> None:
 def test_claim_ab_smoke() -> None:
     lua_dir = str(Path(__file__).resolve().parents[2] / "lua")
     out = run_tool(
-        "loadtest.claim_ab", lua_dir, "--rounds", "1", "--requests", "300", "--seats", "400"
+        "loadtest.bench.claim_ab", lua_dir, "--rounds", "1", "--requests", "300", "--seats", "400"
     )
     assert "after / before" in out and "median µs" in out
 
 
 @pytest.mark.skipif(shutil.which("redis-benchmark") is None, reason="needs redis-benchmark")
 def test_persistence_cost_smoke() -> None:
-    out = run_tool("loadtest.persistence_cost", "--requests", "500", "--seats", "2000")
+    out = run_tool("loadtest.bench.persistence_cost", "--requests", "500", "--seats", "2000")
     assert "AOF always" in out
 
 
 def locust_smoke(tmp_path: Path, scenario: str, *args: str) -> None:
     out = tmp_path / scenario
     text = run_tool(
-        "loadtest.locust_run",
+        "loadtest.locust.main",
         "--scenario",
         scenario,
         "--users",
@@ -189,7 +189,7 @@ def test_locust_flow_smoke(tmp_path: Path) -> None:
 def test_size_cost_smoke(tmp_path: Path) -> None:
     out_json = tmp_path / "size_cost.json"
     out = run_tool(
-        "loadtest.size_cost", "--sizes", "80,1000", "--claims", "200", "--json", str(out_json)
+        "loadtest.bench.size_cost", "--sizes", "80,1000", "--claims", "200", "--json", str(out_json)
     )
     assert "VIOLATED" not in out
     result = json.loads(out_json.read_text())
@@ -205,7 +205,7 @@ def test_size_cost_smoke(tmp_path: Path) -> None:
 def test_burst_with_ledger_smoke(tmp_path: Path) -> None:
     out_json = tmp_path / "burst.json"
     run_tool(
-        *("loadtest.burst", "--clients", "60", "--seats", "60", "--workers", "1", "--ledger"),
+        *("loadtest.burst.main", "--clients", "60", "--seats", "60", "--workers", "1", "--ledger"),
         *("--hold-ttl-ms", "1000", "--ledger-drain", "--json", str(out_json)),
         env_extra={"ONSALE_PG_DSN": PG_DSN},
     )
@@ -223,7 +223,7 @@ def test_burst_with_ledger_smoke(tmp_path: Path) -> None:
 def test_claim_rate_smoke(tmp_path: Path) -> None:
     out = tmp_path / "claim_rate.json"
     run_tool(
-        *("loadtest.claim_rate", "--workers", "1", "--seconds", "1", "--connections", "8"),
+        *("loadtest.bench.claim_rate", "--workers", "1", "--seconds", "1", "--connections", "8"),
         *("--seats", "20000", "--pg", "--json", str(out)),  # no claim may find it sold out
         env_extra={"ONSALE_PG_DSN": PG_DSN},
     )

@@ -18,8 +18,8 @@ import redis
 from engine.model import keys
 from engine.waiting.draw import entry_of
 from engine.waiting.tokens import draw
-from loadtest import waiting_burst
-from loadtest.buyer import BuyerApi, Call, bearer
+from loadtest.bench import waiting_burst
+from loadtest.devstack.buyer import BuyerApi, Call, bearer
 from tests.conftest import REDIS_URL
 from tests.integration.conftest import Stack
 

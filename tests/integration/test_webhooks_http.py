@@ -13,7 +13,7 @@ import redis
 
 from engine.model import webhooks as wh
 from engine.model.orders import order_number
-from loadtest.stack import LocalStack
+from loadtest.devstack.stack import LocalStack
 from persistence import database
 from tests.conftest import REDIS_URL
 from tests.integration.conftest import ADMIN, WEBHOOK_SECRET, Stack, run_apart

@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 from engine.model import errors
 from engine.store import Store
 from engine.store.scripts import Scripts
-from loadtest.stack import spare_port
+from loadtest.devstack.stack import spare_port
 from tests.conftest import new_prefix, open_sale
 
 T0 = 1_900_000_000_000

@@ -1,12 +1,12 @@
-"""`make bench`'s summary (loadtest/bench.py): the medians of each burst's trials, the API's CPU
-ratio beside the time ratio, and the JSON it leaves with the date and the machine."""
+"""`make bench`'s summary (loadtest/bench/main.py): the medians of each burst's trials, the API's
+CPU ratio beside the time ratio, and the JSON it leaves with the date and the machine."""
 
 from pathlib import Path
 
 import orjson
 from rich.console import Console
 
-from loadtest.bench import SHAPES, medians_of, summary
+from loadtest.bench.main import SHAPES, medians_of, summary
 
 
 def trial(ms: float, vs: float, cpu: float, answers: dict[str, int]) -> dict[str, object]:

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from rich.progress import Progress
 
-from loadtest import buyer
-from loadtest.buyer import (
+from loadtest.demo.scenario import PARTY, Burst, burst
+from loadtest.devstack import buyer
+from loadtest.devstack.buyer import (
     Answer,
     BuyerApi,
     Call,
@@ -20,7 +21,6 @@ from loadtest.buyer import (
     drive_async,
     drive_sync,
 )
-from loadtest.demo_scenario import PARTY, Burst, burst
 
 API = BuyerApi("e1", "tok")
 AUTH = {"Authorization": "Bearer tok"}

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from loadtest.chaos_schedule import (
+from loadtest.chaos.schedule import (
     END_MARGIN_S,
     KINDS,
     SLOT_MARGIN_S,
@@ -33,7 +33,7 @@ def test_another_seed_gives_another_schedule() -> None:
 def test_the_schedule_is_the_same_in_another_process() -> None:
     """Nothing but the seed goes in (no hash randomisation, no clock)."""
     code = (
-        "from loadtest.chaos_schedule import build_schedule, fingerprint;"
+        "from loadtest.chaos.schedule import build_schedule, fingerprint;"
         "print(fingerprint(build_schedule(7, 300, 110)))"
     )
     env = {"PYTHONHASHSEED": "random"}

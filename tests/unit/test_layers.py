@@ -139,6 +139,22 @@ def test_the_engine_is_in_rooms_by_concept_and_no_import_runs_up_them() -> None:
     assert upward == []
 
 
+# The tools' families: a module of loadtest/ lives in one of them.
+LOADTEST_FAMILIES = (
+    "devstack", "demo", "chaos", "burst", "bench", "locust", "pg_baseline", "provider_sim",
+)  # fmt: skip
+
+
+def test_the_tools_are_in_families() -> None:
+    loose = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "loadtest").rglob("*.py")
+        if (p.parent == ROOT / "loadtest" and p.name != "__init__.py")
+        or (p.parent != ROOT / "loadtest" and p.parent.name not in LOADTEST_FAMILIES)
+    ]
+    assert loose == []
+
+
 def test_the_floor_check_sees_a_room_outside_the_plan() -> None:
     with pytest.raises(AssertionError):
         engine_floor("engine.misc")

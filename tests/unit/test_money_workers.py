@@ -14,7 +14,7 @@ from engine.providers import ProviderCharge, SimulatorProvider
 from engine.store import Store
 from engine.workers.reconcile import ProviderReconciler
 from engine.workers.refunds import RefundWorker
-from loadtest.provider_sim import SimConfig, create_app
+from loadtest.provider_sim.server import SimConfig, create_app
 from tests.conftest import Sale, open_sale
 from tests.helpers import callback
 

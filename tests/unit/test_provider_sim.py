@@ -7,7 +7,7 @@ import httpx
 import orjson
 import pytest
 
-from loadtest.provider_sim import SimConfig, create_app
+from loadtest.provider_sim.server import SimConfig, create_app
 
 
 @pytest.fixture

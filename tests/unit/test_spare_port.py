@@ -1,10 +1,10 @@
-"""Spare ports for the servers the tools and tests start (loadtest/stack.py): free when handed
-out, never the same one twice from a process, never in the kernel's ephemeral range (where an
+"""Spare ports for the servers the tools and tests start (loadtest/devstack/stack.py): free when
+handed out, never the same one twice from a process, never in the kernel's ephemeral range (where an
 outgoing connection could take it before the server binds it)."""
 
 import socket
 
-from loadtest.stack import SPARE_PORTS, spare_port
+from loadtest.devstack.stack import SPARE_PORTS, spare_port
 
 
 def ephemeral_low() -> int:

@@ -18,8 +18,8 @@ from engine.model import keys
 from engine.model.holds import ProviderOutcome, ProviderReversal
 from engine.providers.base import Callback, ProviderCharge, ProviderRefused, ProviderTimeout
 from engine.providers.stripe_client import StripeProvider
-from loadtest.provider_sim import SimConfig, create_app
-from loadtest.provider_sim_charges import Simulator
+from loadtest.provider_sim.charges import Simulator
+from loadtest.provider_sim.server import SimConfig, create_app
 
 API_KEY, SECRET = "sk_test_adapter_4f8e2a9c", "whsec_adapter_Kd7pQ2xV9mB4nL6t"
 PRICE = 4500

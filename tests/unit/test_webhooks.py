@@ -20,7 +20,7 @@ from engine.model.orders import order_number
 from engine.model.records import OUTBOX_FIELDS, OutboxRecord
 from engine.model.states import ReversalPolicy
 from engine.store import Store
-from loadtest.stack import spare_port
+from loadtest.devstack.stack import spare_port
 from persistence.settings import SenderSettings
 from persistence.webhook_sender import retry_after_ms, retry_delay_ms
 from tests.conftest import Sale, open_sale

@@ -1,0 +1,367 @@
+"""Measure the claim endpoint against a trivial endpoint on the same server, side by side.
+
+    python -m loadtest.bench.claim_rate [--workers 1] [--seconds 5] [--connections 64]
+
+Starts the stack (API with N uvicorn workers), creates an event with enough seats that claims
+never run out, and drives both endpoints with wrk (a separate C process, so the load generator
+does not compete with Python for the GIL). Each claim is a real one: a fresh hold id, and one
+login per wrk connection, so every request also releases that login's previous hold (one
+active checkout per login). Prints requests/s, latency percentiles and the ratio."""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+from api.identity import DemoTokens
+from loadtest.burst.main import add_redis_aof, engine_redis
+from loadtest.burst.report import durability
+from loadtest.devstack.stack import LocalStack
+
+PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+
+# Each wrk thread reads the tokens file and takes every THREADS-th line from its own offset,
+# so no two requests of a run share a login when the file has a line per claim.
+WRK_CLAIM = """
+local threads, made = %d, 0
+setup = function(thread)
+  thread:set("tid", made)
+  made = made + 1
+end
+local tokens, n = {}, 0
+init = function(args)
+  local i = 0
+  for line in io.lines("%s") do
+    if i %% threads == tid then tokens[#tokens + 1] = line end
+    i = i + 1
+  end
+end
+request = function()
+  n = n + 1
+  local token = tokens[((n - 1) %% #tokens) + 1]
+  return wrk.format("POST", "/v1/events/%s/holds",
+    {["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json"}, "{}")
+end
+"""
+WRK_THREADS = 2
+# Logins per second of a run, more than this machine claims (about 7,000/s; the bare endpoint
+# about 10,000/s): every claim is a new login's, and a short run signs few tokens.
+LOGINS_PER_S = 25_000
+
+
+def claim_script(token_secret: str, logins: int) -> str:
+    """A wrk script claiming on event "bench", cycling through `logins` logins (tokens): one per
+    claim (the realistic shape: each buyer holds one hold) when there are more logins than
+    claims, or a few that each claim again and again (each claim then also releases the
+    login's previous hold)."""
+    tokens = DemoTokens(token_secret, ttl_s=3_600)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as t:
+        t.write("\n".join(tokens.issue(f"u{i}") for i in range(logins)))
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(WRK_CLAIM % (WRK_THREADS, t.name, "bench"))
+    return f.name
+
+
+def wrk(url: str, seconds: int, connections: int, script: str | None = None) -> dict[str, float]:
+    cmd = ["wrk", f"-t{WRK_THREADS}", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    if script:
+        cmd += ["-s", script]
+    out = subprocess.run([*cmd, url], capture_output=True, text=True, check=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    lat = {}
+    for q in ("50", "99"):
+        m = re.search(rf"\s{q}(?:\.000)?%\s+([\d.]+)(us|ms|s)", out)
+        assert m, out
+        value, unit = float(m.group(1)), m.group(2)
+        lat[q] = value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {
+        "rps": rps,
+        "p50": lat["50"],
+        "p99": lat["99"],
+        "non2xx": float(non2xx.group(1)) if non2xx else 0.0,
+    }
+
+
+WRK_POST = """
+wrk.method = "POST"
+wrk.body = "{}"
+wrk.headers["Content-Type"] = "application/json"
+"""
+
+
+def run_bare(redis_url: str, prefix: str, args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """The naive ceiling (loadtest/bench/bare_app.py), same uvicorn configuration, same run."""
+    import redis as redis_sync
+
+    from loadtest.devstack.stack import signal_group, spare_port, wait_healthy, wait_port_free
+
+    r = redis_sync.Redis.from_url(redis_url)
+    free = f"{prefix}:{{bare}}:free"
+    for start in range(0, args.seats, 10_000):
+        r.zadd(free, {f"s{i}": i for i in range(start, min(args.seats, start + 10_000))})
+    port = spare_port()
+    env = {**os.environ, "ONSALE_REDIS_URL": redis_url, "BARE_PREFIX": prefix}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            "loadtest.bench.bare_app:create_app",
+            "--port",
+            str(port),
+            "--workers",
+            str(args.workers),
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its workers are signalled with it (signal_group)
+    )
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", proc, 10.0, path="/trivial")
+        with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+            f.write(WRK_POST)
+        url = f"http://127.0.0.1:{port}"
+        return {
+            "trivial": wrk(f"{url}/trivial", args.seconds, args.connections),
+            "claim": wrk(f"{url}/bare-claim", args.seconds, args.connections, f.name),
+        }
+    finally:
+        signal_group(proc, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        finally:
+            signal_group(proc, signal.SIGKILL)
+            wait_port_free(port, 10.0)
+        r.close()
+
+
+def profiled(stack: LocalStack, args: argparse.Namespace, script: str) -> dict[str, float]:
+    """Run the claim load while py-spy samples the (single) API process; print the frames
+    that hold the most samples, inclusive and self, and keep the raw stacks in args.profile."""
+    api = next(proc for name, proc, _out in stack.procs if name == "api")
+    spy = subprocess.Popen(
+        [
+            PY_SPY,
+            "record",
+            "-p",
+            str(api.pid),
+            "-d",
+            str(args.seconds),
+            "-r",
+            "500",
+            "--format",
+            "raw",
+            "-o",
+            args.profile,
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    result = wrk(stack.api_url, args.seconds, args.connections, script)
+    spy.wait(args.seconds + 30)
+    inclusive: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    total = 0
+    for line in Path(args.profile).read_text().splitlines():
+        stack_text, _, count = line.rpartition(" ")
+        n = int(count)
+        frames = [re.sub(r"\((?:[^()]*/)?", "(", f) for f in stack_text.split(";")]
+        total += n
+        own[frames[-1]] += n
+        for frame in set(frames):
+            inclusive[frame] += n
+    t = Table(title=f"py-spy: {total:,} samples of the API process under claim load")
+    for col in ("frame", "inclusive %", "self %"):
+        t.add_column(col, justify="right" if col != "frame" else "left")
+    for frame, n in inclusive.most_common(args.profile_top):
+        t.add_row(frame[:90], f"{100 * n / total:.1f}", f"{100 * own[frame] / total:.1f}")
+    Console().print(t)
+    t = Table(title="py-spy: top self time")
+    t.add_column("frame")
+    t.add_column("self %", justify="right")
+    for frame, n in own.most_common(args.profile_top):
+        t.add_row(frame[:90], f"{100 * n / total:.1f}")
+    Console().print(t)
+    return result
+
+
+def run_pg(args: argparse.Namespace) -> dict[str, float]:
+    """The same sustained claims against the PostgreSQL-locking baseline (loadtest/pg_baseline),
+    same uvicorn configuration and worker count, on a private database dropped afterwards."""
+    import asyncio
+
+    from loadtest.burst.main import PG_SERVER_DSN
+    from loadtest.pg_baseline import server as pg_baseline
+    from persistence import database as db
+
+    server_dsn = os.environ.get("ONSALE_PG_DSN", PG_SERVER_DSN)
+    database = f"onsale_bench_pg_{uuid.uuid4().hex[:8]}"
+    asyncio.run(db.create_database(server_dsn, database))
+    try:
+        dsn = db.dsn_for(server_dsn, database)
+        asyncio.run(pg_baseline.setup(dsn, "bench", args.seats))
+        server = pg_baseline.BaselineServer(
+            pg_dsn=dsn, workers=args.workers, log_dir=Path(tempfile.mkdtemp())
+        )
+        server.start()
+        try:
+            script = claim_script(server.token_secret, logins(args))
+            return wrk(server.url, args.seconds, args.connections, script)
+        finally:
+            server.stop()
+    finally:
+        asyncio.run(db.drop_database(server_dsn, database))
+
+
+def logins(args: argparse.Namespace) -> int:
+    if args.logins == "per-connection":
+        return int(args.connections)
+    return LOGINS_PER_S * int(args.seconds)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--seats", type=int, default=200_000)
+    ap.add_argument("--json", default="")
+    ap.add_argument("--pg", action="store_true", help="also the PostgreSQL-locking baseline")
+    ap.add_argument(
+        "--logins",
+        choices=("per-claim", "per-connection"),
+        default="per-claim",
+        help="per-claim: every claim is a new login's (one hold per buyer, every claim writes "
+        "one hold); per-connection: one login per wrk connection, so each claim also releases "
+        "that login's previous hold",
+    )
+    add_redis_aof(ap)
+    ap.add_argument("--profile", default="", help="py-spy raw stacks file (needs --workers 1)")
+    ap.add_argument("--profile-top", type=int, default=30)
+    args = ap.parse_args()
+    if args.profile and (args.workers != 1 or not Path(PY_SPY).exists()):
+        print("--profile needs --workers 1 and py-spy on PATH", file=sys.stderr)
+        return 2
+    if shutil.which("wrk") is None:
+        print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
+        return 2
+    with engine_redis(args) as redis_url:
+        rows = measure(args, redis_url)
+    print_report(args, rows)
+    if args.json:
+        out = {"workers": args.workers, "rows": rows, "durability": durability(args)}
+        Path(args.json).write_bytes(orjson.dumps(out | {"logins": args.logins}))
+    return 0
+
+
+Rows = dict[str, dict[str, float]]  # endpoint -> wrk's numbers (rps, p50, p99, non2xx)
+
+
+def measure(args: argparse.Namespace, redis_url: str) -> Rows:
+    """Every endpoint, one after the other on a fresh stack: /healthz, the claim, the claim with
+    auto-pipelining off, the bare app's two endpoints and, with --pg, the PostgreSQL baseline.
+    The stack's keys are deleted afterwards."""
+    prefix = f"onsale:bench:{uuid.uuid4().hex[:8]}"
+    stack = LocalStack(
+        redis_url=redis_url,
+        key_prefix=prefix,
+        log_dir=Path(tempfile.mkdtemp()),
+        api_workers=args.workers,
+        # Capacity of the claim path: each connection is one login claiming without pause, which
+        # the per-login limits would answer 429 after its burst (they still run, at no limit).
+        extra_env={"ONSALE_CLAIMS_PER_S": "0", "ONSALE_LOGIN_CAP": "0"},
+    )
+    stack.start()
+    try:
+        stack.create_event("bench", args.seats, hold_ttl_ms=600_000)
+        script = claim_script(stack.token_secret, logins(args))
+        rows = {"healthz": wrk(f"{stack.api_url}/healthz", args.seconds, args.connections)}
+        if args.profile:
+            rows["claim"] = profiled(stack, args, script)
+        else:
+            rows["claim"] = wrk(stack.api_url, args.seconds, args.connections, script)
+        # The same API with auto-pipelining off: each script call is its own round trip.
+        stack.kill_api()
+        stack.extra_env["ONSALE_REDIS_AUTOPIPELINE"] = "0"
+        stack.start_api()
+        rows["claim_no_autopipeline"] = wrk(stack.api_url, args.seconds, args.connections, script)
+        bare = run_bare(redis_url, prefix, args)
+        rows |= {"bare_trivial": bare["trivial"], "bare_claim": bare["claim"]}
+        if args.pg:
+            rows["pg_claim"] = run_pg(args)
+    finally:
+        stack.stop()
+        import redis
+
+        r = redis.Redis.from_url(redis_url)
+        for key in r.scan_iter(match=f"{prefix}:*"):
+            r.delete(key)
+    return rows
+
+
+ROW_NAMES = {
+    "healthz": "GET /healthz (API)",
+    "claim": "POST claim (API)",
+    "claim_no_autopipeline": "POST claim (API, auto-pipelining off)",
+    "bare_trivial": "GET /trivial (bare app)",
+    "bare_claim": "POST bare JSON+EVALSHA claim",
+    "pg_claim": "POST claim (PostgreSQL baseline)",
+}
+
+
+def durability_pg() -> str:
+    return "PostgreSQL synchronous_commit=on"
+
+
+def print_report(args: argparse.Namespace, rows: Rows) -> None:
+    t = Table(
+        title=f"claim vs trivial endpoint, {args.workers} uvicorn worker(s), "
+        f"{args.connections} connections, {args.seconds}s each (wrk); logins {args.logins}; "
+        f"engine: {durability(args)}, baseline: {durability_pg()}"
+    )
+    for col in ("endpoint", "req/s", "p50 ms", "p99 ms", "non-2xx"):
+        t.add_column(col, justify="right")
+    for key, m in rows.items():
+        t.add_row(
+            ROW_NAMES[key],
+            f"{m['rps']:,.0f}",
+            f"{m['p50']:.2f}",
+            f"{m['p99']:.2f}",
+            f"{m['non2xx']:.0f}",
+        )
+    Console().print(t)
+    claim, pg = rows["claim"]["rps"], rows.get("pg_claim")
+    Console().print(
+        f"claim / trivial = {claim / rows['healthz']['rps']:.2f}; "
+        f"claim / bare JSON+EVALSHA = {claim / rows['bare_claim']['rps']:.2f}; "
+        f"auto-pipelining on / off = {claim / rows['claim_no_autopipeline']['rps']:.2f}; "
+        f"bare claim / bare trivial = "
+        f"{rows['bare_claim']['rps'] / rows['bare_trivial']['rps']:.2f}"
+        + (f"; claim / PostgreSQL baseline = {claim / pg['rps']:.2f}" if pg else "")
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,167 @@
+"""`make bench-guard`: a fixed workload on the claim path, held against figures checked into the
+repository, so the path's cost never drifts unseen again. Run it before and after every change
+that touches the claim path, and quote its figures.
+
+    python -m loadtest.bench.guard [--claims 20000] [--record]
+
+A private Redis at `appendfsync always`; the API app in this process, driven straight through
+ASGI (no socket, no HTTP client: the HTTP server's parsing is not in the figure); one event
+of `claims` + 500 seats; every claim a new login's (tokens minted before the clock starts),
+one after the other. Two figures: this process's CPU time per claim (the API code and the
+redis client, the access log written to stderr included) and Redis's own time per claim call (INFO
+commandstats, `fcall`). It fails (exit 1) when either is more than 15% above the figures in
+loadtest/bench/bench_guard.json; `--record` writes today's figures there instead. A benchmark, not a
+test: CI does not run it; the figures are of the machine they were recorded on."""
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+from itsdangerous import URLSafeTimedSerializer
+from rich.console import Console
+from rich.progress import track
+from rich.table import Table
+
+from api.app import create_app
+from api.settings import ApiSettings
+from engine.config.settings import Settings
+from engine.model.holds import SeatSpec
+from engine.store import Store
+from loadtest.bench.persistence_cost import private_server
+from loadtest.devstack.scratch import api_env
+
+FIGURES = Path(__file__).with_name("bench_guard.json")
+TOLERANCE = 1.15
+WARMUP = 300
+DURABLE = ["--appendonly", "yes", "--appendfsync", "always"]
+
+
+async def create_event(env: dict[str, str], seats: int) -> None:
+    client = Settings.from_env(env).redis_client()
+    store = Store(client)
+    await store.create_event(
+        "guard",
+        [SeatSpec(f"s{i}", i, "A") for i in range(seats)],
+        hold_ttl_ms=600_000,
+        quarantine_ms=600_000,
+    )
+    await store.open_sale("guard")
+    await client.aclose()
+
+
+class Lifespan:
+    """The ASGI lifespan of `app`, run by hand (startup before the workload, shutdown after)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.events: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+        self.replies: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def __aenter__(self) -> None:
+        scope = {"type": "lifespan", "asgi": {"version": "3.0"}}
+        self.task = asyncio.create_task(self.app(scope, self.events.get, self.replies.put))
+        await self.events.put({"type": "lifespan.startup"})
+        reply = await self.replies.get()
+        assert reply["type"] == "lifespan.startup.complete", reply
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.events.put({"type": "lifespan.shutdown"})
+        await self.replies.get()
+        await self.task
+
+
+async def post(app: Any, path: str, authorization: bytes, method: str = "POST") -> int:
+    """One request with an empty body (a POST by default), straight into the ASGI app: no
+    socket, no HTTP client."""
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "root_path": "", "client": ("127.0.0.1", 40000), "server": ("guard", 80),
+        "headers": [(b"host", b"guard"), (b"authorization", authorization),
+                    (b"content-length", b"0")],
+    }  # fmt: skip
+    status = 0
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+
+    await app(scope, receive, send)
+    return status
+
+
+async def workload(env: dict[str, str], claims: int, port: int) -> dict[str, float]:
+    await create_event(env, claims + WARMUP + 200)
+    signer = URLSafeTimedSerializer(env["ONSALE_TOKEN_SECRET"], salt="onsale-login")
+    tokens = [f"Bearer {signer.dumps({'l': f'g{i}'})}".encode() for i in range(claims + WARMUP)]
+    server = redis.Redis(port=port)
+    app = create_app(ApiSettings.from_env(env))
+    path = "/v1/events/guard/holds"
+    async with Lifespan(app):
+        for token in tokens[:WARMUP]:  # scripts loaded, pools filled, caches warm
+            assert await post(app, path, token) == 201
+        server.config_resetstat()
+        began = time.process_time()
+        for token in track(tokens[WARMUP:], description=f"{claims:,} claims"):
+            assert await post(app, path, token) == 201
+        cpu_s = time.process_time() - began
+    fcall = server.info("commandstats").get("cmdstat_fcall", {})
+    server.close()
+    return {
+        "api_cpu_us_per_claim": round(cpu_s * 1e6 / claims, 1),
+        "redis_us_per_claim_call": round(float(fcall.get("usec_per_call", 0.0)), 2),
+    }
+
+
+def measure(claims: int) -> dict[str, float]:
+    """The access log (a line per claim, part of its cost) goes to fd 2, buffered and flushed
+    until the process exits: fd 2 is /dev/null from here on, so the table stays readable; a
+    failure is printed on stdout."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    try:
+        with private_server(DURABLE) as port:
+            return asyncio.run(workload(api_env(f"redis://127.0.0.1:{port}/0"), claims, port))
+    except Exception:
+        Console().print_exception()
+        raise
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--claims", type=int, default=20_000)
+    ap.add_argument("--record", action="store_true", help="write today's figures as the guard")
+    ap.add_argument("--figures", type=Path, default=FIGURES, help="the guard's figures (JSON)")
+    args = ap.parse_args()
+    now = measure(args.claims)
+    console = Console()
+    if args.record:
+        args.figures.write_text(json.dumps({**now, "claims": args.claims}, indent=2) + "\n")
+        console.print(f"recorded in {args.figures.name}: {now}")
+        return 0
+    guard = json.loads(args.figures.read_text())
+    table = Table(title=f"bench guard: {args.claims:,} claims, Redis at appendfsync always")
+    for col in ("figure", "guard", "now", "ratio", ""):
+        table.add_column(col, justify="left" if col == "figure" else "right")
+    failed = False
+    for name, value in now.items():
+        ratio = value / guard[name] if guard[name] else 1.0
+        over = ratio > TOLERANCE
+        failed |= over
+        verdict = "[red]over 15%[/]" if over else "ok"
+        table.add_row(name, str(guard[name]), str(value), f"{ratio:.2f}", verdict)
+    console.print(table)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
