@@ -43,9 +43,10 @@ test: venv up
 	exit $$status
 
 ## Fast loop: every test that needs no server (unit tests and every script test on fakeredis).
-FAST := -m "not redis and not postgres and not slow"
+FAST := -m "not redis and not postgres and not slow" -n 2
+# Two workers, and the test modules' compiled (assertion-rewritten) form kept between runs.
 test-fast: venv
-	$(BIN)/pytest $(FAST) -q
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest $(FAST) -q
 
 test-unit: test-fast
 

@@ -237,7 +237,7 @@ StockMachine.TestCase.settings = settings(
     max_examples=60, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )  # fmt: skip
-TestStockOnFakeredis = StockMachine.TestCase
+TestStockOnFakeredis = pytest.mark.slow(StockMachine.TestCase)  # ~6 s: not in make test-fast
 
 
 class StockFakeAndReal(StockMachine):
