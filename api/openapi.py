@@ -16,7 +16,7 @@ import orjson
 
 from api.openapi_admin import ADMIN_SCHEMAS
 from api.openapi_events import DESCRIBE, EVENT_PATHS, EVENT_SCHEMAS
-from api.openapi_listings import ADMIN_PATHS, LISTING_PATHS
+from api.openapi_listings import ADMIN_PATHS, LISTING_PATHS, LISTING_SCHEMAS
 from api.openapi_parts import (
     BODY,
     BUYER,
@@ -264,7 +264,7 @@ BUYER_PATHS: dict[str, Any] = {
 
 SCHEMAS: dict[str, Any] = {"Error": ERROR_SCHEMA}
 PARTS = (STATE_SCHEMAS, REQUEST_SCHEMAS, BUYER_SCHEMAS, ADMIN_SCHEMAS, WEBHOOK_SCHEMAS,
-         WAITING_SCHEMAS, UI_SCHEMAS, REFUND_SCHEMAS, EVENT_SCHEMAS)  # fmt: skip
+         WAITING_SCHEMAS, UI_SCHEMAS, REFUND_SCHEMAS, EVENT_SCHEMAS, LISTING_SCHEMAS)  # fmt: skip
 for part in PARTS:
     assert not SCHEMAS.keys() & part.keys(), SCHEMAS.keys() & part.keys()
     SCHEMAS |= part

@@ -21,8 +21,6 @@ from api.openapi_parts import (
     HOLD_STATE,
     ID,
     INT,
-    REFUNDED,
-    SEAT_PRICES,
     STOCK_ID,
     STR,
     array,
@@ -306,40 +304,6 @@ CHARGE_PAGE = record(
     {"event_id": ID, "charges": CHARGES, "next_cursor": CURSOR_NEXT},
     {"event_id": EVENT_ID, "charges": [ADMIN_CHARGE_EXAMPLE], "next_cursor": None},
 )
-ORDER_ROW = record(
-    {
-        "hold_id": ID,
-        "login": STR,
-        "decided_ms": AT_MS,
-        "order_number": {**STR, "description": "the order's number (ADR 0042)"},
-        "seat_ids": array(ID),
-        "seat_prices": SEAT_PRICES,
-        "lines": array(ref("HeldLine")),
-        "amount": nullable(AMOUNT),
-        "refunded": REFUNDED,
-        "currency": CURRENCY,
-        "charge_id": CHARGE_ID,
-    },
-    {
-        "hold_id": HOLD_ID,
-        "login": "alice",
-        "decided_ms": DECIDED,
-        "order_number": "7K2F-9QX3-MT",
-        "seat_ids": ["A-1", "A-2"],
-        "seat_prices": {"A-1": 4500, "A-2": 4500},
-        "amount": 9000,
-        "refunded": 0,
-        "currency": "EUR",
-        "charge_id": CHARGE_ID_EXAMPLE,
-    },
-    optional=("seat_ids", "seat_prices", "lines"),
-    description="A CONFIRMED hold: seat_ids and seat_prices (or a cart's lines), amount, "
-    "currency, and the charge that paid.",
-)
-ORDER_PAGE = record(
-    {"event_id": ID, "orders": array(ref("OrderRow")), "next_cursor": CURSOR_NEXT},
-    {"event_id": EVENT_ID, "orders": [ORDER_ROW["example"]], "next_cursor": None},
-)
 EXCEPTION_CHARGE = record(
     {**ADMIN_CHARGE_PROPERTIES, "hold": nullable(ref("AdminHold"))},
     {**ADMIN_CHARGE_EXAMPLE, "state": "DISPUTED", "hold": ADMIN_HOLD["example"]},
@@ -391,8 +355,6 @@ ADMIN_SCHEMAS: dict[str, dict[str, Any]] = {
     "AdminHold": ADMIN_HOLD,
     "HoldPage": HOLD_PAGE,
     "ChargePage": CHARGE_PAGE,
-    "OrderRow": ORDER_ROW,
-    "OrderPage": ORDER_PAGE,
     "ExceptionCharge": EXCEPTION_CHARGE,
     "ExceptionPage": EXCEPTION_PAGE,
     "SaleStatus": SALE_STATUS,

@@ -1,25 +1,85 @@
 """The admin operations in the OpenAPI document: creating and opening an event, corrections,
 revocations, the exceptions view (api/routes/admin.py, stock.py, logins.py), and the listings,
 the orders export and the end of a sale (api/routes/listings.py, ADR 0025); api/openapi.py adds
-them to its paths. Their answers are component schemas of api/openapi_admin.py."""
+them to its paths. Their answers are component schemas of api/openapi_admin.py, but the orders'
+(a row and a page), which are here."""
 
 from typing import Any
 
 from api.openapi_parts import (
     ADMIN,
+    AMOUNT,
+    AT_MS,
     BODY,
+    CHARGE_ID,
+    CHARGE_ID_EXAMPLE,
+    CURRENCY,
+    CURSOR_NEXT,
+    EVENT_ID,
+    HOLD_ID,
+    ID,
     PATHED,
+    REFUNDED,
+    SEAT_PRICES,
     STORE,
+    STR,
     answer,
+    array,
     json_body,
+    nullable,
     operation,
     path,
     query,
+    record,
+    ref,
 )
 from api.settings import ApiSettings
 from engine.model.states import ChargeState, HoldState
 from engine.views.listings import EXCEPTION_STATES
 
+DECIDED = 1767261620000
+ORDER_ROW = record(
+    {
+        "hold_id": ID,
+        "login": STR,
+        "decided_ms": AT_MS,
+        "order_number": {**STR, "description": "the order's number (ADR 0042)"},
+        "seat_ids": array(ID),
+        "seat_prices": SEAT_PRICES,
+        "seats_named": {
+            **STR,
+            "description": "the seats as printed at the venue, grouped by section and row "
+            "(a seat the map does not place: its id)",
+        },
+        "lines": array(ref("HeldLine")),
+        "amount": nullable(AMOUNT),
+        "refunded": REFUNDED,
+        "currency": CURRENCY,
+        "charge_id": CHARGE_ID,
+    },
+    {
+        "hold_id": HOLD_ID,
+        "login": "alice",
+        "decided_ms": DECIDED,
+        "order_number": "7K2F-9QX3-MT",
+        "seat_ids": ["A-1", "A-2"],
+        "seat_prices": {"A-1": 4500, "A-2": 4500},
+        "seats_named": "Section A, row 1, seats 1, 2",
+        "amount": 9000,
+        "refunded": 0,
+        "currency": "EUR",
+        "charge_id": CHARGE_ID_EXAMPLE,
+    },
+    optional=("seat_ids", "seat_prices", "seats_named", "lines"),
+    description="A CONFIRMED hold: seat_ids and seat_prices (or a cart's lines), amount, "
+    "currency, and the charge that paid.",
+)
+ORDER_PAGE = record(
+    {"event_id": ID, "orders": array(ref("OrderRow")), "next_cursor": CURSOR_NEXT},
+    {"event_id": EVENT_ID, "orders": [ORDER_ROW["example"]], "next_cursor": None},
+)
+# The listings' own answers, added to the document's components by api/openapi.py.
+LISTING_SCHEMAS: dict[str, dict[str, Any]] = {"OrderRow": ORDER_ROW, "OrderPage": ORDER_PAGE}
 LISTED = (*ADMIN, *STORE, *PATHED, "invalid_cursor", "event_not_found")
 OPEN_CODES = (*ADMIN, *STORE, *PATHED, *BODY, "event_not_found", "already_open", "sale_started",
               "sale_closed")  # fmt: skip
@@ -36,9 +96,11 @@ PAGE = (
     "the whole hash: every entry present from the first page to the last is listed once."
 )
 CSV_EXAMPLE = (
-    "hold_id,login,seat_ids,lines,amount,currency,charge_id,decided_ms,seat_prices,order_number\n"
+    "hold_id,login,seat_ids,lines,amount,currency,charge_id,decided_ms,seat_prices,order_number,"
+    "seats_named\n"
     "9f2c4e1ab7d35f60c8e21d4b6a9f0e73:1748,alice,A-1 A-2,,9000,EUR,"
-    "spring-gala~3f9a1c2e7b4d6f8a0c1e2b3d,1767261620000,A-1=4500 A-2=4500,7K2F-9QX3-MT\n"
+    "spring-gala~3f9a1c2e7b4d6f8a0c1e2b3d,1767261620000,A-1=4500 A-2=4500,7K2F-9QX3-MT,"
+    '"Section A, row 1, seats 1, 2"\n'
 )
 
 
@@ -138,7 +200,8 @@ LISTING_PATHS: dict[str, Any] = {
             CSV_OK,
             (*ADMIN, *STORE, *PATHED, "event_not_found"),
             description="Every order as CSV (hold_id, login, seat_ids, lines, amount, "
-            "currency, charge_id, decided_ms, seat_prices as seat=price pairs, order_number), "
+            "currency, charge_id, decided_ms, seat_prices as seat=price pairs, order_number, "
+            "seats_named: the seats as printed at the venue), "
             "streamed a page at a time.",
             parameters=[path("event_id")],
         )

@@ -2,9 +2,11 @@
 of its holds, charges and orders (opaque cursor, HSCAN underneath: engine/views/listings.py), the
 orders as CSV streamed page by page, and closing or cancelling the sale. Admin token required."""
 
+import contextlib
 import csv
 import io
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -17,16 +19,24 @@ from api.routes.admin import charge_view
 from api.routes.hold_views import order_view
 from api.routes.stock import lines_view
 from api.validate import LIMITS, obj, only, query_integer, whole
+from engine.model import errors
 from engine.model.holds import Charge, Hold
 from engine.model.states import ChargeState, HoldState
 from engine.store.lifecycle import CANCEL_BATCH
 from engine.store.prices import seat_prices
 from engine.views.listings import EXCEPTION_STATES, Listings, Page
+from engine.views.seatmap import (
+    Printed,
+    SeatMapTooLarge,
+    printed_places,
+    read_layout,
+    seats_in_words,
+)
 
 CURSOR_CHARS_MAX = 4096
 LIMIT_DEFAULT = 100
 CSV_COLUMNS = ("hold_id", "login", "seat_ids", "lines", "amount", "currency", "charge_id",
-               "decided_ms", "seat_prices", "order_number")  # fmt: skip
+               "decided_ms", "seat_prices", "order_number", "seats_named")  # fmt: skip
 CANCEL_FIELDS = frozenset(("batch",))
 
 
@@ -127,24 +137,43 @@ async def list_exceptions(request: Request) -> Response:
     return listing(event_id, page, "exceptions", rows)
 
 
+@dataclass(frozen=True)
+class Sold:
+    """What a page of orders names each seat with: its price, and where it is (a stock event,
+    or a map too large to draw: no places, and seats are named by id)."""
+
+    prices: dict[str, int]
+    places: dict[str, Printed]
+
+
 def order_row(
-    event_id: str, h: Hold, winners: dict[str, Charge], currency: str, prices: dict[str, int]
+    event_id: str, h: Hold, winners: dict[str, Charge], currency: str, sold: Sold
 ) -> dict[str, object]:
     won = [winners[h.winner]] if h.winner in winners else []
-    own = [prices[s] for s in h.seat_ids] if not h.is_stock else []
+    own = [sold.prices[s] for s in h.seat_ids] if not h.is_stock else []
+    named = {} if h.is_stock else {"seats_named": seats_in_words(h.seat_ids, sold.places)}
     return {"hold_id": h.hold_id, "login": h.login, "decided_ms": h.decided_ms,
-            **order_view(event_id, h, won, currency, own)}  # fmt: skip
+            **order_view(event_id, h, won, currency, own), **named}  # fmt: skip
+
+
+async def sold_of(request: Request, event_id: str, holds: list[Hold]) -> Sold:
+    """The seats' prices (ADR 0038: one read for the page) and places (the event's layout)."""
+    c = ctx(request)
+    seats = [s for h in holds if not h.is_stock for s in h.seat_ids]
+    prices = dict(zip(seats, await seat_prices(c.store.runner, event_id, seats), strict=True))
+    places: dict[str, Printed] = {}
+    if seats:
+        with contextlib.suppress(errors.WrongKind, SeatMapTooLarge):
+            places = printed_places(await read_layout(c.store.read, event_id))
+    return Sold(prices, places)
 
 
 async def order_rows(
     request: Request, event_id: str, holds: list[Hold], winners: dict[str, Charge], currency: str
 ) -> list[dict[str, object]]:
-    """The orders of one page, each seat with its price (ADR 0038: one read for the page)."""
-    seats = [s for h in holds if not h.is_stock for s in h.seat_ids]
-    prices = dict(
-        zip(seats, await seat_prices(ctx(request).store.runner, event_id, seats), strict=True)
-    )
-    return [order_row(event_id, h, winners, currency, prices) for h in holds]
+    """The orders of one page, each seat with its price and its place in words."""
+    sold = await sold_of(request, event_id, holds)
+    return [order_row(event_id, h, winners, currency, sold) for h in holds]
 
 
 async def _currency(request: Request, event_id: str) -> str:
@@ -180,7 +209,8 @@ def csv_lines(rows: list[dict[str, object]], header: bool) -> str:
         writer.writerow(
             (row["hold_id"], row["login"], " ".join(map(str, seats)), goods, row["amount"],
              row["currency"], row["charge_id"], row["decided_ms"],
-             " ".join(f"{s}={p}" for s, p in prices.items()), row["order_number"])
+             " ".join(f"{s}={p}" for s, p in prices.items()), row["order_number"],
+             row.get("seats_named", ""))
         )  # fmt: skip
     return out.getvalue()
 

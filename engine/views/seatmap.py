@@ -92,6 +92,36 @@ def layout_json(places: Iterable[SeatPlace], prices: dict[str, int] | None = Non
     return orjson.dumps({**body, "price_levels": prices or {}})
 
 
+# Where a seat is, as printed at the venue: its section, row and number ("" where none given).
+Printed = tuple[str, str, str]
+
+
+def printed_places(layout: Layout) -> dict[str, Printed]:
+    """Each seat's section, row and number, from the layout a page draws."""
+    rows = orjson.loads(layout.body)["seats"]
+    return {str(r[0]): (str(r[1] or ""), str(r[2] or ""), str(r[6] or "")) for r in rows}
+
+
+def seats_in_words(seat_ids: Iterable[str], places: dict[str, Printed]) -> str:
+    """Seats in words, grouped by section and row in the order given, as the pages say them
+    (api/static/seatmap.js `namesOf`): "Section A, row 3, seats 5, 6; Section B, seat 12"; a
+    seat the map does not place is named by its id."""
+    groups: list[tuple[str, str, list[str]]] = []
+    for seat in seat_ids:
+        section, row, number = places.get(seat, ("", "", ""))
+        if groups and groups[-1][:2] == (section, row):
+            groups[-1][2].append(number or seat)
+        else:
+            groups.append((section, row, [number or seat]))
+    texts = []
+    for section, row, seats in groups:
+        parts = [f"Section {section}" if section else "", f"row {row}" if row else "",
+                 f"{'seats' if len(seats) > 1 else 'seat'} {', '.join(seats)}"]  # fmt: skip
+        text = ", ".join(p for p in parts if p)
+        texts.append(text[:1].upper() + text[1:])
+    return "; ".join(texts)
+
+
 def _layout(event_id: str, body: bytes, created_ms: str) -> Layout:
     seat_ids = tuple(str(row[0]) for row in orjson.loads(body)["seats"])
     etag = hashlib.sha256(body).hexdigest()[:24]

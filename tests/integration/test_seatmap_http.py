@@ -5,6 +5,8 @@ following every kind of seat move, and what a thousand watching pages cost Redis
 with MONITOR: what one does."""
 
 import asyncio
+import csv
+import io
 import threading
 import time
 import uuid
@@ -373,3 +375,19 @@ def test_states_and_changes_are_computed_from_the_owners() -> None:
     owners = {"s1": "H:h1", "s2": "B:h2", "s3": "S:h3"}
     assert encode_states(("s0", "s1", "s2", "s3"), owners) == "FHBS"
     assert changes_between("FHBS", "FFBH") == [(1, "F"), (3, "H")]
+
+
+def test_an_operators_orders_name_their_seats_as_printed(stack: Stack) -> None:
+    """The admin orders and the CSV say where each order sits, as the pages do."""
+    event_id = new_map(stack, places(8))
+    buyer = stack.buyer(event_id, "named-a")
+    h = claim(stack, buyer, party=2)  # the best block: s0, s1 (section A, row 1, seats 1, 2)
+    pay(stack, buyer, h["hold_id"])
+    eventually(lambda: hold_state(stack, buyer, h["hold_id"])["state"] == "CONFIRMED")
+    with stack.client() as c:
+        orders = c.get(f"/v1/admin/events/{event_id}/orders", headers=stack.admin_headers())
+        csv_text = c.get(f"/v1/admin/events/{event_id}/orders.csv", headers=stack.admin_headers())
+    (order,) = orders.json()["orders"]
+    assert order["seats_named"] == "Section A, row 1, seats 1, 2"
+    (row,) = list(csv.DictReader(io.StringIO(csv_text.text)))
+    assert row["seats_named"] == "Section A, row 1, seats 1, 2"
