@@ -41,5 +41,6 @@ entry_put(e)
 redis.call('ZREM', K_LAPSES, login)
 redis.call('ZADD', K_LAPSES, -(ctx.now + grace_ms), SPENT .. login)
 redis.call('HINCRBY', K_QUEUE, 'used', 1)
-queue_record(ctx, login, 'ADMISSION_SPENT', login, hold_id, hold_id, nil)
+-- The place in the decision id: the same claim key spent again after a rejoin is a new spend.
+queue_record(ctx, login, 'ADMISSION_SPENT', login, hold_id, hold_id .. '@' .. e.score, nil)
 return { 'OK' }

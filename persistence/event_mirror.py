@@ -26,6 +26,9 @@ async def mirror_event(
         return False
     async with pool.acquire() as conn:
         if await conn.fetchval(Q["event_mirrored"], event_id):
+            # A row from before the ledger named owners: this deployment's Redis holds the
+            # event, so it is this deployment's (ADR 0037).
+            await conn.execute(Q["claim_event_owner"], event_id, prefix)
             return True
         seats: Any = await redis.zrange(
             keys.event_key(event_id, "seats", prefix), 0, -1, withscores=True

@@ -161,6 +161,11 @@ select decision_id from decisions where event_id = $1 and decision_id = any($2::
 -- Charges whose one terminal record the ledger holds (later records are not terminal).
 select entity_id from decisions where event_id = $1 and kind = 'charge' and terminal
 
+-- name: claim_event_owner
+-- An event mirrored before the ledger named owners ('') is claimed by the deployment whose
+-- writer finds it in its Redis (ADR 0037); a named owner never changes.
+update event_configs set redis_prefix = $2 where event_id = $1 and redis_prefix = ''
+
 -- name: ledger_events
 -- The events of this deployment (its Redis key prefix), and those mirrored before the ledger
 -- named an owner (ADR 0037).

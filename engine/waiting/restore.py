@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from engine.model.records import Marker, OutboxRecord, RecordKind
 from engine.model.replies import QueueRestoreCode
 from engine.store.runner import Runner
-from engine.waiting.room import AFTER_T0
+from engine.waiting.room import AFTER_T0, SEQ_SPAN
 
 PLACES_PER_CALL = 500  # entries one restore call writes (a bounded script step)
 
@@ -76,7 +76,13 @@ class Line:
     """What the moves make of a room's line (lua/_queue.lua's entries and counters)."""
 
     entries: dict[str, Entry] = field(default_factory=dict)
-    by_place: list[tuple[int, str]] = field(default_factory=list)  # every place taken, sorted
+    # Every place taken, sorted before an admission reads it (joins before T0 come in draw
+    # order, not place order: one sort, not an insertion each).
+    by_place: list[tuple[int, str]] = field(default_factory=list)
+    unsorted: bool = False
+    # The arrival number of the latest place: the next join's comes after it, so no new place
+    # falls at or before a restored cursor (a count of the recorded joins could, when joins
+    # are missing from the ledger).
     seq: int = 0
     pre: int = 0
     first_ms: int = 0
@@ -84,6 +90,7 @@ class Line:
     admitted: int = 0
     used: int = 0
     lapsed: int = 0
+    skipped: int = 0  # moves of a login whose join the ledger does not have (said by the rebuild)
 
     def take(self, m: Move) -> None:
         assert m.place is not None, m
@@ -91,14 +98,19 @@ class Line:
         if old is not None and old.admitted_ms and not old.hold_id:
             self.lapsed += 1  # joined again: its admission lapsed unspent
         self.entries[m.login] = Entry(m.place, 0, "", m.at_ms)
-        bisect.insort(self.by_place, (m.place, m.login))
-        self.seq += 1
+        self.unsorted |= bool(self.by_place) and m.place < self.by_place[-1][0]
+        self.by_place.append((m.place, m.login))
+        arrival = m.place - AFTER_T0 if m.place >= AFTER_T0 else m.place % SEQ_SPAN
+        self.seq = max(self.seq, arrival)
         if m.place < AFTER_T0:
             self.pre += 1
             self.first_ms = self.first_ms or m.at_ms
 
     def admit(self, m: Move) -> None:
         assert m.place is not None and m.place_from is not None, m
+        if self.unsorted:
+            self.by_place.sort()
+            self.unsorted = False
         start = bisect.bisect_right(self.by_place, (m.place_from, "\U0010ffff"))
         for place, login in self.by_place[start:]:
             if place > m.place:
@@ -109,13 +121,17 @@ class Line:
         self.cursor, self.admitted = m.place, self.admitted + m.admissions
 
     def spend(self, m: Move) -> None:
-        self.entries[m.login].hold_id = m.hold_id
+        entry = self.entries.get(m.login)
+        if entry is None:  # joined before the ledger recorded rooms, or its join was refused
+            self.skipped += 1
+            return
+        entry.hold_id = m.hold_id
         self.used += 1
 
     @property
     def drawn(self) -> bool:
         """T0 passed for the room: a place was taken or an admission made after it."""
-        return self.cursor >= 0 or any(p >= AFTER_T0 for p, _ in self.by_place[-1:])
+        return self.cursor >= 0 or any(p >= AFTER_T0 for p, _ in self.by_place)
 
 
 def replay(moves: Iterable[Move]) -> Line:

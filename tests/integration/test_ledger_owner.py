@@ -55,3 +55,21 @@ async def test_another_deployments_ledger_process_leaves_an_event_alone(
     # The owner still sees its own event, and would rebuild it (lost here).
     await owner.restore.drop_event(sale.event_id)
     assert sale.event_id in (await owners_writer.fencer.check()).lost
+
+
+async def test_an_event_mirrored_before_owners_were_named_is_claimed_by_its_deployment(
+    real_store: Store, pool: asyncpg.Pool
+) -> None:
+    """A row from before the ledger named owners ('') is claimed by the first writer of the
+    deployment whose Redis holds the event; from then on another deployment leaves it alone."""
+    owner = real_store
+    other = Store(owner.client, scripts=Scripts(owner.client, test_clock=True), prefix=new_prefix())
+    sale, _writer = await mirrored(owner, pool)
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "update event_configs set redis_prefix = '' where event_id = $1", sale.event_id
+        )
+    restarted = LedgerWriter(owner.client, pool, prefix=owner.prefix, consumer="t2")
+    await restarted.prepare(sale.event_id)
+    others_writer = LedgerWriter(other.client, pool, prefix=other.prefix, consumer="t")
+    assert sale.event_id not in (await others_writer.fencer.check()).to_rebuild()

@@ -145,3 +145,26 @@ async def test_the_restore_script_refuses_an_event_on_sale_and_places_before_a_r
     assert await restore_room(store.runner, on, event_id, setup, Line()) == "NOT_DRAFT"
     missing = keys.queue_keys("no-such-event", store.prefix)
     assert await restore_room(store.runner, missing, "no-such-event", setup, Line()) == "NOT_FOUND"
+
+
+async def test_a_second_spend_under_the_same_key_after_a_rejoin_is_a_record_of_its_own(
+    store: Store,
+) -> None:
+    """A login spends, joins again, is admitted again and spends under the same Idempotency-Key
+    (the same hold id): two spends, two decision ids, so the ledger keeps both."""
+    event_id = f"wr-{uuid.uuid4().hex[:8]}"
+    await store.create_event(event_id, seats(4), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    sale = Sale(store, event_id)
+    await sale.at(T0 - 1_000)
+    room = WaitingRoom(store)
+    await room.configure(event_id, SETTINGS)
+    await store.open_sale(event_id, T0)
+    for now in (T0, T0 + 1_000):
+        await sale.at(now)
+        place = await room.join(event_id, "ann")
+        assert place.state == QueueState.ADMITTED
+        await room.spend(event_id, "ann", "h1", place.admitted_ms)
+    spends = [
+        r for r in await queue_records(store, event_id) if r.to_state == Marker.ADMISSION_SPENT
+    ]
+    assert len(spends) == 2 and len({r.decision_id for r in spends}) == 2
