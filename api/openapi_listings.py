@@ -8,67 +8,51 @@ from typing import Any
 
 from api.openapi_parts import (
     ADMIN,
-    AMOUNT,
     AT_MS,
     BODY,
-    CHARGE_ID,
-    CHARGE_ID_EXAMPLE,
-    CURRENCY,
     CURSOR_NEXT,
     EVENT_ID,
     HOLD_ID,
     ID,
     PATHED,
-    REFUNDED,
-    SEAT_PRICES,
     STORE,
     STR,
     answer,
     array,
     json_body,
-    nullable,
     operation,
     path,
     query,
     record,
     ref,
 )
+from api.openapi_schemas import ORDER
 from api.settings import ApiSettings
 from engine.model.states import ChargeState, HoldState
 from engine.views.listings import EXCEPTION_STATES
 
 DECIDED = 1767261620000
+# An operator's order row: who and when, then the buyer's order (api/openapi_schemas.py ORDER)
+# without its QR code (the buyer's alone, ADR 0042), and the seats as printed at the venue.
+BUYERS_ONLY = ("qr",)
 ORDER_ROW = record(
     {
         "hold_id": ID,
         "login": STR,
         "decided_ms": AT_MS,
-        "order_number": {**STR, "description": "the order's number (ADR 0042)"},
-        "seat_ids": array(ID),
-        "seat_prices": SEAT_PRICES,
+        **{k: v for k, v in ORDER["properties"].items() if k not in BUYERS_ONLY},
         "seats_named": {
             **STR,
             "description": "the seats as printed at the venue, grouped by section and row "
             "(a seat the map does not place: its id)",
         },
-        "lines": array(ref("HeldLine")),
-        "amount": nullable(AMOUNT),
-        "refunded": REFUNDED,
-        "currency": CURRENCY,
-        "charge_id": CHARGE_ID,
     },
     {
         "hold_id": HOLD_ID,
         "login": "alice",
         "decided_ms": DECIDED,
-        "order_number": "7K2F-9QX3-MT",
-        "seat_ids": ["A-1", "A-2"],
-        "seat_prices": {"A-1": 4500, "A-2": 4500},
+        **{k: v for k, v in ORDER["example"].items() if k not in BUYERS_ONLY},
         "seats_named": "Section A, row 1, seats 1, 2",
-        "amount": 9000,
-        "refunded": 0,
-        "currency": "EUR",
-        "charge_id": CHARGE_ID_EXAMPLE,
     },
     optional=("seat_ids", "seat_prices", "seats_named", "lines"),
     description="A CONFIRMED hold: seat_ids and seat_prices (or a cart's lines), amount, "

@@ -6,7 +6,6 @@ import contextlib
 import csv
 import io
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -137,43 +136,43 @@ async def list_exceptions(request: Request) -> Response:
     return listing(event_id, page, "exceptions", rows)
 
 
-@dataclass(frozen=True)
-class Sold:
-    """What a page of orders names each seat with: its price, and where it is (a stock event,
-    or a map too large to draw: no places, and seats are named by id)."""
-
-    prices: dict[str, int]
-    places: dict[str, Printed]
-
-
 def order_row(
-    event_id: str, h: Hold, winners: dict[str, Charge], currency: str, sold: Sold
+    event_id: str,
+    h: Hold,
+    winners: dict[str, Charge],
+    currency: str,
+    prices: dict[str, int],
+    places: dict[str, Printed],
 ) -> dict[str, object]:
     won = [winners[h.winner]] if h.winner in winners else []
-    own = [sold.prices[s] for s in h.seat_ids] if not h.is_stock else []
-    named = {} if h.is_stock else {"seats_named": seats_in_words(h.seat_ids, sold.places)}
+    own = [prices[s] for s in h.seat_ids] if not h.is_stock else []
+    named = {} if h.is_stock else {"seats_named": seats_in_words(h.seat_ids, places)}
     return {"hold_id": h.hold_id, "login": h.login, "decided_ms": h.decided_ms,
             **order_view(event_id, h, won, currency, own), **named}  # fmt: skip
 
 
-async def sold_of(request: Request, event_id: str, holds: list[Hold]) -> Sold:
-    """The seats' prices (ADR 0038: one read for the page) and places (the event's layout)."""
-    c = ctx(request)
-    seats = [s for h in holds if not h.is_stock for s in h.seat_ids]
-    prices = dict(zip(seats, await seat_prices(c.store.runner, event_id, seats), strict=True))
-    places: dict[str, Printed] = {}
-    if seats:
-        with contextlib.suppress(errors.WrongKind, SeatMapTooLarge):
-            places = printed_places(await read_layout(c.store.read, event_id))
-    return Sold(prices, places)
+async def printed(request: Request, event_id: str) -> dict[str, Printed]:
+    """Where each seat is, from the event's layout, read once per request (a stock event, or a
+    map too large to draw: nowhere, and seats are named by id)."""
+    with contextlib.suppress(errors.WrongKind, SeatMapTooLarge):
+        return printed_places(await read_layout(ctx(request).store.read, event_id))
+    return {}
 
 
 async def order_rows(
-    request: Request, event_id: str, holds: list[Hold], winners: dict[str, Charge], currency: str
+    request: Request,
+    event_id: str,
+    holds: list[Hold],
+    winners: dict[str, Charge],
+    currency: str,
+    places: dict[str, Printed],
 ) -> list[dict[str, object]]:
-    """The orders of one page, each seat with its price and its place in words."""
-    sold = await sold_of(request, event_id, holds)
-    return [order_row(event_id, h, winners, currency, sold) for h in holds]
+    """The orders of one page, each seat with its price (ADR 0038: one read for the page) and
+    its place in words."""
+    seats = [s for h in holds if not h.is_stock for s in h.seat_ids]
+    found = await seat_prices(ctx(request).store.runner, event_id, seats)
+    prices = dict(zip(seats, found, strict=True))
+    return [order_row(event_id, h, winners, currency, prices, places) for h in holds]
 
 
 async def _currency(request: Request, event_id: str) -> str:
@@ -190,7 +189,9 @@ async def list_orders(request: Request) -> Response:
     cursor, limit = paging(request)
     page, winners = await Listings(c.store.read).orders(event_id, cursor, limit)
     currency = await _currency(request, event_id)
-    rows = await order_rows(request, event_id, page.items, winners, currency)
+    sells_seats = any(not h.is_stock for h in page.items)
+    places = await printed(request, event_id) if sells_seats else {}
+    rows = await order_rows(request, event_id, page.items, winners, currency, places)
     return listing(event_id, page, "orders", rows)
 
 
@@ -226,11 +227,13 @@ async def orders_csv(request: Request) -> Response:
     page_size = int(LIMITS["limit"].high)
     first, winners = await listings.orders(event_id, None, page_size)
     currency = await _currency(request, event_id)
+    places = await printed(request, event_id)  # once for the whole export
 
     async def body() -> AsyncIterator[str]:
         page, won, header = first, winners, True
         while True:
-            yield csv_lines(await order_rows(request, event_id, page.items, won, currency), header)
+            rows = await order_rows(request, event_id, page.items, won, currency, places)
+            yield csv_lines(rows, header)
             header = False
             if page.cursor is None:
                 return
