@@ -3,9 +3,10 @@
 Under a burst the cost of a claim is mostly the Redis client's per-call work (a pool checkout,
 a retry wrapper, a timer, one socket write and one read each). `AutoPipeline.call` queues the
 FCALL and returns a future; the first call of a tick schedules a flush, which sends every
-queued call as one non-transactional pipeline on one pooled connection and hands each caller
-its own reply. Nothing changes for Redis: each script still runs alone and atomically, in the
-order the calls were queued; only the client's bookkeeping is shared (ADR 0011).
+queued call as one non-transactional pipeline on one of its own connections (kept for its
+life, at most one per batch in flight) and hands each caller its own reply. Nothing changes
+for Redis: each script still runs alone and atomically, in the order the calls were queued;
+only the client's bookkeeping is shared (ADR 0011).
 
 Bounds: at most `max_inflight` pipelines are on the wire per process, at most `max_batch`
 calls each; while all are busy, calls wait in the queue and the next flush takes them
@@ -53,6 +54,7 @@ class PipelineStats:
     largest: int = 0
     expired: int = 0
     resent: int = 0  # batches sent again on a fresh connection after a connection error
+    connections: int = 0  # taken from the client's pool and kept (at most max_inflight)
 
 
 class AutoPipeline:
@@ -77,6 +79,7 @@ class AutoPipeline:
         self._inflight = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._heads: dict[tuple[str, str], bytes] = {}
+        self._held: list[Any] = []  # the pipeline's own connections, idle (`_checkout`)
         self._encoder = client.get_encoder()  # type: ignore[no-untyped-call]
         self._cluster = is_cluster(client)
         self._nodes = NodeBatches(client) if self._cluster else None
@@ -164,9 +167,9 @@ class AutoPipeline:
         return b"".join(parts)
 
     async def _execute(self, batch: list[_Call], deadline: float) -> list[Any]:
-        """The batch on one pooled connection, sent once more on a fresh one if the first
-        fails with a connection error: a pooled connection to a server that restarted fails on
-        its first use, and every script is idempotent by the ids it is given (a replay answers
+        """The batch on one connection, sent once more on a fresh one if the first fails with
+        a connection error: a kept connection to a server that restarted fails on its first
+        use, and every script is idempotent by the ids it is given (a replay answers
         the first outcome), so the second send cannot decide anything twice. One deadline
         covers both, and the time the calls spent queued."""
         try:
@@ -176,30 +179,45 @@ class AutoPipeline:
             return await self._execute_once(batch, deadline)
 
     async def _execute_once(self, batch: list[_Call], deadline: float) -> list[Any]:
-        """One write of every packed call, then one read per call, on one pooled connection.
-        Error replies belong to their own call; a transport failure fails the batch. The
-        timeout covers the checkout and the I/O; the connection always goes back to the pool,
-        outside the timeout, so a deadline can never leak it."""
+        """One write of every packed call, then one read per call, on one of the pipeline's own
+        connections. Error replies belong to their own call; a transport failure fails the
+        batch (and disconnects the connection: it connects anew on its next use). One timeout
+        covers taking the connection and the I/O."""
         if self._cluster:
             return await self._execute_cluster(batch, deadline)
-        pool = self.client.connection_pool
-        async with asyncio.timeout_at(deadline):
-            conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+        replies: list[Any] = []
+        conn = None
         try:
             async with asyncio.timeout_at(deadline):
+                conn = self._held.pop() if self._held else await self._checkout()
                 await conn.send_packed_command([self._packed(c) for c in batch])
-                replies: list[Any] = []
                 for _ in batch:
                     try:  # math.inf: no timer per reply, the batch's own deadline covers it
                         replies.append(await conn.read_response(timeout=math.inf))
                     except ResponseError as exc:
                         replies.append(exc)
         except BaseException:
-            await conn.disconnect(nowait=True)
+            if conn is not None:
+                await conn.disconnect(nowait=True)
             raise
         finally:
-            await asyncio.shield(pool.release(conn))
-        return await self._after_missing(batch, replies, deadline)
+            if conn is not None:
+                self._held.append(conn)
+        if any(missing_function(r) for r in replies):
+            return await self._after_missing(batch, replies, deadline)
+        return replies
+
+    async def _checkout(self) -> Any:
+        """A connection of the client's pool that the pipeline keeps for its life (at most
+        `max_inflight`: one per batch in flight; closed with the client's pool). Taking one
+        from the pool and giving it back per batch cost more than the rest of a batch's client
+        work (redis-py's pool locks, timer and checks, and a task to shield the release), and
+        its socket timeout wrapped every write in a task of its own: the batch's deadline
+        bounds both here, so the kept connection has none."""
+        conn = await self.client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+        conn.socket_timeout = None
+        self.stats.connections += 1
+        return conn
 
     async def _execute_cluster(self, batch: list[_Call], deadline: float) -> list[Any]:
         """Redis Cluster: one packed batch per node, as on one server (engine/store/cluster.py); the

@@ -37,6 +37,26 @@ async def test_one_tick_is_one_batch_and_replies_keep_their_order(store: Store) 
     await sale.audit_ok()
 
 
+async def test_batches_keep_their_own_connections(real_store: Store) -> None:
+    """A batch does not take a connection from the client's pool and give it back (that cost
+    more than the rest of its client work): one after another, every batch goes on the one
+    connection the pipeline took first; many at once, on at most `max_inflight` (one server: a
+    cluster's batches take their node's connection, engine/store/cluster.py)."""
+    store = real_store
+    assert store.pipeline is not None
+    sale = await open_sale(store, 200, now_ms=T0)
+    for i in range(30):
+        await store.claim(sale.event_id, f"u{i}", f"h{i}")
+    assert store.pipeline.stats.connections == 1
+    for round_ in range(5):
+        await asyncio.gather(
+            *(store.claim(sale.event_id, f"v{round_}-{i}", f"k{round_}-{i}") for i in range(20)),
+            *(store.read.availability(sale.event_id) for _ in range(5)),
+        )
+    assert store.pipeline.stats.connections <= store.pipeline.max_inflight
+    await sale.audit_ok()
+
+
 async def test_a_script_error_belongs_to_its_own_caller(store: Store) -> None:
     sale = await open_sale(store, 2, now_ms=T0)
     assert store.pipeline is not None
