@@ -58,6 +58,9 @@ def create_app() -> Starlette:
         routes=[
             Route("/trivial", trivial, methods=["GET"]),
             Route("/bare-claim", bare_claim, methods=["POST"]),
+            # The claim's own path: the same wrk script (a token per request) drives both, so
+            # the load generator's work and the request's bytes are the same on each side.
+            Route("/v1/events/{event_id}/holds", bare_claim, methods=["POST"]),
         ],
         lifespan=lifespan,
     )

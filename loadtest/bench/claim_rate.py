@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from api.identity import DemoTokens
+from loadtest.bench.cpu_meter import CpuMeter
 from loadtest.burst.main import add_redis_aof, engine_redis
 from loadtest.burst.report import durability
 from loadtest.devstack.stack import LocalStack
@@ -73,12 +74,21 @@ def claim_script(token_secret: str, logins: int) -> str:
     return f.name
 
 
-def wrk(url: str, seconds: int, connections: int, script: str | None = None) -> dict[str, float]:
+def wrk(
+    url: str,
+    seconds: int,
+    connections: int,
+    script: str | None = None,
+    meter: CpuMeter | None = None,
+) -> dict[str, float]:
+    """wrk's rate and latency; with a `meter`, also each process group's CPU µs per request."""
     cmd = ["wrk", f"-t{WRK_THREADS}", f"-c{connections}", f"-d{seconds}s", "--latency"]
     if script:
         cmd += ["-s", script]
+    took = meter.start() if meter is not None else None
     out = subprocess.run([*cmd, url], capture_output=True, text=True, check=True).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    requests = float(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     lat = {}
     for q in ("50", "99"):
         m = re.search(rf"\s{q}(?:\.000)?%\s+([\d.]+)(us|ms|s)", out)
@@ -91,18 +101,16 @@ def wrk(url: str, seconds: int, connections: int, script: str | None = None) -> 
         "p50": lat["50"],
         "p99": lat["99"],
         "non2xx": float(non2xx.group(1)) if non2xx else 0.0,
+        **(took(requests) if took is not None else {}),
     }
 
 
-WRK_POST = """
-wrk.method = "POST"
-wrk.body = "{}"
-wrk.headers["Content-Type"] = "application/json"
-"""
-
-
-def run_bare(redis_url: str, prefix: str, args: argparse.Namespace) -> dict[str, dict[str, float]]:
-    """The naive ceiling (loadtest/bench/bare_app.py), same uvicorn configuration, same run."""
+def run_bare(
+    redis_url: str, prefix: str, args: argparse.Namespace, script: str
+) -> dict[str, dict[str, float]]:
+    """The naive ceiling (loadtest/bench/bare_app.py), same uvicorn configuration, same run,
+    its claim driven by the claim's own wrk `script` (the same requests: a token each, which
+    the bare endpoint does not read)."""
     import redis as redis_sync
 
     from loadtest.devstack.stack import signal_group, spare_port, wait_healthy, wait_port_free
@@ -139,12 +147,11 @@ def run_bare(redis_url: str, prefix: str, args: argparse.Namespace) -> dict[str,
     )
     try:
         wait_healthy(f"http://127.0.0.1:{port}", proc, 10.0, path="/trivial")
-        with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-            f.write(WRK_POST)
         url = f"http://127.0.0.1:{port}"
+        meter = CpuMeter({"api": lambda: [proc.pid], "redis": lambda: [redis_pid(redis_url)]})
         return {
-            "trivial": wrk(f"{url}/trivial", args.seconds, args.connections),
-            "claim": wrk(f"{url}/bare-claim", args.seconds, args.connections, f.name),
+            "trivial": wrk(f"{url}/trivial", args.seconds, args.connections, meter=meter),
+            "claim": wrk(url, args.seconds, args.connections, script, meter),
         }
     finally:
         signal_group(proc, signal.SIGTERM)
@@ -279,6 +286,14 @@ def main() -> int:
 Rows = dict[str, dict[str, float]]  # endpoint -> wrk's numbers (rps, p50, p99, non2xx)
 
 
+def redis_pid(url: str) -> int:
+    """The pid of the Redis server at `url` (on this machine: its CPU is measured)."""
+    import redis
+
+    with redis.Redis.from_url(url) as r:
+        return int(r.info("server")["process_id"])
+
+
 def measure(args: argparse.Namespace, redis_url: str) -> Rows:
     """Every endpoint, one after the other on a fresh stack: /healthz, the claim, the claim with
     auto-pipelining off, the bare app's two endpoints and, with --pg, the PostgreSQL baseline.
@@ -297,17 +312,22 @@ def measure(args: argparse.Namespace, redis_url: str) -> Rows:
     try:
         stack.create_event("bench", args.seats, hold_ttl_ms=600_000)
         script = claim_script(stack.token_secret, logins(args))
+        meter = CpuMeter(
+            {"api": lambda: [stack.pid("api")], "redis": lambda: [redis_pid(redis_url)]}
+        )
         rows = {"healthz": wrk(f"{stack.api_url}/healthz", args.seconds, args.connections)}
         if args.profile:
             rows["claim"] = profiled(stack, args, script)
         else:
-            rows["claim"] = wrk(stack.api_url, args.seconds, args.connections, script)
+            rows["claim"] = wrk(stack.api_url, args.seconds, args.connections, script, meter)
         # The same API with auto-pipelining off: each script call is its own round trip.
         stack.kill_api()
         stack.extra_env["ONSALE_REDIS_AUTOPIPELINE"] = "0"
         stack.start_api()
-        rows["claim_no_autopipeline"] = wrk(stack.api_url, args.seconds, args.connections, script)
-        bare = run_bare(redis_url, prefix, args)
+        rows["claim_no_autopipeline"] = wrk(
+            stack.api_url, args.seconds, args.connections, script, meter
+        )
+        bare = run_bare(redis_url, prefix, args, script)
         rows |= {"bare_trivial": bare["trivial"], "bare_claim": bare["claim"]}
         if args.pg:
             rows["pg_claim"] = run_pg(args)
@@ -352,6 +372,7 @@ def print_report(args: argparse.Namespace, rows: Rows) -> None:
             f"{m['non2xx']:.0f}",
         )
     Console().print(t)
+    print_cpu(rows)
     claim, pg = rows["claim"]["rps"], rows.get("pg_claim")
     Console().print(
         f"claim / trivial = {claim / rows['healthz']['rps']:.2f}; "
@@ -361,6 +382,20 @@ def print_report(args: argparse.Namespace, rows: Rows) -> None:
         f"{rows['bare_claim']['rps'] / rows['bare_trivial']['rps']:.2f}"
         + (f"; claim / PostgreSQL baseline = {claim / pg['rps']:.2f}" if pg else "")
     )
+
+
+def print_cpu(rows: Rows) -> None:
+    """Where each request's CPU went: the API processes, Redis, the load generator (wrk) and
+    all three (the machine's share; the kernel's network work is in each process's system
+    time)."""
+    t = Table(title="CPU µs per request, by process, during each endpoint's run")
+    for col in ("endpoint", "API", "Redis", "wrk", "machine"):
+        t.add_column(col, justify="right")
+    for key, m in rows.items():
+        if "api_us" in m:
+            us = (m["api_us"], m["redis_us"], m["load_us"])
+            t.add_row(ROW_NAMES[key], *(f"{v:,.0f}" for v in us), f"{sum(us):,.0f}")
+    Console().print(t)
 
 
 if __name__ == "__main__":

@@ -239,3 +239,9 @@ def test_claim_rate_smoke(tmp_path: Path) -> None:
     for name, row in rows.items():
         assert row["rps"] > 0, name
     assert rows["claim"]["non2xx"] == rows["pg_claim"]["non2xx"] == 0
+    # The bare claim answers the claim's own requests (the same wrk script), and each side's
+    # CPU per request is measured by process: the API's, Redis's and wrk's.
+    assert rows["bare_claim"]["non2xx"] == 0
+    for name in ("claim", "bare_claim"):
+        assert rows[name]["api_us"] > 0 and rows[name]["load_us"] > 0, rows[name]
+        assert rows[name]["redis_us"] > 0, rows[name]  # each claim runs a script
