@@ -93,8 +93,15 @@ if not stock then
 end
 
 if ctx.cfg.login_cap then cap = ctx.cfg.login_cap end
-local bought = tonumber(redis.call('HGET', K_QUOTA, 'bought:' .. login) or 0)
-if cap > 0 and bought + n > cap then return { 'LIMIT_EXCEEDED', cap } end
+if cap > 0 and tonumber(redis.call('HGET', K_QUOTA, 'bought:' .. login) or 0) + n > cap then
+  return { 'LIMIT_EXCEEDED', cap }
+end
+
+-- Sold out: nothing is written, and the login keeps the hold it has. Trading it would only take
+-- the same seats back with a fresh deadline, and announce a restock that is not one.
+local function sold_out()
+  return { 'SOLD_OUT', tonumber(redis.call('HGET', K_EVENT, 'restocks') or 0) }
+end
 
 -- Check the new claim can succeed before giving up the previous hold: a seat is available if
 -- it is free or the previous hold's (given up in the same step).
@@ -112,13 +119,9 @@ if #wanted > 0 then
   for _, seat in ipairs(wanted) do
     if not available(seat) then return { 'SEAT_TAKEN' } end
   end
-elseif not stock then
+elseif not stock and (n > 1 or prev) then  -- (one seat and no previous hold: ZPOPMIN says it)
   local free = redis.call('ZCARD', K_FREE)
-  if free == 0 then
-    -- Sold out: nothing is written, and the login keeps the hold it has. Trading it would only
-    -- take the same seats back with a fresh deadline, and announce a restock that is not one.
-    return { 'SOLD_OUT', tonumber(redis.call('HGET', K_EVENT, 'restocks') or 0) }
-  end
+  if free == 0 then return sold_out() end
   local can = free + (prev and units_of(prev) or 0)
   -- Seats are free, only not enough for this party: not SOLD_OUT, which API processes remember
   -- and would answer to single-seat claims that can still win.
@@ -143,7 +146,8 @@ elseif #wanted > 0 then
   seats_take_specific(wanted, hold_id)
   seat = table.concat(wanted, ',')
 elseif n == 1 then
-  seat = seat_take_best(hold_id)  -- checked above: a seat is free
+  seat = seat_take_best(hold_id)
+  if not seat then return sold_out() end  -- nothing was written: no previous hold here
 else
   seat = table.concat(seats_take_best(n, hold_id), ',')
 end
