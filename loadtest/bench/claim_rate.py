@@ -24,85 +24,13 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from api.identity import DemoTokens
 from loadtest.bench.cpu_meter import CpuMeter
+from loadtest.bench.wrk_load import LOGINS_PER_S, claim_script, wrk
 from loadtest.burst.main import add_redis_aof, engine_redis
 from loadtest.burst.report import durability
 from loadtest.devstack.stack import LocalStack
 
 PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-
-# Each wrk thread reads the tokens file and takes every THREADS-th line from its own offset,
-# so no two requests of a run share a login when the file has a line per claim.
-WRK_CLAIM = """
-local threads, made = %d, 0
-setup = function(thread)
-  thread:set("tid", made)
-  made = made + 1
-end
-local tokens, n = {}, 0
-init = function(args)
-  local i = 0
-  for line in io.lines("%s") do
-    if i %% threads == tid then tokens[#tokens + 1] = line end
-    i = i + 1
-  end
-end
-request = function()
-  n = n + 1
-  local token = tokens[((n - 1) %% #tokens) + 1]
-  return wrk.format("POST", "/v1/events/%s/holds",
-    {["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json"}, "{}")
-end
-"""
-WRK_THREADS = 2
-# Logins per second of a run, more than this machine claims (about 7,000/s; the bare endpoint
-# about 10,000/s): every claim is a new login's, and a short run signs few tokens.
-LOGINS_PER_S = 25_000
-
-
-def claim_script(token_secret: str, logins: int) -> str:
-    """A wrk script claiming on event "bench", cycling through `logins` logins (tokens): one per
-    claim (the realistic shape: each buyer holds one hold) when there are more logins than
-    claims, or a few that each claim again and again (each claim then also releases the
-    login's previous hold)."""
-    tokens = DemoTokens(token_secret, ttl_s=3_600)
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as t:
-        t.write("\n".join(tokens.issue(f"u{i}") for i in range(logins)))
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(WRK_CLAIM % (WRK_THREADS, t.name, "bench"))
-    return f.name
-
-
-def wrk(
-    url: str,
-    seconds: int,
-    connections: int,
-    script: str | None = None,
-    meter: CpuMeter | None = None,
-) -> dict[str, float]:
-    """wrk's rate and latency; with a `meter`, also each process group's CPU µs per request."""
-    cmd = ["wrk", f"-t{WRK_THREADS}", f"-c{connections}", f"-d{seconds}s", "--latency"]
-    if script:
-        cmd += ["-s", script]
-    took = meter.start() if meter is not None else None
-    out = subprocess.run([*cmd, url], capture_output=True, text=True, check=True).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    requests = float(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-    lat = {}
-    for q in ("50", "99"):
-        m = re.search(rf"\s{q}(?:\.000)?%\s+([\d.]+)(us|ms|s)", out)
-        assert m, out
-        value, unit = float(m.group(1)), m.group(2)
-        lat[q] = value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return {
-        "rps": rps,
-        "p50": lat["50"],
-        "p99": lat["99"],
-        "non2xx": float(non2xx.group(1)) if non2xx else 0.0,
-        **(took(requests) if took is not None else {}),
-    }
 
 
 def run_bare(
