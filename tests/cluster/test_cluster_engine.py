@@ -1,6 +1,6 @@
 """The engine on a Redis Cluster of 3 primaries (ADR 0030): the same code paths as on one
-server. Every script family also runs here through the `store` fixture's `cluster` backend
-(tests/lua/); this module checks what only a cluster has: scripts on every primary, events
+server. Every script runs here once, alone and in a batch (test_cluster_scripts.py); this
+module checks what only a cluster has: scripts on every primary, events
 spread over the primaries and all walked, batches split per node, a primary that lost its
 scripts, and the sold-out memory's sharded channels."""
 

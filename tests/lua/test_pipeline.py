@@ -12,11 +12,12 @@ from engine.model import errors
 from engine.store import Store
 from engine.store.scripts import Scripts
 from loadtest.devstack.stack import spare_port
-from tests.conftest import new_prefix, open_sale
+from tests.conftest import EVERY_BACKEND, new_prefix, open_sale
 
 T0 = 1_900_000_000_000
 
 
+@pytest.mark.parametrize("store", EVERY_BACKEND, indirect=True)  # the cluster path too
 async def test_one_tick_is_one_batch_and_replies_keep_their_order(store: Store) -> None:
     assert store.pipeline is not None
     sale = await open_sale(store, 5, now_ms=T0)
@@ -57,6 +58,7 @@ async def test_batches_keep_their_own_connections(real_store: Store) -> None:
     await sale.audit_ok()
 
 
+@pytest.mark.parametrize("store", EVERY_BACKEND, indirect=True)  # the cluster path too
 async def test_a_script_error_belongs_to_its_own_caller(store: Store) -> None:
     sale = await open_sale(store, 2, now_ms=T0)
     assert store.pipeline is not None
@@ -81,6 +83,7 @@ async def test_a_flushed_library_is_loaded_again() -> None:
     await client.aclose()
 
 
+@pytest.mark.parametrize("store", EVERY_BACKEND, indirect=True)  # the cluster path too
 async def test_calls_queued_too_long_fail_without_being_sent(store: Store) -> None:
     sale = await open_sale(store, 3, now_ms=T0)
     assert store.pipeline is not None
