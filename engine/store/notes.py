@@ -8,14 +8,23 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from engine.model import keys
+from engine.store.pipeline import AutoPipeline
 from engine.store.reads import timed
 
 
 class Notes:
-    def __init__(self, client: "aioredis.Redis", *, prefix: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        client: "aioredis.Redis",
+        *,
+        prefix: str,
+        timeout_s: float,
+        pipeline: AutoPipeline | None = None,
+    ) -> None:
         self.client = client
         self.prefix = prefix
         self.timeout_s = timeout_s
+        self.pipeline = pipeline  # a callback's raw copy goes with its tick's calls
 
     async def _call(self, coro: Any) -> Any:
         return await timed(coro, self.timeout_s)
@@ -24,14 +33,20 @@ class Notes:
         self, event_id: str, provider_event_id: str, raw: bytes, maxlen: int
     ) -> None:
         """Append a verified callback, byte for byte, to the event's raw stream (capped)."""
-        await self._call(
-            self.client.xadd(
-                keys.event_key(event_id, "raw_callbacks", self.prefix),
+        stream = keys.event_key(event_id, "raw_callbacks", self.prefix)
+        if self.pipeline is None:
+            add = self.client.xadd(
+                stream,
                 {"provider_event_id": provider_event_id, "body": raw},
                 maxlen=maxlen,
                 approximate=True,
             )
-        )
+        else:
+            add = self.pipeline.command(
+                "XADD", stream, "MAXLEN", "~", maxlen, "*",
+                "provider_event_id", provider_event_id, "body", raw,
+            )  # fmt: skip
+        await self._call(add)
 
     async def unwatch(self, event_id: str, charge_ids: Sequence[str]) -> None:
         """Drop declines past the watch window from the watch index. An index entry, not a

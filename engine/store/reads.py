@@ -9,7 +9,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from engine.model import errors, keys
-from engine.model.audit import AuditReport, Snapshot, audit
+from engine.model.audit import AuditReport, audit
 from engine.model.event_details import EventDetails
 from engine.model.holds import Alert, Availability, Charge, Hold
 from engine.model.ledger_progress import (
@@ -23,6 +23,8 @@ from engine.model.ledger_progress import (
 from engine.model.states import LatePolicy, ReversalPolicy
 from engine.store.cluster import is_cluster, is_outage
 from engine.store.event_index import EventIndex
+from engine.store.pipeline import AutoPipeline
+from engine.store.snapshot import snapshot
 
 
 async def timed(coro: Any, timeout_s: float) -> Any:
@@ -50,6 +52,13 @@ class Reads:
         # Events this process answered for: one Redis no longer has is being recovered, from
         # the first moment (before the ledger writer's look marks it lost).
         self.seen: set[str] = set()
+        self.pipeline: AutoPipeline | None = None  # the store's, once it has one (`_command`)
+
+    def _command(self, *args: Any) -> Any:
+        """A read whose raw reply is its value (HGET, HMGET), with its tick's script calls."""
+        if self.pipeline is not None:
+            return self.pipeline.command(*args)
+        return self.client.execute_command(*args)  # type: ignore[no-untyped-call]
 
     def saw(self, event_id: str) -> None:
         if len(self.seen) < SEEN_MAX:
@@ -94,7 +103,7 @@ class Reads:
         )
 
     async def hold(self, event_id: str, hold_id: str) -> Hold:
-        raw = await self._read(self.client.hget(self._key(event_id, "holds"), hold_id))
+        raw = await self._read(self._command("HGET", self._key(event_id, "holds"), hold_id))
         if raw is None:
             if await self.recovering(event_id):
                 raise errors.Recovering(f"event {event_id} is being recovered; retry later")
@@ -107,7 +116,9 @@ class Reads:
     async def live_hold(self, event_id: str, login: str) -> str | None:
         """The login's live hold in the event (RESERVED, or QUARANTINED while its payment
         resolves), if any: the one checkout a login has at a time."""
-        found: str | None = await self._read(self.client.hget(self._key(event_id, "logins"), login))
+        found: str | None = await self._read(
+            self._command("HGET", self._key(event_id, "logins"), login)
+        )
         return found
 
     async def lost_in_recovery(self, event_id: str, hold_id: str) -> bool:
@@ -141,7 +152,7 @@ class Reads:
 
     async def event_fields(self, event_id: str, *names: str) -> list[str | None]:
         fields: list[str | None] = await self._read(
-            self.client.hmget(self._key(event_id, "event"), list(names))
+            self._command("HMGET", self._key(event_id, "event"), *names)
         )
         return fields
 
@@ -157,7 +168,7 @@ class Reads:
         return gone or status == "fenced" or rebuilding == "1"
 
     async def charge(self, event_id: str, charge_id: str) -> Charge:
-        raw = await self._read(self.client.hget(self._key(event_id, "charges"), charge_id))
+        raw = await self._read(self._command("HGET", self._key(event_id, "charges"), charge_id))
         if raw is None:
             raise errors.ChargeNotFound(f"charge {charge_id}")
         return Charge.from_json(raw)
@@ -165,7 +176,7 @@ class Reads:
     async def charges(self, event_id: str, charge_ids: Sequence[str]) -> list[Charge]:
         if not charge_ids:
             return []
-        rows = await self._read(self.client.hmget(self._key(event_id, "charges"), charge_ids))
+        rows = await self._read(self._command("HMGET", self._key(event_id, "charges"), *charge_ids))
         return [Charge.from_json(r) for r in rows if r is not None]
 
     async def scan_charges(
@@ -326,67 +337,7 @@ class Reads:
         entries = await self._read(self.client.xrange(self._key(event_id, "outbox"), count=count))
         return [fields for _id, fields in entries]
 
-    def _due_reads(self, pipe: Any, event_id: str) -> None:
-        """The event's score in the due index, then its earliest deadline and quarantine end."""
-        pipe.zscore(keys.due_key(event_id, self.prefix, cluster=is_cluster(self.client)), event_id)
-        pipe.zrange(self._key(event_id, "deadlines"), 0, 0, withscores=True)
-        pipe.zrange(self._key(event_id, "quarantines"), 0, 0, withscores=True)
-
     async def audit(self, event_id: str) -> AuditReport:
-        """Check docs/invariants.md over one atomic snapshot (MULTI/EXEC on the event slot)."""
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.hgetall(self._key(event_id, "event"))
-            pipe.zrange(self._key(event_id, "seats"), 0, -1)
-            pipe.zrange(self._key(event_id, "free"), 0, -1)
-            pipe.hgetall(self._key(event_id, "owners"))
-            pipe.hvals(self._key(event_id, "holds"))
-            pipe.hvals(self._key(event_id, "charges"))
-            pipe.xrange(self._key(event_id, "outbox"))
-            pipe.zrange(self._key(event_id, "deadlines"), 0, -1)
-            pipe.zrange(self._key(event_id, "quarantines"), 0, -1)
-            pipe.zrange(self._key(event_id, "refunds"), 0, -1)
-            pipe.zrange(self._key(event_id, "watch"), 0, -1)
-            pipe.zrange(self._key(event_id, "ended"), 0, -1)
-            pipe.hgetall(self._key(event_id, "logins"))
-            pipe.hgetall(self._key(event_id, "quota"))
-            pipe.hgetall(self._key(event_id, "stock"))
-            self._due_reads(pipe, event_id)
-            (
-                ev,
-                seats,
-                free,
-                owners,
-                hold_rows,
-                charge_rows,
-                outbox,
-                deadlines,
-                quarantines,
-                refunds,
-                watch,
-                ended,
-                logins,
-                quota,
-                stock,
-                due,
-                first_deadline,
-                first_end,
-            ) = await self._read(pipe.execute())
-        earliest = [float(x[0][1]) for x in (first_deadline, first_end) if x]
-        return audit(
-            Snapshot(
-                event_id,
-                ev,
-                seats,
-                free,
-                owners,
-                [Hold.from_json(r) for r in hold_rows],
-                [Charge.from_json(r) for r in charge_rows],
-                [f for _i, f in outbox],
-                timers=(set(deadlines), set(quarantines), set(refunds), set(watch)),
-                ended=set(ended),
-                logins=dict(logins),
-                bought={k[7:]: int(v) for k, v in quota.items() if k.startswith("bought:")},
-                stock=stock or None,
-                due=(float(due) if due is not None else None, min(earliest, default=None)),
-            )
-        )
+        """Check docs/invariants.md over one atomic snapshot (engine/store/snapshot.py)."""
+        due_key = keys.due_key(event_id, self.prefix, cluster=is_cluster(self.client))
+        return audit(await self._read(snapshot(self.client, self.prefix, event_id, due_key)))

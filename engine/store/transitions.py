@@ -95,7 +95,8 @@ class Store:
                                       timeout_s=timeout_s, pipeline=self.pipeline)  # fmt: skip
         self.restore = Restore(runner)  # rebuild from the ledger
         self.revoked = RevokedLogins(client, prefix=prefix, timeout_s=timeout_s)  # identity
-        self.notes = Notes(client, prefix=prefix, timeout_s=timeout_s)  # beside the state
+        self.read.pipeline = self.pipeline  # a request's reads go with its script calls
+        self.notes = Notes(client, prefix=prefix, timeout_s=timeout_s, pipeline=self.pipeline)
         self.stock = Stock(runner)  # quantity stock: create, correct, read (ADR 0022)
         self.lifecycle = Lifecycle(runner)  # open, close, cancel (ADR 0025)
         self.order_refunds = OrderRefunds(runner)  # an order's money given back (ADR 0043)

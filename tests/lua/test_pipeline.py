@@ -59,6 +59,33 @@ async def test_batches_keep_their_own_connections(real_store: Store) -> None:
 
 
 @pytest.mark.parametrize("store", EVERY_BACKEND, indirect=True)  # the cluster path too
+async def test_reads_and_notes_go_with_the_script_calls_of_their_tick(store: Store) -> None:
+    """A request's plain commands (a hold read, its charges, an event's fields, a callback's raw
+    copy) are queued with the script calls of the same tick: one round trip for all, each its
+    own reply."""
+    assert store.pipeline is not None
+    sale = await open_sale(store, 5, now_ms=T0)
+    first = await store.claim(sale.event_id, "u0", "h0")
+    before, calls = store.pipeline.stats.batches, store.pipeline.stats.calls
+    claimed, hold, charges, fields, _kept = await asyncio.gather(
+        store.claim(sale.event_id, "u1", "h1"),
+        store.read.hold(sale.event_id, first.hold_id),
+        store.read.charges(sale.event_id, ["nope"]),
+        store.read.event_fields(sale.event_id, "status", "nothing"),
+        store.notes.keep_raw_callback(sale.event_id, "evt_1", b'{"raw": 1}', 100),
+    )
+    assert store.pipeline.stats.batches == before + 1
+    assert store.pipeline.stats.calls == calls + 5  # the claim and the four commands
+    assert claimed.seat_id == "s00001" and hold.login == "u0" and hold.seat_id == "s00000"
+    assert charges == [] and fields == ["open", None]
+    assert [e["provider_event_id"] for e in await store.read.raw_callbacks(sale.event_id)] == [
+        "evt_1"
+    ]
+    with pytest.raises(errors.HoldNotFound):
+        await store.read.hold(sale.event_id, "no-such-hold")
+
+
+@pytest.mark.parametrize("store", EVERY_BACKEND, indirect=True)  # the cluster path too
 async def test_a_script_error_belongs_to_its_own_caller(store: Store) -> None:
     sale = await open_sale(store, 2, now_ms=T0)
     assert store.pipeline is not None
