@@ -92,6 +92,10 @@ class LocalCluster:
                 str(self.node_timeout_ms),
                 "--cluster-replica-validity-factor",
                 "0",  # any replica may take over, however long it was cut off
+                # A replica's first copy starts at once (the default waits 5 s for more
+                # replicas to share one transfer): a test does not wait seconds for it.
+                "--repl-diskless-sync-delay",
+                "0",
                 "--logfile",
                 "redis.log",
                 *self.extra_flags,
@@ -115,8 +119,12 @@ class LocalCluster:
         self.wait_ok(timeout_s)
 
     def wait_ok(self, timeout_s: float = 30.0) -> None:
-        """Until every live node says cluster_state:ok and sees every slot covered, and every
-        live replica's link to its primary is up (its first full copy done)."""
+        """Until every live node says cluster_state:ok and sees every slot covered, and is
+        settled in its role: a replica whose link to its primary is up (its first full copy
+        done), or a primary that serves slots, every replica of it online. A node that is still
+        a primary without slots (just created, or restarted, and not yet told it is a replica)
+        is not settled: a cluster whose replicas had not begun their first copy was called ok,
+        and a replica promoted with nothing in it lost every event of its slots."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             live = [n for n in self.nodes if n.alive]
@@ -267,13 +275,19 @@ def _wait_ping(port: int, timeout_s: float) -> None:
 
 
 def _replica_synced(node: Node) -> bool:
-    """A primary, or a replica whose link to its primary is up."""
+    """A replica whose link to its primary is up, or a primary that serves slots and whose
+    replicas are all online (copied and streaming)."""
     try:
         with node.client() as c:
             info = c.info("replication")
+            if info.get("role") != "master":
+                return bool(info.get("master_link_status") == "up")
+            nodes = str(c.execute_command("CLUSTER", "NODES"))
     except Exception:
         return False
-    return bool(info.get("role") == "master" or info.get("master_link_status") == "up")
+    myself = next((line.split() for line in nodes.splitlines() if "myself" in line), [])
+    replicas = [v for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)]
+    return len(myself) > 8 and all(r.get("state") == "online" for r in replicas)
 
 
 def _cluster_ok(node: Node) -> bool:
