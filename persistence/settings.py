@@ -32,7 +32,7 @@ class LedgerSettings:
     pg_dsn: str
     pg_pool_max: int = 4
     pg_timeout_ms: int = 5_000  # per statement / connection attempt
-    batch_max: int = 2_000  # outbox entries per transaction (docs/benchmarks.md section 5)
+    batch_max: int = 2_000  # outbox entries per transaction (docs/benchmarks-journal.md section 5)
     idle_ms: int = 100  # longest blocking wait on the outboxes once all are drained
     claim_idle_ms: int = 30_000  # a pending entry idle this long belongs to a dead consumer
     retention_ms: int = 86_400_000  # outbox entries kept this long even once in the ledger

@@ -9,7 +9,7 @@ succeeds (a write). Each variant runs on a fresh event (seats in rows of 20, eac
 section, so a block is found at the front as at T0), and Redis's own per-call time (INFO
 commandstats) is read per row. With `--baseline-rev`, the single-seat claim of that revision
 (its lua/_lib.lua and lua/hold_claim.lua, read with `git show`) runs on the same server,
-alternating with today's, twice each: the before/after figure of docs/benchmarks.md."""
+alternating with today's, twice each: the before/after figure of docs/benchmarks-journal.md."""
 
 import argparse
 import asyncio
