@@ -236,9 +236,10 @@ def settle_gc(gen0: int) -> None:
     permanent generation, and the youngest generation is collected every ONSALE_GC_GEN0
     allocations (50,000; Python's default is 700; 0 keeps it). Under a burst each request makes
     cyclic garbage (exceptions and their tracebacks, tasks), and with thousands of requests in
-    flight each collection walks them all: a burst is answered 15-20% sooner (docs/benchmarks-journal.md
-    section 3), for a few MB more between collections. With it, the collector is also paused
-    while claims wait at a gate, a second at most per wave (engine/gate/claim_gate.py `_park`)."""
+    flight each collection walks them all: a burst is answered 15-20% sooner
+    (docs/benchmarks-journal.md section 3), for a few MB more between collections. With it, the
+    collector is also paused while claims wait at a gate, a second at most per wave
+    (engine/gate/claim_gate.py `_park`)."""
     gc.collect()
     gc.freeze()
     if gen0 > 0:

@@ -48,8 +48,8 @@ from engine.waiting.tokens import Admission, draw, issue
 
 ENTRIES_MAX = 1_000_000  # places one room holds (lua/_queue.lua needs fewer than 2^20)
 # `admit_per_s` when the operator gives none: a fifth of the claim endpoint's measured rate on
-# the reference machine (about 10,000 claims/s, docs/benchmarks-journal.md section 2), leaving the rest
-# to the polls and the other routes.
+# the reference machine (about 10,000 claims/s, docs/benchmarks-journal.md section 2), leaving
+# the rest to the polls and the other routes.
 CAPACITY_PER_S = 2_000
 FACTOR_PCT = 150  # admissions not yet used may reach 1.5 x the free units
 ADMISSION_TTL_MS = 120_000  # an admission lives two minutes
