@@ -124,3 +124,18 @@ async def test_the_ledger_keeps_each_seats_price_and_a_rebuild_charges_the_same(
         await store.restore.drop_event(event_id)
         await rebuild(store, conn, event_id)
     assert await seat_prices(store.runner, event_id, ["c", "b", "a"]) == [5, 700, 9_000]
+
+
+def test_a_charge_asks_in_the_events_currency(stack: Stack) -> None:
+    """The charge's answer and the provider's attempt carry the event's currency, not a default
+    (the charge reads only that field of the event)."""
+    stack.sim_config(decline_rate=0.0, fail_rate=0.0, late_rate=0.0, loss_rate=0.0)
+    event_id, r = create(stack, {"seats": seats(4), "price_minor": 2_500, "currency": "GBP"})
+    assert r.status_code == 201, r.text
+    buyer = stack.buyer(event_id, "gbp")
+    claimed = stack.send(buyer.claim_seats(["s1"]))
+    assert claimed.status == 201, claimed
+    started = pay(stack, buyer, claimed.body["hold_id"])
+    assert (started["currency"], started["amount"]) == ("GBP", 2_500)
+    attempt = stack.record(started["charge_id"])
+    assert (attempt["currency"], attempt["amount"]) == ("GBP", 2_500)
