@@ -96,8 +96,15 @@ class Trimmer:
         return True
 
     async def run_once(self) -> bool:
-        """One pass over every event. True if some event still had holds to trim."""
-        return await each_event(await self.store.read.event_ids(), self.trim_event, self.stats)
+        """One pass over the events with an ended hold old enough to go, read for every event
+        at once (one ZCOUNT each, pipelined): an idle event costs no script call and no read
+        of its ledger progress. With the tests' clocks (which the server's clock does not
+        know), every event. True if some event still had holds to trim."""
+        events = await self.store.read.event_ids()
+        if not self.store.scripts.test_clock:
+            old = await self.store.read.server_time_ms() - self.retention_ms
+            events = await self.store.read.with_entries_upto(events, "ended", old)
+        return await each_event(events, self.trim_event, self.stats)
 
     async def run(self, stop: asyncio.Event) -> TrimStats:
         """Trim until `stop` is set; Redis outages are retried with backoff."""

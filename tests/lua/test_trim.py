@@ -18,8 +18,9 @@ from engine.model.holds import SeatSpec
 from engine.model.ledger_progress import LEDGER_GROUP
 from engine.model.states import HoldState, LatePolicy
 from engine.store import Store
+from engine.store.scripts import Scripts
 from engine.workers.trim import Trimmer
-from tests.conftest import Sale, open_sale
+from tests.conftest import Sale, _drop_prefix, _real_client, new_prefix, open_sale
 from tests.helpers import callback, wait_until
 
 T0 = 1_900_000_000_000
@@ -367,3 +368,33 @@ async def test_the_sold_out_memory_survives_a_flood_once_trimmed(
         assert (await claims.claim(sale.event_id, "w0", "win0")).replay  # a retry keeps its hold
     finally:
         await memory.stop()
+
+
+@pytest.mark.redis
+async def test_a_pass_visits_only_the_events_with_a_hold_old_enough_to_go() -> None:
+    """On the server's clock, a pass reads every event's oldest ended hold at once and runs the
+    script only where one is past the retention: idle events cost no script call. (With the
+    tests' clocks every event is visited, as above.)"""
+    client = _real_client()
+    store = Store(client, scripts=Scripts(client), prefix=new_prefix())
+    await store.scripts.load_all()
+    try:
+        busy = await open_sale(store, 3)
+        await store.claim(busy.event_id, "u", "h1")
+        await store.claim(busy.event_id, "u", "h2")  # h1 ended (replaced): old enough at once
+        idle = [await open_sale(store, 2) for _ in range(5)]
+        await store.claim(idle[0].event_id, "v", "k1")  # a live hold: nothing ended
+        visited: list[str] = []
+
+        class Watched(Trimmer):
+            async def trim_event(self, event_id: str) -> bool:
+                visited.append(event_id)
+                return await super().trim_event(event_id)
+
+        t = Watched(store, retention_ms=0, without_ledger=True)
+        assert await t.run_once() is False
+        assert visited == [busy.event_id] and t.stats.trimmed == 1
+        assert await t.run_once() is False and visited == [busy.event_id]  # nothing left
+    finally:
+        await _drop_prefix(client, store.prefix)
+        await client.aclose()
