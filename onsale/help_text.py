@@ -28,8 +28,8 @@ ENGINE: Group = (
         "ONSALE_REDIS_TIMEOUT_MS": "a Redis call's whole wait, then 503 (default 2000)",
         "ONSALE_REDIS_CONNECT_TIMEOUT_MS": "connecting to Redis (default 1000)",
         "ONSALE_REDIS_POOL_MAX": "Redis connections per process (default 64)",
-        "ONSALE_REDIS_AUTOPIPELINE": "1: script calls of one loop tick share a round trip "
-        "(default 1)",
+        "ONSALE_REDIS_AUTOPIPELINE": "1: script calls and reads of one loop tick share a round "
+        "trip (default 1)",
         "ONSALE_SOLD_OUT_MEMORY": "1: the API answers sold_out from memory (default 1)",
         "ONSALE_SOLD_OUT_MEMORY_MS": "... for at most this long without Redis (default 250)",
         "ONSALE_CLAIM_WINDOW": "claims of one event in flight per process (1024; 0: no gate)",
