@@ -34,19 +34,11 @@ class Notes:
     ) -> None:
         """Append a verified callback, byte for byte, to the event's raw stream (capped)."""
         stream = keys.event_key(event_id, "raw_callbacks", self.prefix)
-        if self.pipeline is None:
-            add = self.client.xadd(
-                stream,
-                {"provider_event_id": provider_event_id, "body": raw},
-                maxlen=maxlen,
-                approximate=True,
-            )
-        else:
-            add = self.pipeline.command(
-                "XADD", stream, "MAXLEN", "~", maxlen, "*",
-                "provider_event_id", provider_event_id, "body", raw,
-            )  # fmt: skip
-        await self._call(add)
+        send = self.pipeline.command if self.pipeline is not None else self.client.execute_command
+        await self._call(
+            send("XADD", stream, "MAXLEN", "~", maxlen, "*",
+                 "provider_event_id", provider_event_id, "body", raw)
+        )  # fmt: skip
 
     async def unwatch(self, event_id: str, charge_ids: Sequence[str]) -> None:
         """Drop declines past the watch window from the watch index. An index entry, not a
