@@ -25,6 +25,7 @@ from engine.gate.soldout import SoldOutMemory
 from engine.model import errors, keys
 from engine.providers import Provider
 from engine.store import Store
+from engine.workers.refunds import RefundSender
 
 log = logging.getLogger("onsale.api")
 
@@ -43,9 +44,11 @@ class Context:
     sold_out: SoldOutMemory | None = None
     claims: GatedClaims = field(init=False)  # every claim goes through the gate
     access: AccessLog | None = field(init=False)  # ONSALE_ACCESS_LOG, in this process's format
+    refunds: RefundSender = field(init=False)  # the refunds this process decides (ADR 0045)
 
     def __post_init__(self) -> None:
         self.claims = GatedClaims(self.store, self.sold_out)
+        self.refunds = RefundSender(self.store, self.provider)
         self.access = AccessLog(json=writes_json()) if self.settings.access_log else None
 
     def login_of(self, request: Request, event_id: str | None = None) -> str:

@@ -18,6 +18,7 @@ from starlette.responses import Response
 from api.context import ctx, endpoint
 from api.durable import wait_durable
 from api.errors import ApiError
+from api.refund_now import decided_refund, refund_after
 from api.responses import json_response, read_body
 from engine.model.errors import HoldNotFound
 from engine.model.holds import OutcomeResult, ProviderOutcome
@@ -62,7 +63,7 @@ async def provider_callback(request: Request) -> Response:
     else:
         result = await c.store.apply_reversal(parsed.event_id, message)
         c.metrics.decisions.labels(f"reversal_{result.decision.lower()}").inc()
-    return json_response(
+    answer = json_response(
         {
             "decision": result.decision,
             "duplicate": not result.first_seen,
@@ -71,6 +72,9 @@ async def provider_callback(request: Request) -> Response:
             "problems": result.problems or None,
         }
     )
+    if decided_refund(result):
+        return refund_after(answer, c, parsed.event_id, result.charge_id)
+    return answer
 
 
 async def states_now(store: Store, event_id: str, result: OutcomeResult) -> dict[str, object]:

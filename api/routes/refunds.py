@@ -8,6 +8,7 @@ from starlette.responses import Response
 
 from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
+from api.refund_now import refund_after
 from api.responses import json_response, read_json
 from api.routes.stock import cart_of
 from api.validate import LIMITS, idempotency_key, ident, obj, only, text
@@ -70,7 +71,9 @@ async def refund_order(request: Request) -> Response:
         "hold_state": h.state,
         "kept": goods(h.seat_id) if not done.whole else goods(""),
     }
-    return json_response(answer, 200 if done.replay else 202)
+    if done.replay:
+        return json_response(answer, 200)
+    return refund_after(json_response(answer, 202), c, event_id, done.charge_id)
 
 
 @endpoint("admin_retry_refund")

@@ -1,11 +1,13 @@
 """The refund queue: every charge that must be refunded is refunded, idempotent by charge.
 
 Scripts put a charge in the event's refund set when it goes REFUNDING (or is re-requested after
-REFUNDED). This worker asks the provider to refund each due charge (refund key derived from the
+REFUNDED). `RefundSender` asks the provider to refund one charge (refund key derived from the
 charge id, so a retry is the same refund) and records the answer with `charge_refund`: REFUNDED
-on success, or a retry with capped, jittered exponential backoff. The provider's
-`refund.succeeded` callback records the same fact; whichever comes first wins, the other is a
-no-op."""
+on success, or a retry with capped, jittered exponential backoff. The API process that decided a
+refund sends it at once (ADR 0045); `RefundWorker` sends every refund still due, the backstop
+for an API that died first and the only sender of the retries. Two senders of one refund ask
+the provider for the same refund (its key) and record the same fact; the provider's
+`refund.succeeded` callback records it too; whichever comes first wins, the others are no-ops."""
 
 import asyncio
 import logging
@@ -45,38 +47,16 @@ class RefundStats:
     parked: int = 0
 
 
-class RefundWorker:
-    def __init__(
-        self,
-        store: Store,
-        provider: Provider,
-        *,
-        batch_max: int = 100,
-        seed: int | None = None,
-        stop: asyncio.Event | None = None,
-    ) -> None:
-        self.store, self.provider, self.batch_max = store, provider, batch_max
-        # Set on SIGTERM: the pass ends after the refund in hand (each waits on the provider,
-        # so a pass of 100 could outlast a shutdown's grace); the rest stay due, untouched.
-        self.stop = stop
+class RefundSender:
+    """One charge's refund asked of the provider and its answer recorded; shared by the worker's
+    pass and the API process that decided the refund."""
+
+    def __init__(self, store: Store, provider: Provider, *, seed: int | None = None) -> None:
+        self.store, self.provider = store, provider
         self.rng = random.Random(seed)
         self.stats = RefundStats()
 
-    async def run_once(self) -> int:
-        """Process the refunds due now in every event; returns how many were handled."""
-        handled = 0
-        now = await self.store.read.server_time_ms()
-        events = await self.store.read.event_ids()
-        due = await self.store.read.due_refunds_of(events, now, self.batch_max)
-        for event_id, charge_ids in due.items():
-            for charge_id in charge_ids:
-                if self.stop is not None and self.stop.is_set():
-                    return handled
-                await self._refund(event_id, charge_id)
-                handled += 1
-        return handled
-
-    async def _refund(self, event_id: str, charge_id: str) -> None:
+    async def send(self, event_id: str, charge_id: str) -> None:
         try:
             charge = await self.store.read.charge(event_id, charge_id)
         except ChargeNotFound:
@@ -121,3 +101,35 @@ class RefundWorker:
         self.stats.parked += 1
         log.error("refund of %s/%s parked: %s", event_id, charge.charge_id, why)
         return False
+
+
+class RefundWorker:
+    def __init__(
+        self,
+        store: Store,
+        provider: Provider,
+        *,
+        batch_max: int = 100,
+        seed: int | None = None,
+        stop: asyncio.Event | None = None,
+    ) -> None:
+        self.store, self.batch_max = store, batch_max
+        # Set on SIGTERM: the pass ends after the refund in hand (each waits on the provider,
+        # so a pass of 100 could outlast a shutdown's grace); the rest stay due, untouched.
+        self.stop = stop
+        self.sender = RefundSender(store, provider, seed=seed)
+        self.stats = self.sender.stats
+
+    async def run_once(self) -> int:
+        """Process the refunds due now in every event; returns how many were handled."""
+        handled = 0
+        now = await self.store.read.server_time_ms()
+        events = await self.store.read.event_ids()
+        due = await self.store.read.due_refunds_of(events, now, self.batch_max)
+        for event_id, charge_ids in due.items():
+            for charge_id in charge_ids:
+                if self.stop is not None and self.stop.is_set():
+                    return handled
+                await self.sender.send(event_id, charge_id)
+                handled += 1
+        return handled

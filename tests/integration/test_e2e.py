@@ -126,6 +126,30 @@ def test_late_success_after_the_hold_died_is_refunded(stack: Stack, reconciled: 
     assert moves(stack, charge["charge_id"]) == [("capture", 4500), ("refund", 4500)]
 
 
+def test_the_api_that_decides_a_refund_asks_for_it_without_the_worker(
+    stack: Stack, reconciled: list[str]
+) -> None:
+    """A late capture's refund is asked of the provider by the API process that decided it, as
+    soon as it has answered the callback (ADR 0045); the worker's refund queue is the backstop.
+    With the worker down the whole time, the money still goes back."""
+    event_id = stack.new_event(1, hold_ttl_ms=1000, quarantine_ms=1000, policy="release_refund")
+    reconciled.append(event_id)
+    erin = stack.buyer(event_id, "erin")
+    h = claim(stack, erin)
+    stack.local.kill("worker")
+    try:
+        stack.sim_config(late_rate=1.0, late_delay_ms=2500, refund_updated_rate=1.0)
+        charge = pay(stack, erin, h["hold_id"])
+        assert charge["provider_status"] == "timeout"
+        states = lambda: charge_states(stack, erin, h["hold_id"])  # noqa: E731
+        eventually(lambda: states()[charge["charge_id"]] == "REFUNDED")
+        assert states() == {charge["charge_id"]: "REFUNDED"}
+        assert moves(stack, charge["charge_id"]) == [("capture", 4500), ("refund", 4500)]
+    finally:
+        stack.sim_config(late_rate=0.0)
+        stack.local.restart("worker")
+
+
 def test_a_party_of_four_pays_once(stack: Stack, reconciled: list[str]) -> None:
     event_id = stack.new_event(6)
     reconciled.append(event_id)
