@@ -14,7 +14,7 @@ from loadtest.chaos.checks import Check, Settled
 from loadtest.chaos.faults import Chaos
 from loadtest.chaos.load import Seen
 from loadtest.chaos.schedule import KINDS, Fault, by_kind, fingerprint
-from loadtest.demo.report import pct, refund_delays_ms
+from loadtest.demo.report import answered_to_refund_ms, pct, refund_delays_ms
 from loadtest.demo.scenario import Burst
 
 
@@ -83,6 +83,7 @@ def summary(
         },
         "late_capture_to_refund": bound(every),
         "contradicting_capture_to_refund": bound(contradicted),
+        "answered_callback_to_refund": bound(answered_to_refund_ms(entries)),
         "ledger_lag_reported": end.reported,  # XINFO's lag once the ledger holds everything
         "nightly": [{"unrepaired": n["unrepaired"], "found": n["total"]} for n in end.nightly],
         "checks": [asdict(c) for c in checks],
@@ -167,6 +168,7 @@ def bound_table(s: dict[str, Any]) -> Table:
         [
             row("every capture given back", s["late_capture_to_refund"]),
             row("captures after the provider's own decline", s["contradicting_capture_to_refund"]),
+            row("from our 2xx answer to its callback", s["answered_callback_to_refund"]),
         ],
     )
 

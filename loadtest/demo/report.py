@@ -78,6 +78,22 @@ def refund_delays_ms(entries: list[dict[str, Any]]) -> tuple[list[float], list[f
     return every, contradicted
 
 
+def answered_to_refund_ms(entries: list[dict[str, Any]]) -> list[float]:
+    """For every capture we gave back whose callback we answered 2xx: the time from our first
+    2xx answer to our refund request (0 when the refund was asked first, e.g. found by
+    reconciliation). The part of the bound that is ours once a callback is delivered."""
+    refunds = {
+        e["attempt_id"]: e["at_s"]
+        for e in entries
+        if e["kind"] == "refund" and e.get("requested_by") == "merchant"
+    }
+    return [
+        max(0.0, (refunds[e["attempt_id"]] - e["answered_at_s"]) * 1000)
+        for e in entries
+        if e["kind"] == "capture" and e["attempt_id"] in refunds and "answered_at_s" in e
+    ]
+
+
 def refund_bound_table(entries: list[dict[str, Any]]) -> Table:
     every, contradicted = refund_delays_ms(entries)
     return table(
@@ -85,6 +101,7 @@ def refund_bound_table(entries: list[dict[str, Any]]) -> Table:
         [
             bound_row("every capture refunded (n: p50 / p99 / max ms)", every),
             bound_row("captures after the provider's own decline", contradicted),
+            bound_row("from our 2xx answer to its callback", answered_to_refund_ms(entries)),
         ],
         ("", "value"),
     )

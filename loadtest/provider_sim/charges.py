@@ -135,8 +135,11 @@ class Simulator:
         self.by_intent.setdefault(a.intent_id, []).append(a)
         return a
 
-    async def _send(self, event: dict[str, Any], delay_s: float) -> None:
-        """Deliver one event at least once: retry with backoff until a 2xx answer."""
+    async def _send(
+        self, event: dict[str, Any], delay_s: float, answered: dict[str, Any] | None = None
+    ) -> None:
+        """Deliver one event at least once: retry with backoff until a 2xx answer; the first
+        2xx answer of a capture's copies is noted on its ledger entry (`answered`)."""
         await asyncio.sleep(delay_s)
         body = orjson.dumps(event)
         assert self.http is not None
@@ -151,6 +154,8 @@ class Simulator:
                     r = await self.http.post(self.config.webhook_url, content=body, headers=headers)
                 self.deliveries += 1
                 if r.status_code < 300:
+                    if answered is not None:
+                        answered.setdefault("answered_at_s", time.time())
                     return
             except httpx.HTTPError:
                 pass
@@ -165,8 +170,10 @@ class Simulator:
         data: dict[str, Any],
         delay_s: float,
         overrides: dict[str, Any] | None = None,
+        answered: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Announce one fact about `a` (at least once, maybe lost); returns the event sent."""
+        """Announce one fact about `a` (at least once, maybe lost); returns the event sent.
+        `answered`: the ledger entry on which the first 2xx answer's time is noted."""
         event = self.wire.event(self, kind, a, data, overrides or {})
         self.callbacks["events"] += 1
         if self.rng.random() < self.config.loss_rate:
@@ -177,7 +184,7 @@ class Simulator:
             copies += self.rng.choice((1, 2))
         self.callbacks["duplicates"] += copies - 1
         for n in range(copies):
-            self.spawn(self._send(event, delay_s + n * self.delay_s()))
+            self.spawn(self._send(event, delay_s + n * self.delay_s(), answered))
         return event
 
     def charge_data(self, a: Attempt) -> dict[str, Any]:
@@ -213,8 +220,9 @@ class Simulator:
         a.status = "captured"
         a.captured_amount = amount
         self.money("capture", a, amount)
-        self.ledger[-1]["contradicted"] = contradicted  # it said declined or failed before
-        self.emit("charge.captured", a, self.charge_data(a), 0.0)
+        entry = self.ledger[-1]
+        entry["contradicted"] = contradicted  # it said declined or failed before
+        self.emit("charge.captured", a, self.charge_data(a), 0.0, answered=entry)
 
     async def decide(self, a: Attempt, outcome: str, delay_s: float) -> None:
         await asyncio.sleep(delay_s)

@@ -81,5 +81,8 @@ def test_the_short_run_held_its_load_and_measured_the_refund_bound(
     assert retried > 0
     bound = figures["late_capture_to_refund"]
     assert bound["n"] > 0 and 0 <= bound["p50_ms"] <= bound["p99_ms"] <= bound["max_ms"]
+    # Our part of it: from our 2xx answer to a capture's callback to the refund we asked for.
+    ours = figures["answered_callback_to_refund"]
+    assert 0 < ours["n"] <= bound["n"] and ours["p50_ms"] <= ours["p99_ms"] <= ours["max_ms"]
     assert figures["provider"]["callbacks"]["lost"] > 0
     assert figures["provider"]["callbacks"]["duplicates"] > 0
