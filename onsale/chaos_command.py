@@ -40,6 +40,21 @@ def add_chaos_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--short", action="store_true", help="the CI version: about a minute, a smaller crowd"
     )
+    parser.add_argument(
+        "--lose-redis",
+        action="store_true",
+        help="Redis comes back empty after each of its faults (its files deleted): the ledger "
+        "process rebuilds every lost event by itself, with nobody at the keyboard",
+    )
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated kinds of fault to inject (api, worker, ledger, redis, postgres; "
+        "default all)",
+    )
+    parser.add_argument(
+        "--flow-seats", type=int, default=None, help="seats of each flow event (default 1000)"
+    )
     parser.add_argument("--json", default="", help="also write the figures to this JSON file")
     parser.add_argument(
         "--log-dir", default="", help="the processes' logs (default .services/chaos-logs/<run>)"
@@ -58,13 +73,18 @@ def add_chaos_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
 def forwarded(args: argparse.Namespace) -> list[str]:
     """The parsed options, as the tool's command line."""
     argv = ["--seed", str(args.seed), "--wait-replicas", str(args.wait_replicas)]
-    for flag, value in (("--duration", args.duration), ("--faults", args.faults)):
+    for flag, value in (
+        ("--duration", args.duration),
+        ("--faults", args.faults),
+        ("--flow-seats", args.flow_seats),
+    ):
         if value is not None:
             argv += [flag, str(value)]
-    for flag, value in (("--json", args.json), ("--log-dir", args.log_dir)):
+    for flag, value in (("--json", args.json), ("--log-dir", args.log_dir), ("--only", args.only)):
         if value:
             argv += [flag, value]
     argv += ["--cluster"] * args.cluster + ["--short"] * args.short
+    argv += ["--lose-redis"] * args.lose_redis
     return argv
 
 

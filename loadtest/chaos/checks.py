@@ -239,6 +239,9 @@ class Run:
     recoveries: int  # events rebuilt from the ledger
     single_redis: bool  # one Redis with AOF always: nothing may be lost
     alive: bool  # every process and server running at the end
+    lost_redis: bool = False  # Redis came back empty: the ledger process rebuilt (ADR 0037)
+    unhealed: tuple[str, ...] = ()  # events seen lost that never sold again
+    sizes: tuple[tuple[str, int], ...] = ()  # each event's seats as created
 
 
 async def verdict(store: Store, dsn: str, run: Run, log_dir: Path) -> list[Check]:
@@ -280,7 +283,18 @@ async def verdict(store: Store, dsn: str, run: Run, log_dir: Path) -> list[Check
         ),
         check("every process and server running at the end", [] if run.alive else ["no"]),
     ]
-    if run.single_redis:
+    if run.lost_redis:
+        checks += [
+            check(
+                f"Redis lost {run.recoveries} events: each rebuilt by itself and selling again",
+                list(run.unhealed),
+            ),
+            check(
+                "every event whole after its rebuilds (its seats as created, none fenced)",
+                await not_whole(store, dict(run.sizes)),
+            ),
+        ]
+    elif run.single_redis:
         checks.append(
             check(
                 "one Redis with AOF always lost nothing (no event fenced or lost)",
@@ -288,6 +302,17 @@ async def verdict(store: Store, dsn: str, run: Run, log_dir: Path) -> list[Check
             )
         )
     return checks
+
+
+async def not_whole(store: Store, sizes: dict[str, int]) -> list[str]:
+    """Events not open with every seat they were created with (a rebuild left half done, or
+    fenced)."""
+    found = []
+    for event_id, seats in sizes.items():
+        a = await store.read.availability(event_id)
+        if a.status != "open" or a.seats_total != seats:
+            found.append(f"{event_id}: {a.status}, {a.seats_total} of {seats} seats")
+    return found
 
 
 def findings(run: Run, unplanned: Counter[str]) -> list[Check]:

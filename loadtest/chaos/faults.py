@@ -76,6 +76,7 @@ class Chaos:
     servers: Servers
     events: list[str]
     t0: float  # monotonic instant of T0
+    lose_redis: bool = False  # Redis restarts empty: the ledger process rebuilds (ADR 0037)
     injected: list[Injected] = field(default_factory=list)
     unplanned: list[Unplanned] = field(default_factory=list)
     recoveries: list[Recovery] = field(default_factory=list)
@@ -155,6 +156,8 @@ class Chaos:
             s.pg.start()
         else:
             assert s.redis is not None
+            if self.lose_redis:
+                s.redis.wipe()
             s.redis.start()
 
     # -- the supervisor ------------------------------------------------------------------
@@ -205,6 +208,25 @@ class Chaos:
                     await self.rebuild(event_id)
             await asyncio.sleep(1.0)
 
+    async def watch_rebuilds(self, store: Store, stop: asyncio.Event) -> None:
+        """With nobody at the keyboard (--lose-redis): every 50 ms, each event that cannot be
+        sold from this Redis (lost, fenced, being rebuilt) is written down when first seen so,
+        and again when it sells again: the rebuilds the ledger process made by itself."""
+        open_: dict[str, Recovery] = {}
+        while not stop.is_set():
+            for event_id in self.events:
+                try:
+                    down = await unanswerable(store, event_id)
+                except Exception:  # Redis down: asked again next round
+                    continue
+                if down and event_id not in open_:
+                    open_[event_id] = Recovery(event_id, self.now())
+                    self.recoveries.append(open_[event_id])
+                elif not down and event_id in open_:
+                    record = open_.pop(event_id)
+                    record.done_s, record.ok = self.now(), True
+            await asyncio.sleep(0.05)
+
     async def rebuild(self, event_id: str) -> None:
         record = Recovery(event_id, self.now())
         self.recoveries.append(record)
@@ -216,6 +238,12 @@ class Chaos:
             if not record.ok:
                 await asyncio.sleep(1.0)
         record.done_s = self.now()
+
+
+async def unanswerable(store: Store, event_id: str) -> bool:
+    """The event cannot be sold from this Redis now: gone, fenced or being rebuilt."""
+    (status,) = await store.read.event_fields(event_id, "status")
+    return not status or await store.read.recovering(event_id)
 
 
 def _retried(start: Callable[[], None]) -> None:

@@ -42,7 +42,7 @@ from loadtest.chaos.checks import Run, Settled, findings, settle, verdict
 from loadtest.chaos.faults import Chaos, Servers
 from loadtest.chaos.load import Crowd, Sale, flow, t0_burst
 from loadtest.chaos.report import report, schedule_table, summary
-from loadtest.chaos.schedule import Fault, build_schedule
+from loadtest.chaos.schedule import KINDS, Fault, build_schedule
 from loadtest.chaos.servers import CrashablePostgres, DurableRedis
 from loadtest.demo.run import progress_bars
 from loadtest.demo.scenario import PRICE, Burst, seat_map
@@ -68,6 +68,8 @@ class ChaosConfig:
     flow_seats: int = 1_000  # per flow event
     hold_ttl_ms: int = 8_000
     quarantine_ms: int = 4_000
+    lose_redis: bool = False  # Redis comes back empty: the ledger rebuilds by itself
+    kinds: tuple[str, ...] = KINDS  # the kinds of fault injected
     log_dir: str = ""
     json_path: str = ""
 
@@ -90,12 +92,17 @@ def config_from(args: argparse.Namespace) -> ChaosConfig:
         base["duration_s"] = args.duration
     if args.faults is not None:
         base["faults"] = args.faults
+    if args.flow_seats is not None:
+        base["flow_seats"] = args.flow_seats
+    if args.only:
+        base["kinds"] = tuple(k.strip() for k in args.only.split(",") if k.strip())
     run = time.strftime("%Y%m%d-%H%M%S")
     log_dir = args.log_dir or str(Path(".services") / "chaos-logs" / f"{run}-seed{args.seed}")
     return ChaosConfig(
         seed=args.seed,
         cluster=args.cluster,
         wait_replicas=args.wait_replicas,
+        lose_redis=args.lose_redis,
         log_dir=log_dir,
         json_path=args.json,
         **base,
@@ -128,7 +135,8 @@ def start_servers(cfg: ChaosConfig, work: Path, console: Console) -> Servers:
             url = redis.url
         # The run's own operator rebuilds what Redis loses, by the runbook (docs/recovery.md);
         # the ledger's automatic rebuild would race it (tests/fault/test_auto_rebuild.py).
-        env = {**QUICK_SETTLE_ENV, "ONSALE_AUTO_REBUILD": "0"}
+        # With --lose-redis nobody is at the keyboard: the ledger process rebuilds (ADR 0037).
+        env = {**QUICK_SETTLE_ENV, "ONSALE_AUTO_REBUILD": "1" if cfg.lose_redis else "0"}
         if cfg.wait_replicas:
             env["ONSALE_REDIS_WAIT_REPLICAS"] = str(cfg.wait_replicas)
         stack = LocalStack(
@@ -225,7 +233,8 @@ async def play(cfg: ChaosConfig, schedule: list[Fault], servers: Servers, consol
             seed=cfg.seed,
         )
         now_ms = await store.read.server_time_ms()
-        chaos = Chaos(servers, events, time.monotonic() + (t0_ms - now_ms) / 1000)
+        t0 = time.monotonic() + (t0_ms - now_ms) / 1000
+        chaos = Chaos(servers, events, t0, lose_redis=cfg.lose_redis)
         connector = aiohttp.TCPConnector(limit=200)
         timeout = aiohttp.ClientTimeout(total=10)
         async with aiohttp.ClientSession(
@@ -246,6 +255,9 @@ async def play(cfg: ChaosConfig, schedule: list[Fault], servers: Servers, consol
             recoveries=len(chaos.recoveries),
             single_redis=servers.cluster is None,
             alive=all_alive(servers),
+            lost_redis=cfg.lose_redis,
+            unhealed=tuple(r.event_id for r in chaos.recoveries if not r.ok),
+            sizes=((events[0], cfg.seats), *((e, cfg.flow_seats) for e in events[1:])),
         )
         checks = await verdict(store, servers.pg.dsn, run, Path(cfg.log_dir))
     finally:
@@ -275,7 +287,9 @@ async def under_faults(
         done = progress.add_task("faults injected and healed", total=len(schedule))
         helpers = [
             asyncio.create_task(chaos.supervise(stop)),
-            asyncio.create_task(chaos.operate(store, stop)),
+            asyncio.create_task(
+                chaos.watch_rebuilds(store, stop) if cfg.lose_redis else chaos.operate(store, stop)
+            ),
         ]
         injector = asyncio.create_task(
             chaos.run_schedule(schedule, lambda _record: progress.advance(done))
@@ -328,7 +342,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--wait-replicas needs --cluster (one Redis has no replica to wait for)")
     cfg = config_from(args)
     console = Console()
-    schedule = build_schedule(cfg.seed, cfg.duration_s, cfg.faults)
+    if args.lose_redis and args.cluster:
+        parser.error("--lose-redis is for one Redis (a cluster fails over to a replica)")
+    try:
+        schedule = build_schedule(cfg.seed, cfg.duration_s, cfg.faults, cfg.kinds)
+    except ValueError as exc:
+        parser.error(str(exc))
     console.print(schedule_table(cfg.seed, schedule, cfg.cluster))
     work = Path(tempfile.mkdtemp(prefix="onsale-chaos-"))
     os.chmod(work, 0o755)  # PostgreSQL runs as its own user under it

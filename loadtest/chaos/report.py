@@ -61,6 +61,10 @@ def summary(
         "injected": [asdict(i) for i in chaos.injected],
         "unplanned_exits": [asdict(u) for u in chaos.unplanned],
         "recoveries": [asdict(r) for r in chaos.recoveries],
+        # With --lose-redis: from an event first seen lost to it selling again, per rebuild.
+        "lost_to_selling": bound(
+            [(r.done_s - r.at_s) * 1000 for r in chaos.recoveries if r.ok and r.done_s >= 0]
+        ),
         "load": {
             "requests": seen.requests,
             "answers": dict(seen.answers.most_common()),
@@ -114,6 +118,13 @@ def faults_table(s: dict[str, Any]) -> Table:
         "time down, total / longest (s)", "", f"{s['down_s']['total']} / {s['down_s']['max']}"
     )
     t.add_row("events rebuilt from the ledger", "", str(len(s["recoveries"])))
+    lost = s["lost_to_selling"]
+    if lost["n"]:
+        t.add_row(
+            "an event lost -> selling again, p50 / p99 / max (ms)",
+            "",
+            f"{lost['p50_ms']} / {lost['p99_ms']} / {lost['max_ms']}",
+        )
     return t
 
 

@@ -53,17 +53,21 @@ class Fault:
         return f"{what}; back after {self.down_s:.2f} s"
 
 
-def build_schedule(seed: int, duration_s: float, faults: int) -> list[Fault]:
-    """`faults` faults over a run of `duration_s` seconds, in time order."""
+def build_schedule(
+    seed: int, duration_s: float, faults: int, kinds: tuple[str, ...] = KINDS
+) -> list[Fault]:
+    """`faults` faults of `kinds` over a run of `duration_s` seconds, in time order."""
     if faults < 0 or duration_s <= START_S + END_MARGIN_S:
         raise ValueError("a schedule needs a run longer than its margins and faults >= 0")
+    if not kinds or set(kinds) - set(KINDS):
+        raise ValueError(f"fault kinds are among {', '.join(KINDS)}")
     rng = random.Random(seed)
-    counts = dict.fromkeys(KINDS, faults // len(KINDS))
-    for kind in rng.sample(KINDS, faults % len(KINDS)):
+    counts = dict.fromkeys(kinds, faults // len(kinds))
+    for kind in rng.sample(kinds, faults % len(kinds)):
         counts[kind] += 1
     window = duration_s - START_S - END_MARGIN_S
     schedule: list[Fault] = []
-    for kind in KINDS:
+    for kind in kinds:
         schedule += _faults_of(rng, kind, counts[kind], window)
     return sorted(schedule)
 

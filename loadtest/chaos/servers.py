@@ -78,6 +78,12 @@ class DurableRedis:
     def stop(self) -> None:
         self.kill()
 
+    def wipe(self) -> None:
+        """Delete what it would start from (its AOF and any snapshot): the next start is an
+        empty Redis, as a lost disk or a replaced machine would be."""
+        shutil.rmtree(self.workdir / "appendonlydir", ignore_errors=True)
+        (self.workdir / "dump.rdb").unlink(missing_ok=True)
+
 
 def _pg_bin(name: str) -> str:
     found = shutil.which(name)

@@ -86,3 +86,35 @@ def test_the_short_run_held_its_load_and_measured_the_refund_bound(
     assert 0 < ours["n"] <= bound["n"] and ours["p50_ms"] <= ours["p99_ms"] <= ours["max_ms"]
     assert figures["provider"]["callbacks"]["lost"] > 0
     assert figures["provider"]["callbacks"]["duplicates"] > 0
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_redis_lost_empty_four_times_is_rebuilt_with_nobody_at_the_keyboard(
+    tmp_path: Path,
+) -> None:
+    """`--lose-redis`: Redis comes back empty after each fault (its AOF deleted); no operator
+    loop runs, the ledger process rebuilds every lost event by itself, and the run still ends
+    with no violation, every event seen lost selling again and every event whole."""
+    figures = tmp_path / "lost.json"
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "onsale.cli", "chaos", "--short", "--seed", "3"),
+            *("--lose-redis", "--only", "redis", "--faults", "4", "--flow-seats", "2000"),
+            *("--json", str(figures), "--log-dir", str(tmp_path / "logs")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
+    screen = done.stdout + done.stderr
+    assert figures.exists(), screen[-5000:]
+    out = orjson.loads(figures.read_bytes())
+    assert out["faults_injected"] == {"redis": 4}
+    events = 1 + out["config"]["flow_events"]
+    # Every loss lost every event, and each was seen lost once and selling again after it.
+    assert len(out["recoveries"]) == 4 * events
+    assert all(r["ok"] and r["done_s"] > r["at_s"] for r in out["recoveries"])
+    names = [c["name"] for c in out["checks"]]
+    assert any(n.startswith("Redis lost 12 events") for n in names)
+    assert not any("lost nothing" in n for n in names)
+    assert out["violations"] == 0 and done.returncode == 0, screen[-5000:]

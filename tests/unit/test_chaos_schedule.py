@@ -69,3 +69,12 @@ def test_a_process_is_up_again_before_its_next_fault(seed: int) -> None:
 def test_a_run_too_short_for_its_margins_is_refused() -> None:
     with pytest.raises(ValueError):
         build_schedule(1, START_S + END_MARGIN_S, 5)
+
+
+def test_a_schedule_of_some_kinds_has_only_those() -> None:
+    schedule = build_schedule(5, 200, 20, kinds=("redis",))
+    assert [f.kind for f in schedule] == ["redis"] * 20
+    for before, after in itertools.pairwise(schedule):
+        assert before.at_s + before.down_s + SLOT_MARGIN_S <= after.at_s + 1e-9
+    with pytest.raises(ValueError):
+        build_schedule(5, 200, 20, kinds=("disk",))
