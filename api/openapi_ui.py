@@ -123,17 +123,32 @@ def _json(name: str, description: str) -> dict[str, Any]:
     return {"200": {"description": description, "headers": ETAG, "content": content}}
 
 
-def _text(kind: str, description: str, example: str) -> dict[str, Any]:
-    content = {kind: {"schema": {"type": "string"}, "example": example}}
+def _text(kind: str, description: str, example: Any) -> dict[str, Any]:
+    content = {kind: {"schema": SCHEMAS.get(kind, {"type": "string"}), "example": example}}
     return {"200": {"description": description, "content": content}}
 
 
-PAGE_EXAMPLES = {
+# The pages' string catalogue (strings.json, ADR 0046): each language's strings by key.
+SCHEMAS = {
+    "application/json": {
+        "type": "object",
+        "additionalProperties": {"type": "object", "additionalProperties": {"type": "string"}},
+    }
+}
+
+
+PAGE_EXAMPLES: dict[str, Any] = {
     "html": '<!doctype html>\n<html lang="en">',
     "js": "// The buyer's page",
     "css": "/* onsale pages */",
+    "json": {"en": {"lang.name": "English"}, "de": {"lang.name": "Deutsch"}},
 }
-MEDIA = {"html": "text/html", "js": "text/javascript", "css": "text/css"}
+MEDIA = {
+    "html": "text/html",
+    "js": "text/javascript",
+    "css": "text/css",
+    "json": "application/json",
+}
 
 
 def _page(op_id: str, summary: str, kind: str) -> dict[str, Any]:

@@ -19,8 +19,8 @@ from api.context import ctx, endpoint
 from api.errors import ApiError
 from engine.config.settings import StripeSettings
 
-ASSETS = ("buyer.html", "buyer.js", "seatmap.js", "common.js", "dashboard.html", "dashboard.js",
-          "style.css")  # fmt: skip
+ASSETS = ("buyer.html", "buyer.js", "seatmap.js", "common.js", "i18n.js", "strings.json",
+          "dashboard.html", "dashboard.js", "style.css")  # fmt: skip
 CSP = (
     "default-src 'none'; script-src 'self'{js}; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'{api}; frame-src{frames}; form-action 'self'; frame-ancestors 'none'; "

@@ -9,6 +9,7 @@
 import {
   $, api, clockTime, duration, el, errorCode, money, randomKey, say, ServerClock,
 } from "./common.js";
+import { has, lang, languages, loadStrings, switchTo, t } from "./i18n.js";
 import { LiveSeats, SeatMap } from "./seatmap.js";
 
 const PARTY_MAX = 6;
@@ -22,21 +23,12 @@ const page = { me: null, event: null, map: null, live: null, hold: null, picked:
 const tokenKey = () => `onsale.buyer.${eventId}`;
 const holdKey = () => `onsale.hold.${eventId}.${page.me.login}`;
 
-const CLAIM_ERRORS = {
-  seat_taken: "Sorry: one of these seats was just taken by someone else. Pick another.",
-  sold_out: "Sold out: no seat is free right now. Seats may come back; the map shows them.",
-  sale_not_open: "The sale has not opened yet.",
-  sale_closed: "The sale is closed.",
-  charge_in_flight: "Your other hold has a payment in flight: wait for it to finish.",
-  limit_exceeded: "You have reached the number of seats one buyer may have.",
-  rate_limited: "Too many tries at once: wait a moment and try again.",
-  party_too_large: "That is more seats than one hold may have here.",
-  unknown_seat: "That seat does not exist.",
-  admission_used: "Your turn in the waiting room was already used by another claim (another tab?).",
-  admission_expired: "Your turn in the waiting room ended before this claim.",
-  admission_invalid: "Your turn in the waiting room could not be checked: looking again…",
-  admission_required: "This sale has a waiting room: you need your turn in it to claim.",
-};
+// A refused claim in the buyer's words (strings.json `claim.<code>`), or null for a code it
+// has no words for.
+const claimError = (code) => (has(`claim.${code}`) ? t(`claim.${code}`) : null);
+
+// Money in the event's currency, written as the page's language writes it.
+const cash = (minor, currency) => money(minor, currency, lang);
 
 function show(id, visible = true) { $(id).hidden = !visible; }
 
@@ -47,7 +39,7 @@ function signIn() {
     const login = $("login-name").value.trim();
     const answer = await api("/v1/login", { method: "POST", body: { login, event_id: eventId } });
     if (answer.status !== 200) {
-      say($("login-message"), `Sign-in refused (${errorCode(answer)}).`, "bad");
+      say($("login-message"), t("login.refused", { code: errorCode(answer) }), "bad");
       return;
     }
     page.me = { login, token: answer.body.token };
@@ -77,12 +69,13 @@ function onChange(data) {
 }
 
 function saleText(ev, now) {
-  if (!ev) return ["Sale", "…"];
-  if (ev.recovering) return ["Sale", "Recovering: try again shortly"];
-  if (ev.status === "draft") return ["Sale", "Not on sale yet"];
-  if (ev.status === "closed" || ev.status === "cancelled") return ["Sale", `Sale ${ev.status}`];
-  if (now < ev.opens_at_ms) return ["Sale opens in", duration(ev.opens_at_ms - now)];
-  return ["Sale", ev.free > 0 ? "On sale now" : "Sold out"];
+  const sale = t("sale.label");
+  if (!ev) return [sale, "…"];
+  if (ev.recovering) return [sale, t("sale.recovering")];
+  if (ev.status === "draft") return [sale, t("sale.not_yet")];
+  if (ev.status === "closed" || ev.status === "cancelled") return [sale, t(`sale.${ev.status}`)];
+  if (now < ev.opens_at_ms) return [t("sale.opens_in"), duration(ev.opens_at_ms - now)];
+  return [sale, ev.free > 0 ? t("sale.on") : t("sale.sold_out")];
 }
 
 function onSale() {
@@ -105,10 +98,11 @@ function renderEvent() {
     if (page.title !== ev.name) document.title = page.title = ev.name;
     $("event-about").textContent = [ev.venue, showTime(ev)].filter(Boolean).join(" · ");
   }
-  $("price").textContent = money(ev.price_minor, ev.currency);
-  $("sale-status").textContent = ev.status;
+  $("price").textContent = cash(ev.price_minor, ev.currency);
+  $("sale-status").textContent = has(`status.${ev.status}`) ? t(`status.${ev.status}`) : ev.status;
   $("counts").replaceChildren(
-    ...["free", "held", "blocked", "sold"].map((k) => el("span", {}, `${k} `, el("b", { text: String(ev[k]) }))),
+    ...["free", "held", "blocked", "sold"].map((k) => el("span", {}, `${t(`counts.${k}`)} `,
+      el("b", { text: String(ev[k]) }))),
   );
   $("best-n").max = String(ev.max_party || PARTY_MAX);
   renderPicked();
@@ -128,10 +122,10 @@ function tick() {
 function toggle(seatId, state) {
   if (page.picked.has(seatId)) page.picked.delete(seatId);
   else if (state !== "F") {
-    say($("claim-message"), `Seat ${seatId} is not free.`, "warn");
+    say($("claim-message"), t("map.not_free", { seat: seatId }), "warn");
     return;
   } else if (page.picked.size >= ((page.event && page.event.max_party) || PARTY_MAX)) {
-    say($("claim-message"), "That is as many seats as one hold may have.", "warn");
+    say($("claim-message"), t("map.too_many"), "warn");
     return;
   } else page.picked.add(seatId);
   page.map.setSelected(page.picked);
@@ -150,13 +144,15 @@ function renderPicked() {
   for (const id of [...page.picked]) {
     if (page.map.stateOf(id) === "F") continue;
     page.picked.delete(id);
-    say($("claim-message"), `Sorry: seat ${id} was just taken by someone else. Pick another.`, "bad");
+    say($("claim-message"), t("map.taken", { seat: id }), "bad");
   }
   page.map.setSelected(page.picked);
   const ids = [...page.picked];
-  const cost = ids.length && page.event ? ` · ${money(priceOf(ids), page.event.currency)}` : "";
-  $("picked").textContent = ids.length ? `Picked: ${ids.join(", ")}${cost}` : "No seat picked";
-  $("hold-picked").textContent = ids.length > 1 ? `Hold these ${ids.length} seats` : "Hold picked seat";
+  const cost = ids.length && page.event ? ` · ${cash(priceOf(ids), page.event.currency)}` : "";
+  $("picked").textContent = ids.length ? t("map.picked", { ids: ids.join(", "), cost })
+    : t("map.none_picked");
+  $("hold-picked").textContent = ids.length > 1 ? t("map.hold_these", { n: ids.length })
+    : t("map.hold_picked_one");
   $("hold-picked").disabled = !canClaim() || ids.length === 0;
 }
 
@@ -164,7 +160,7 @@ async function claim(body) {
   if (body.seat_ids && !body.seat_ids.length) return; // nothing picked (any more)
   if (!canClaim()) return; // a waiting room's turn not (or no longer) there: nothing is sent
   const admission = page.queue ? turn() : null;
-  say($("claim-message"), "Asking for your seats…");
+  say($("claim-message"), t("claim.asking"));
   const answer = await api(`${base}/holds`, { method: "POST", body, token: page.me.token,
     key: admission ? queueMemo().claimKey : randomKey(),
     headers: admission ? { [admission.header]: admission.token } : undefined });
@@ -180,13 +176,13 @@ async function claim(body) {
   if (code === "seat_taken") page.live?.refresh();
   if (code === "unauthorized" || code === "token_revoked") return signOut();
   if (code.startsWith("admission_")) {
-    say($("claim-message"), CLAIM_ERRORS[code], "bad");
+    say($("claim-message"), claimError(code), "bad");
     if (!page.queue) enterQueue(); // the event got a room since this page asked
     else queueAsk("look"); // the queue tells what became of the turn
     return;
   }
-  let text = CLAIM_ERRORS[code] || `Refused: ${code}.`;
-  if (code === "not_enough_seats") text = `Only ${answer.body.error.available} seats are free together or apart.`;
+  let text = claimError(code) || t("claim.refused", { code });
+  if (code === "not_enough_seats") text = t("claim.not_enough_seats", { n: answer.body.error.available });
   say($("claim-message"), text, "bad");
 }
 
@@ -229,7 +225,7 @@ async function pollHold() {
     renderHold();
     const newer = localStorage.getItem(holdKey());
     if (page.hold.reason === "replaced_by_new_claim" && newer && newer !== id) {
-      setTimeout(() => follow(newer, "another tab made a new hold"), 2500);
+      setTimeout(() => follow(newer, t("follow.other_tab_new")), 2500);
       return;
     }
   }
@@ -238,26 +234,23 @@ async function pollHold() {
 
 function chargeLines(h) {
   const cur = page.event ? page.event.currency : "EUR";
-  const words = {
-    CHARGING: "payment in flight", CAPTURED: "paid", DECLINED: "declined", FAILED: "failed",
-    REFUNDING: "being refunded", REFUNDED: "refunded", DISPUTED: "disputed",
-    PROVIDER_REFUNDED: "refunded by the provider", CHARGED_BACK: "charged back",
-  };
   // A part of the order given back (ADR 0043) is a charge of its own: a refund, not a payment.
   return h.charges.map((c) => el("li", { class: `charge ${c.state}` },
-    `${/:r[0-9a-f]{12}$/.test(c.charge_id) ? "Refund" : "Payment"} of ${money(c.amount, cur)}: ` +
-    `${words[c.state] || c.state}`));
+    t(/:r[0-9a-f]{12}$/.test(c.charge_id) ? "charge.refund_line" : "charge.payment_line", {
+      amount: cash(c.amount, cur),
+      state: has(`charge.${c.state}`) ? t(`charge.${c.state}`) : c.state,
+    })));
 }
 
 function refundNote(h) {
   if (h.charges.some((c) => c.state === "REFUNDED")) {
-    return " Your payment arrived after the deadline and was refunded.";
+    return t("note.refunded");
   }
   if (h.charges.some((c) => c.state === "REFUNDING")) {
-    return " Your payment arrived after the deadline: it is being refunded.";
+    return t("note.refunding");
   }
   if (h.charges.some((c) => c.state === "CHARGING")) {
-    return " A payment is still in flight: if it goes through, it will be refunded.";
+    return t("note.in_flight");
   }
   return "";
 }
@@ -265,37 +258,38 @@ function refundNote(h) {
 // What the hold's state means for the buyer, truthfully: [text, tone].
 // Seats in words where the map names them ("Section A, row 3, seat 5"), else by id.
 function seatWords(ids) {
-  return page.map ? page.map.namesOf(ids) : `Seats ${ids.join(", ")}`;
+  return page.map ? page.map.namesOf(ids) : t("seats.ids", { ids: ids.join(", ") });
 }
 
 function describe(h) {
   const seats = h.seat_ids.join(", ");
   switch (h.state) {
-    case "CONFIRMING": return ["Payment received: confirming your seats…", "ok"];
-    case "CONFIRMED":
-      return h.order
-        ? [`Confirmed: ${seatWords(h.order.seat_ids)}, paid ${money(h.order.amount, h.order.currency)}` +
-           `${h.order.refunded ? ` (${money(h.order.refunded, h.order.currency)} given back)` : ""}.`, "ok"]
-        : ["Payment received: confirming your seats…", "ok"];
-    case "EXPIRED": return [`Your hold expired; seats ${seats} went back on sale.${refundNote(h)}`, "bad"];
+    case "CONFIRMING": return [t("describe.confirming"), "ok"];
+    case "CONFIRMED": {
+      const o = h.order;
+      if (!o) return [t("describe.confirming"), "ok"];
+      const back = o.refunded ? t("describe.given_back", { amount: cash(o.refunded, o.currency) }) : "";
+      return [t("describe.confirmed", { seats: seatWords(o.seat_ids), amount: cash(o.amount, o.currency),
+        given_back: back }), "ok"];
+    }
+    case "EXPIRED": return [t("describe.expired", { seats, note: refundNote(h) }), "bad"];
     case "RELEASED":
       if (h.reason === "replaced_by_new_claim") {
-        return [`This hold was replaced by a newer one of yours (another tab).${refundNote(h)}`, "warn"];
+        return [t("describe.replaced", { note: refundNote(h) }), "warn"];
       }
-      return [`You released seats ${seats}.${refundNote(h)}`, "warn"];
+      return [t("describe.released", { seats, note: refundNote(h) }), "warn"];
     case "QUARANTINED":
-      return [`The deadline passed while your payment was in flight: seats ${seats} are kept `
-        + `until it resolves (at the latest ${clockTime(h.quarantine_until_ms)}).`, "warn"];
-    case "EXCEPTION": return ["Your payment was reversed at the provider: the organiser will contact you.", "bad"];
-    case "REVOKED": return ["This order was revoked; its payment is refunded.", "bad"];
+      return [t("describe.quarantined", { seats, time: clockTime(h.quarantine_until_ms, lang) }), "warn"];
+    case "EXCEPTION": return [t("describe.exception"), "bad"];
+    case "REVOKED": return [t("describe.revoked"), "bad"];
     default: break;
   }
-  if (h.charge_in_flight) return [page.payNote || "Payment sent to the provider: waiting for its answer…", ""];
+  if (h.charge_in_flight) return [page.payNote || t("describe.waiting"), ""];
   const last = h.charges[h.charges.length - 1];
   if (last && (last.state === "DECLINED" || last.state === "FAILED")) {
-    return [`Your payment was ${last.state.toLowerCase()}: you may pay again before the deadline.`, "bad"];
+    return [t(`describe.${last.state.toLowerCase()}`), "bad"];
   }
-  return [`Seats ${seats} are held for you. Pay before the time runs out.`, ""];
+  return [t("describe.held", { seats }), ""];
 }
 
 function renderHold() {
@@ -303,7 +297,7 @@ function renderHold() {
   show("hold-panel");
   const cur = page.event ? page.event.currency : "EUR";
   const amount = h.amount ?? (page.event ? priceOf(h.seat_ids) : null);
-  const total = amount !== null ? money(amount, cur) : "";
+  const total = amount !== null ? cash(amount, cur) : "";
   $("hold-seats").textContent = h.seat_ids.length ? `${seatWords(h.seat_ids)} · ${total}` : "";
   let [text, tone] = describe(h);
   if (page.followNote) text = `${text} (${page.followNote})`;
@@ -321,7 +315,7 @@ function renderHold() {
   show("payment-form", live && Boolean(page.payment));
   $("pay").hidden = !live || Boolean(page.payment);
   $("pay").disabled = Boolean(h.charge_in_flight);
-  $("pay").textContent = total ? `Pay ${total}` : "Pay";
+  $("pay").textContent = total ? t("hold.pay_amount", { amount: total }) : t("hold.pay");
   $("release").hidden = !(live || h.state === "QUARANTINED") || h.given_up;
   const holding = ["RESERVED", "QUARANTINED", "CONFIRMED", "CONFIRMING"].includes(h.state);
   page.map?.setMine(holding ? h.seat_ids : []);
@@ -332,13 +326,13 @@ function renderHoldClock() {
   const h = page.hold;
   if (!h || !h.expires_ms) return;
   if (h.state !== "RESERVED") {
-    $("hold-countdown-label").textContent = "Hold";
-    $("hold-countdown").textContent = h.state;
+    $("hold-countdown-label").textContent = t("hold.label");
+    $("hold-countdown").textContent = has(`hold.state.${h.state}`) ? t(`hold.state.${h.state}`) : h.state;
     return;
   }
   const left = h.expires_ms - clock.now();
-  $("hold-countdown-label").textContent = "Time left to pay";
-  $("hold-countdown").textContent = left > 0 ? duration(left) : "Deadline passed: waiting for the server…";
+  $("hold-countdown-label").textContent = t("hold.left");
+  $("hold-countdown").textContent = left > 0 ? duration(left) : t("hold.deadline_passed");
 }
 
 async function pay() {
@@ -351,14 +345,12 @@ async function pay() {
   if (answer.status === 202) {
     const form = answer.body.payment_form;
     page.payNote = answer.body.client_secret && !form
-      ? "This provider needs its own payment form, which this deployment has not configured."
-      : answer.body.provider_status === "timeout"
-        ? "The provider did not answer in time: its answer will still come, and this page shows it."
-        : "";
+      ? t("pay.no_form")
+      : answer.body.provider_status === "timeout" ? t("pay.timeout") : "";
     if (answer.body.client_secret && form) await openPaymentForm(form, answer.body.client_secret);
     renderHold();
   } else {
-    say($("hold-message"), `Payment refused: ${errorCode(answer)}.`, "bad");
+    say($("hold-message"), t("pay.refused", { code: errorCode(answer) }), "bad");
   }
   clearTimeout(page.pollTimer);
   pollHold();
@@ -389,10 +381,10 @@ async function openPaymentForm(form, clientSecret) {
     element.mount("#payment-element");
     page.payment = { stripe, elements, element };
   } catch {
-    page.payNote = "The payment form did not load: reload the page to try again.";
+    page.payNote = t("pay.form_failed");
     return;
   }
-  page.payNote = "Enter your card below and press “Pay now”.";
+  page.payNote = t("pay.enter_card");
   $("payment-error").textContent = "";
   $("pay-confirm").disabled = false;
 }
@@ -408,13 +400,13 @@ async function confirmPayment() {
   if (!p) return;
   $("pay-confirm").disabled = true;
   $("payment-error").textContent = "";
-  page.payNote = "Payment sent: waiting for your bank's answer…";
+  page.payNote = t("pay.sent");
   renderHold();
   let error;
   try {
     ({ error } = await p.stripe.confirmPayment({ elements: p.elements, redirect: "if_required" }));
   } catch {
-    error = { type: "api_connection_error", message: "The payment could not be sent: try again." };
+    error = { type: "api_connection_error", message: t("pay.not_sent") };
   }
   if (!error) {
     closePaymentForm();
@@ -424,7 +416,7 @@ async function confirmPayment() {
     closePaymentForm();
     page.payNote = "";
   } else {
-    page.payNote = "Enter your card below and press “Pay now”.";
+    page.payNote = t("pay.enter_card");
     $("payment-error").textContent = error.message;
     $("pay-confirm").disabled = false;
   }
@@ -437,7 +429,7 @@ async function release() {
   const h = page.hold;
   const answer = await api(`${base}/holds/${encodeURIComponent(h.hold_id)}`, {
     method: "DELETE", token: page.me.token });
-  if (answer.status >= 400) say($("hold-message"), `Release refused: ${errorCode(answer)}.`, "bad");
+  if (answer.status >= 400) say($("hold-message"), t("release.refused", { code: errorCode(answer) }), "bad");
   clearTimeout(page.pollTimer);
   pollHold();
   page.live?.refresh();
@@ -516,11 +508,11 @@ async function queueAsk(mode) {
   if (code === "unauthorized" || code === "token_revoked") return signOut();
   const again = q.view ? "look" : "join";
   if (code === "sale_not_open") {
-    queueNote("The sale is not open yet: the waiting room opens with it.", "");
+    queueNote(t("queue.not_open"), "");
     return queueLater(again, QUEUE_NOT_OPEN_MS);
   }
   if (code === "queue_full") {
-    queueNote("The waiting room is full for now: trying again in a while.", "warn");
+    queueNote(t("queue.full"), "warn");
     return queueLater("join", QUEUE_FULL_MS);
   }
   // Rate limited, unavailable, no network: again when told (Retry-After), else later and later.
@@ -528,8 +520,7 @@ async function queueAsk(mode) {
   const backoff = QUEUE_BACKOFF_MS[Math.min(q.failures, QUEUE_BACKOFF_MS.length) - 1];
   const wait = answer.retryAfterS !== null && answer.retryAfterS !== undefined
     ? answer.retryAfterS * 1000 : backoff;
-  queueNote(`The waiting room did not answer (${code}): trying again shortly. Your place is kept.`,
-    "warn");
+  queueNote(t("queue.no_answer", { code }), "warn");
   queueLater(again, wait * (1 + Math.random() / 4));
 }
 
@@ -606,9 +597,9 @@ function queueStatus(text, tone) {
 }
 
 function roughly(seconds) {
-  if (seconds < 60) return `about ${Math.max(1, Math.round(seconds))} s`;
-  if (seconds < 3600) return `about ${Math.round(seconds / 60)} min`;
-  return `about ${(seconds / 3600).toFixed(1)} h`;
+  if (seconds < 60) return t("queue.about_s", { n: Math.max(1, Math.round(seconds)) });
+  if (seconds < 3600) return t("queue.about_min", { n: Math.round(seconds / 60) });
+  return t("queue.about_h", { n: (seconds / 3600).toLocaleString(lang, { maximumFractionDigits: 1 }) });
 }
 
 function renderQueue() {
@@ -618,22 +609,21 @@ function renderQueue() {
   const drawn = waiting && v.drawn && v.position !== null;
   let text = "";
   let tone = "";
-  if (waiting && !drawn) text = "You are in the queue. Your place is drawn when the sale opens.";
-  else if (waiting) text = `You are number ${v.position} in line.`;
+  if (waiting && !drawn) text = t("queue.in_queue");
+  else if (waiting) text = t("queue.number", { position: v.position });
   else if (v.state === "admitted") {
     tone = "ok";
-    text = v.free > 0 ? "It's your turn: pick your seats now."
-      : "It's your turn, but no seat is free right now: one may come back before your turn ends.";
+    text = v.free > 0 ? t("queue.your_turn") : t("queue.your_turn_none_free");
   } else if (v.state === "used" && turn()) {
     tone = "warn";
-    text = "Your claim was refused after it used your turn: you may try again until it ends.";
-  } else if (v.state === "used") text = "Your turn was used for your claim.";
+    text = t("queue.refused_after_turn");
+  } else if (v.state === "used") text = t("queue.used");
   else if (v.state === "lapsed") {
     tone = "warn";
-    text = "Your turn ended without a claim.";
+    text = t("queue.lapsed");
   } else if (v.state === "sold_out") {
     tone = "bad";
-    text = "Sold out: every seat is sold, and none can come back.";
+    text = t("queue.sold_out");
   }
   queueStatus(text, tone);
   show("queue-place", drawn);
@@ -641,23 +631,24 @@ function renderQueue() {
   show("queue-wait", drawn);
   if (drawn) {
     $("queue-estimate").textContent = v.estimate_s !== null ? roughly(v.estimate_s)
-      : v.free === 0 ? "None: no seat is free now" : "Not known yet";
+      : v.free === 0 ? t("queue.none_free") : t("queue.not_known");
   }
   const figures = [];
-  if (waiting && !drawn) figures.push(`${v.entries} in the queue so far.`);
+  if (waiting && !drawn) figures.push(t("queue.entries", { n: v.entries }));
   if (drawn) {
-    figures.push(`${v.admitted} admitted so far, ${v.admission_rate_per_s.toFixed(1)} a second lately.`);
-    if (v.free === 0) figures.push("Seats held by others may come back if they are not paid for.");
+    const rate = v.admission_rate_per_s.toLocaleString(lang, { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+    figures.push(t("queue.admitted", { n: v.admitted, rate }));
+    if (v.free === 0) figures.push(t("queue.may_come_back"));
   }
   if (v.state !== "sold_out") {
-    figures.push(`Seats: ${v.free} free, ${v.held} held, ${v.blocked} awaiting a payment.`);
+    figures.push(t("queue.seats", { free: v.free, held: v.held, blocked: v.blocked }));
   }
   if (page.queue.note) figures.unshift(page.queue.note);
   $("queue-detail").textContent = figures.join(" ");
   const again = (v.state === "used" && !turn()) || v.state === "lapsed";
   show("queue-again", again);
   show("queue-rules", waiting);
-  document.title = v.state === "admitted" ? `Your turn · ${page.title}` : page.title;
+  document.title = v.state === "admitted" ? t("queue.title_turn", { title: page.title }) : page.title;
   renderQueueClock();
 }
 
@@ -668,12 +659,12 @@ function renderQueueClock() {
   let label = "";
   let text = "";
   if (v.state === "waiting" && !v.drawn) {
-    label = "Sale opens in";
-    text = now < v.opens_at_ms ? duration(v.opens_at_ms - now) : "Opening: drawing the places…";
+    label = t("queue.opens_in");
+    text = now < v.opens_at_ms ? duration(v.opens_at_ms - now) : t("queue.drawing");
   } else if (turn()) {
-    label = "Your turn ends in";
+    label = t("queue.turn_ends_in");
     const left = turn().expires_ms - now;
-    text = left > 0 ? duration(left) : "Ended: checking with the server…";
+    text = left > 0 ? duration(left) : t("queue.turn_ended");
   }
   show("queue-timer", Boolean(label));
   $("queue-clock-label").textContent = label;
@@ -700,10 +691,9 @@ async function openMap() {
   page.mapOpening = false;
   if (layout.status !== 200) {
     const code = errorCode(layout);
-    const words = { event_not_found: "There is no such event.",
-      wrong_event_kind: "This event sells goods, not seats.",
-      seat_map_too_large: "This venue is too large to draw: ask for the best seats." };
-    say($("event-message"), words[code] || `The seat map is unavailable (${code}).`, "bad");
+    const words = { event_not_found: "map.no_event", wrong_event_kind: "map.goods",
+      seat_map_too_large: "map.too_large" };
+    say($("event-message"), words[code] ? t(words[code]) : t("map.unavailable", { code }), "bad");
     show("sale-panel");
     if (code !== "seat_map_too_large") return;
   }
@@ -715,12 +705,12 @@ async function openMap() {
   const levels = [...new Set(page.map.seats.map((s) => s[5]).filter(Boolean))];
   const priced = page.layout.price_levels || {};
   const cur = page.event ? page.event.currency : "EUR";
-  const named = levels.map((l) => (l in priced ? `${l} ${money(priced[l], cur)}` : l));
-  const one = Object.keys(priced).length ? "" : " (one price)";
-  $("levels").textContent = levels.length ? `Price levels: ${named.join(", ")}${one}` : "";
+  const named = levels.map((l) => (l in priced ? `${l} ${cash(priced[l], cur)}` : l));
+  const one = Object.keys(priced).length ? "" : t("map.one_price");
+  $("levels").textContent = levels.length ? t("map.levels", { levels: named.join(", "), one }) : "";
   page.live = new LiveSeats(eventId, {
     onSeats, onChange, onClock: (ms) => clock.update(ms),
-    onMode: (mode) => { $("feed-mode").textContent = mode === "live" ? "Live" : "Updated every 2 s"; },
+    onMode: (mode) => { $("feed-mode").textContent = mode === "live" ? t("map.live") : t("map.polled"); },
   });
   page.live.start();
   if (page.hold && page.hold.expires_ms) renderHold(); // its seats, drawn as the buyer's own
@@ -737,12 +727,12 @@ async function myOrders() {
   show("orders-panel", orders.length > 0);
   $("my-orders").replaceChildren(...orders.map((o) => el("li", {},
     el("strong", { text: o.order_number }),
-    ` · ${(o.seat_ids || []).join(", ") || "goods"} · ${money(o.amount ?? 0, o.currency)}` +
-    `${o.refunded ? ` (${money(o.refunded, o.currency)} given back)` : ""}`)));
+    ` · ${(o.seat_ids || []).join(", ") || t("orders.goods")} · ${cash(o.amount ?? 0, o.currency)}` +
+    `${o.refunded ? ` ${t("orders.given_back", { amount: cash(o.refunded, o.currency) })}` : ""}`)));
 }
 
 function start() {
-  $("who").textContent = `Signed in as ${page.me.login}`;
+  $("who").textContent = t("signed_in_as", { login: page.me.login });
   myOrders();
   show("sign-out");
   $("hold-picked").addEventListener("click", () => claim({ seat_ids: [...page.picked] }));
@@ -756,7 +746,7 @@ function start() {
   });
   window.addEventListener("storage", (ev) => {
     if (ev.key === holdKey() && ev.newValue && ev.newValue !== page.hold?.hold_id) {
-      follow(ev.newValue, "from another tab");
+      follow(ev.newValue, t("follow.from_other_tab"));
     }
   });
   const current = localStorage.getItem(holdKey());
@@ -780,7 +770,7 @@ function showTime(ev) {
   if (!ev.starts_at_ms) return "";
   const options = { dateStyle: "full", timeStyle: "short", timeZone: ev.time_zone || undefined };
   try {
-    return new Intl.DateTimeFormat(undefined, options).format(new Date(ev.starts_at_ms));
+    return new Intl.DateTimeFormat(lang, options).format(new Date(ev.starts_at_ms));
   } catch {
     return new Date(ev.starts_at_ms).toString();
   }
@@ -790,7 +780,7 @@ async function listEvents() {
   show("choose-event");
   const answer = await api("/v1/events?limit=50");
   if (answer.status !== 200) {
-    say($("event-list-message"), "The list of events is unavailable: type the event's id.", "bad");
+    say($("event-list-message"), t("choose.unavailable"), "bad");
     return;
   }
   const items = answer.body.events.map((ev) => {
@@ -801,15 +791,25 @@ async function listEvents() {
     return el("li", {}, link, line ? el("span", { class: "muted", text: ` ${line}` }) : "");
   });
   $("event-list").replaceChildren(...items);
-  if (!items.length) say($("event-list-message"), "Nothing is on sale right now.");
+  if (!items.length) say($("event-list-message"), t("choose.none"));
 }
 
-function main() {
+// The language picker: the catalogue's languages, each named in itself; choosing one reloads.
+function offerLanguages() {
+  const select = $("lang");
+  select.replaceChildren(...languages().map(([code, name]) => el("option", { value: code, text: name })));
+  select.value = lang;
+  select.addEventListener("change", () => switchTo(select.value));
+}
+
+async function main() {
+  await loadStrings();
+  offerLanguages();
   if (!eventId) {
     listEvents();
     return;
   }
-  $("title").textContent = `Tickets · ${eventId}`;
+  $("title").textContent = t("page.title_event", { event: eventId });
   $("sign-out").addEventListener("click", signOut);
   const saved = localStorage.getItem(tokenKey());
   page.me = saved ? JSON.parse(saved) : null;

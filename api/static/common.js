@@ -54,9 +54,10 @@ export class ServerClock {
   get known() { return this.offset !== null; }
 }
 
-export function money(minor, currency) {
+// `locale`: the page's language (the buyer's page), else the browser's (the dashboard).
+export function money(minor, currency, locale = undefined) {
   try {
-    return new Intl.NumberFormat(undefined, { style: "currency", currency }).format(minor / 100);
+    return new Intl.NumberFormat(locale, { style: "currency", currency }).format(minor / 100);
   } catch {
     return `${(minor / 100).toFixed(2)} ${currency}`;
   }
@@ -70,8 +71,8 @@ export function duration(ms) {
   return h ? `${h}:${String(m).padStart(2, "0")}:${sec}` : `${m}:${sec}`;
 }
 
-export function clockTime(ms) {
-  return ms ? new Date(ms).toLocaleTimeString() : "";
+export function clockTime(ms, locale = undefined) {
+  return ms ? new Date(ms).toLocaleTimeString(locale) : "";
 }
 
 export function randomKey() {

@@ -4,8 +4,9 @@
 // seats, Enter or Space picks one.
 
 import { api } from "./common.js";
+import { t } from "./i18n.js";
 
-const NAMES = { F: "free", H: "held", B: "blocked", S: "sold" };
+
 const SVG = "http://www.w3.org/2000/svg";
 const STEP = 28; // seat spacing of a map drawn without positions
 const PER_ROW = 20;
@@ -100,7 +101,7 @@ export class SeatMap {
     const height = Math.max(...ys) - minY + pad;
     const svg = svgEl("svg", {
       class: this.seats.length > 40 ? "seatmap many" : "seatmap", viewBox: `${minX} ${minY} ${width} ${height}`, role: "group",
-      "aria-label": "Seat map: arrow keys move between seats, Enter or Space picks a seat",
+      "aria-label": t("map.aria"),
     });
     for (const label of drawn.labels) {
       const t = svgEl("text", { class: "label", x: label.x, y: label.y,
@@ -154,9 +155,9 @@ export class SeatMap {
 
   label(i) {
     const [id, , , , , level] = this.seats[i];
-    const state = this.mine.has(id) ? "yours" : NAMES[this.states[i]];
-    const parts = [this.nameOf(id), level && `price level ${level}`, state,
-      this.selected.has(id) && "picked"];
+    const state = t(this.mine.has(id) ? "map.state.mine" : `map.state.${this.states[i]}`);
+    const parts = [this.nameOf(id), level && t("map.price_level", { level }), state,
+      this.selected.has(id) && t("map.state.picked")];
     return parts.filter(Boolean).join(", ");
   }
 
@@ -179,8 +180,9 @@ export class SeatMap {
       else groups.push({ key, section, row, seats: [number || id] });
     }
     return groups.map((g) => {
-      const parts = [g.section && `Section ${g.section}`, g.row && `row ${g.row}`,
-        `${g.seats.length > 1 ? "seats" : "seat"} ${g.seats.join(", ")}`];
+      const parts = [g.section && t("seats.section", { section: g.section }),
+        g.row && t("seats.row", { row: g.row }),
+        t(g.seats.length > 1 ? "seats.many" : "seats.one", { seats: g.seats.join(", ") })];
       const text = parts.filter(Boolean).join(", ");
       return text.charAt(0).toUpperCase() + text.slice(1);
     }).join("; ");

@@ -62,6 +62,7 @@ def new_profile(
     made: list[BrowserContext],
     **options: object,
 ) -> BrowserContext:
+    options.setdefault("locale", "en-US")  # the page speaks the browser's language (ADR 0046)
     context = browser.new_context(base_url=stack.api, **options)  # type: ignore[arg-type]
     made.append(context)
     return context

@@ -220,3 +220,36 @@ def test_on_a_phone_every_seat_is_a_24_px_target_and_rows_are_labelled(
     page.locator(seat("r9s23")).scroll_into_view_if_needed()
     page.locator(seat("r9s23")).tap()  # the last seat of the last row: reachable by a thumb
     expect(page.locator("#picked")).to_have_text("Picked: r9s23 · €45.00")
+
+
+def test_a_german_browser_reads_the_page_in_german_and_may_switch_to_english(
+    browser: Browser, stack: Stack, contexts: list[BrowserContext]
+) -> None:
+    # ADR 0046: the browser's language chooses the catalogue's; money in the event's currency
+    # as that language writes it; the choice is the buyer's to change, and it is remembered.
+    event_id = stack.new_event(4)
+    errors: list[str] = []
+    context = new_profile(browser, stack, contexts, locale="de-DE")
+    page = context.new_page()
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(f"/ui/buyer.html?event={event_id}")
+    expect(page.locator("html")).to_have_attribute("lang", "de")
+    expect(page.locator("#login-panel h2")).to_have_text("Anmelden")
+    page.fill("#login-name", "greta")
+    page.click("#login-form button")
+    expect(page.locator("#countdown")).to_have_text("Jetzt im Verkauf")
+    expect(page.locator("#price")).to_have_text(re.compile(r"^45,00\s€$"))
+    expect(page.locator("#who")).to_have_text("Angemeldet als greta")
+    page.click(seat("s1"))
+    expect(page.locator("#picked")).to_have_text(re.compile(r"^Gewählt: s1 · 45,00\s€$"))
+    page.click("#hold-picked")
+    expect(page.locator("#hold-message")).to_contain_text("sind für Sie reserviert")
+    expect(page.locator("#pay")).to_have_text(re.compile(r"^45,00\s€ bezahlen$"))
+    page.select_option("#lang", "en")
+    expect(page.locator("html")).to_have_attribute("lang", "en")
+    expect(page.locator("#countdown")).to_have_text("On sale now")
+    expect(page.locator("#price")).to_have_text("€45.00")
+    expect(page.locator("#pay")).to_have_text("Pay €45.00")
+    page.reload()  # the choice is kept in this browser, over its language
+    expect(page.locator("#hold-countdown-label")).to_have_text("Time left to pay")
+    assert errors == []
