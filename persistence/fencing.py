@@ -12,19 +12,25 @@ sees both Redis and the ledger: the ledger writer.
   is refused by the ledger's unique index and fences the event the same way (the writer).
 - Either way, and for a rebuild that died half way, `onsale ledger` rebuilds the event from the
   ledger by itself (persistence/auto_rebuild.py, ONSALE_AUTO_REBUILD).
+- **Replaced**: a batch the writer read from an outbox that a rebuild has since replaced (Redis
+  lost it) is never written: the rebuild numbered the event's decisions after the ledger's
+  last without that batch's, whose decisions were lost with that Redis (`from_the_outbox_now`).
 - Only the events this deployment mirrored (the ledger names its Redis key prefix): another
   deployment's ledger process writing into the same database leaves them alone (ADR 0037)."""
 
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import asyncpg
+import redis.asyncio as aioredis
 
 from engine.model.replies import FenceCode
 from engine.store import Store
 from persistence.auto_rebuild import AutoRebuilder
 from persistence.queries import Q
+from persistence.rebuild import rebuild_lock_key
 
 log = logging.getLogger("onsale.fencing")
 
@@ -102,3 +108,31 @@ class Fencer:
         if code == FenceCode.FENCED:
             log.error("event %s fenced: %s; rebuild it from the ledger", event_id, reason)
         return code
+
+
+class OutboxReplaced(RuntimeError):
+    """The batch was read from an outbox that is no longer the event's (Redis lost it and the
+    event was, or is being, rebuilt): its decisions were lost with that Redis."""
+
+
+async def from_the_outbox_now(
+    conn: asyncpg.Connection,
+    redis: "aioredis.Redis",
+    stream: str,
+    event_id: str,
+    entries: list[tuple[str, Any]],
+) -> None:
+    """Inside the batch's transaction: raise OutboxReplaced unless the batch is still in the
+    event's outbox and no rebuild of the event runs. The rebuild's lock, taken shared until the
+    commit, keeps a rebuild from starting (and reading the ledger's last decision number) before
+    the batch is in; a rebuild that ran since the read replaced the stream."""
+    key = rebuild_lock_key(event_id)
+    if not await conn.fetchval("select pg_try_advisory_xact_lock_shared(hashtext($1))", key):
+        raise OutboxReplaced(f"a rebuild of {event_id} is running")
+    first, last = entries[0][0], entries[-1][0]
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.xrange(stream, first, first)
+        pipe.xrange(stream, last, last)
+        found = await pipe.execute()
+    if not all(found):
+        raise OutboxReplaced(f"the outbox of {event_id} was replaced since the batch was read")

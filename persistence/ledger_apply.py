@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
+from engine.model.ledger_progress import stream_id
 from engine.model.records import OutboxRecord
 from persistence.ledger_rows import DECISION_COLUMNS, HOLD_COLUMNS, Rows, to_row
 from persistence.notify import fan_out
@@ -114,3 +115,21 @@ async def apply_records(conn: asyncpg.Connection, b: Batch, *, bulk: bool) -> No
         if more:
             await conn.executemany(Q[query], more)
     await fan_out(conn, b.records[0][1].event_id, [r for _s, r in b.records])
+
+
+async def apply_raw_callbacks(
+    pool: asyncpg.Pool, event_id: str, entries: list[tuple[str, dict[str, Any]]]
+) -> int:
+    """Verified callbacks (the event's raw_callbacks stream), byte for byte, the first
+    delivery of each provider event kept; returns how many were offered."""
+    rows = [
+        (f["provider_event_id"], event_id, _bytes(f["body"]), stream_id(entry_id)[0])
+        for entry_id, f in entries
+    ]
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.executemany(Q["insert_raw_callback"], rows)
+    return len(rows)
+
+
+def _bytes(body: str | bytes) -> bytes:
+    return body.encode() if isinstance(body, str) else body

@@ -141,7 +141,9 @@ async def rebuild(
     decided on a look that may be older than a rebuild that has just finished)."""
     key = rebuild_lock_key(event_id)
     if not await conn.fetchval("select pg_try_advisory_lock(hashtext($1))", key):
-        raise RebuildRunning(f"another rebuild of {event_id} is running")
+        raise RebuildRunning(
+            f"another rebuild of {event_id} is running, or the ledger is writing a batch of it"
+        )
     try:
         if if_needed and not await store.read.recovering(event_id):
             status = (await store.read.event_fields(event_id, "status"))[0]

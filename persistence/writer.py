@@ -9,20 +9,19 @@
   0031): decisions inserted with ON CONFLICT DO NOTHING on their deterministic decision id (a
   replay writes nothing twice), holds and charges upserted only forward in stream order,
   refunds recorded, and each stock correction kept whole in stock_corrections (ADR 0022).
-- Acknowledges (XACK) only after the commit. A crash before the ack re-delivers the batch,
-  which the conflict clauses make harmless.
-- A row a constraint refuses (say, a second terminal decision for one hold) is not dropped: the
-  batch is replayed row by row and the refused row lands in ledger_alerts with the reason.
-- Verified raw callbacks (the event's capped `raw_callbacks` stream) are copied the same way
-  into `raw_callbacks`, the first delivery of each provider event id kept.
-- A decision that notifies the merchant gets its webhook deliveries in the same transaction
-  (persistence/notify.py); `run` also runs the webhook sender beside the writer (ADR 0024).
+- Acknowledges (XACK) only after the commit (a crash before re-delivers, harmlessly). A row a
+  constraint refuses is not dropped: the batch is replayed row by row, the refused row kept in
+  ledger_alerts with the reason.
+- Verified raw callbacks (the capped `raw_callbacks` stream) are copied the same way; a
+  decision that notifies the merchant gets its webhook deliveries in the same transaction
+  (persistence/notify.py); `run` runs the webhook sender beside the writer (ADR 0024).
+- A batch read from an outbox a rebuild has replaced is not written (persistence/fencing.py).
 - PostgreSQL down: the batch stays pending, the worker backs off (capped at a second,
   jittered) and catches up when it returns, its own pending batch first; Redis keeps the
   entries, and the lag is read from Redis on its own clock, so it stays true in the outage.
 - Stopped (SIGTERM): the batch in hand (and one read ahead) is committed, then `run` returns.
-- Each process reads as its own consumer; its first pass over an event removes from the group
-  the consumers idle for an hour with nothing pending (stopped writers)."""
+- Each process reads as its own consumer; its first pass over an event removes the consumers
+  idle an hour with nothing pending (stopped writers)."""
 
 import asyncio
 import logging
@@ -37,12 +36,13 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
 from engine.model import keys
-from engine.model.ledger_progress import LEDGER_GROUP, stream_id
+from engine.model.ledger_progress import LEDGER_GROUP
 from engine.store import Store
 from engine.store.loops import repeat
 from persistence.event_mirror import mirror_event
-from persistence.fencing import Fencer
+from persistence.fencing import Fencer, OutboxReplaced, from_the_outbox_now
 from persistence.ledger_apply import Ahead, Batch, apply_records, batch_of, records_of
+from persistence.ledger_apply import apply_raw_callbacks as mirror_raw
 from persistence.ledger_group import (
     forget_idle_consumers,
     present,
@@ -66,6 +66,7 @@ RECLAIM_S = 1.0  # pending entries (a dead writer's, its own) are looked for thi
 @dataclass
 class WriterStats:
     batches: int = 0
+    replaced: int = 0  # batches not written: read from an outbox a rebuild replaced
     entries: int = 0
     reclaimed: int = 0
     alerts: int = 0
@@ -162,7 +163,7 @@ class LedgerWriter:
         raw_stream = self._raw_stream(event_id)
         raw, _new = await self._take(event_id, raw_stream)
         if raw:
-            await self.write_raw(event_id, raw)
+            self.stats.raw_callbacks += await mirror_raw(self.pool, event_id, raw)
             await self.redis.xack(raw_stream, LEDGER_GROUP, *[entry_id for entry_id, _ in raw])
         return len(entries) + len(raw)
 
@@ -199,8 +200,16 @@ class LedgerWriter:
     async def _move(
         self, event_id: str, stream: str, entries: list[tuple[str, Any]], batch: Batch | None
     ) -> None:
-        """One batch of the outbox written, acknowledged, the stream trimmed."""
-        if await self.write(event_id, entries, batch):
+        """One batch of the outbox written, acknowledged, the stream trimmed (one of a replaced
+        outbox dropped, and what was read ahead with it)."""
+        try:
+            collided = await self.write(event_id, entries, batch)
+        except OutboxReplaced as exc:
+            self._ahead.pop(event_id, None)
+            self.stats.replaced += 1
+            log.warning("ledger: %d decisions not written: %s", len(entries), exc)
+            return
+        if collided:
             await self.fencer.fence(event_id, "a decision number the ledger already held")
         await self.redis.xack(stream, LEDGER_GROUP, *[entry_id for entry_id, _ in entries])
         if self.retention_ms is not None:
@@ -266,16 +275,6 @@ class LedgerWriter:
         entries = await read_group(self.redis, stream, self.consumer, start, self.batch_max)
         return await present(self.redis, stream, entries)
 
-    async def write_raw(self, event_id: str, entries: list[tuple[str, dict[str, str]]]) -> None:
-        """Verified callbacks, byte for byte, first delivery of each provider event kept."""
-        rows = [
-            (f["provider_event_id"], event_id, _bytes(f["body"]), stream_id(entry_id)[0])
-            for entry_id, f in entries
-        ]
-        async with self.pool.acquire() as conn, conn.transaction():
-            await conn.executemany(Q["insert_raw_callback"], rows)
-        self.stats.raw_callbacks += len(rows)
-
     async def write(
         self, event_id: str, entries: list[tuple[str, dict[str, str]]], batch: Batch | None = None
     ) -> bool:
@@ -285,6 +284,7 @@ class LedgerWriter:
         b = batch or batch_of(records_of(entries))
         collided = False
         async with self.pool.acquire() as conn, conn.transaction():
+            await from_the_outbox_now(conn, self.redis, self._stream(event_id), event_id, entries)
             await conn.execute(Q["insert_event"], event_id)
             try:
                 async with conn.transaction():  # savepoint: the fast path, whole batch
@@ -394,7 +394,3 @@ class LedgerWriter:
             await self.flush()  # the batch in hand: what was read ahead
             await self.fencer.rebuilder.wait()  # a rebuild under way ends before the exit
         return self.stats
-
-
-def _bytes(body: str | bytes) -> bytes:
-    return body.encode() if isinstance(body, str) else body
