@@ -115,7 +115,18 @@ STATE = record(
     description="Every seat's state, as of at most a quarter second ago, with the event's "
     "status, T0, counters and the server's clock.",
 )
-UI_SCHEMAS: dict[str, Any] = {"SeatMapLayout": LAYOUT, "SeatMapState": STATE}
+# The pages' string catalogue (strings.json, ADR 0046): each language's strings by key.
+CATALOGUE = {
+    "type": "object",
+    "description": "For each language (en, de), every string of the buyer's page by key.",
+    "additionalProperties": {"type": "object", "additionalProperties": {"type": "string"}},
+    "example": {"en": {"sale.on": "On sale now"}, "de": {"sale.on": "Jetzt im Verkauf"}},
+}
+UI_SCHEMAS: dict[str, Any] = {
+    "SeatMapLayout": LAYOUT,
+    "SeatMapState": STATE,
+    "StringCatalogue": CATALOGUE,
+}
 
 
 def _json(name: str, description: str) -> dict[str, Any]:
@@ -124,17 +135,9 @@ def _json(name: str, description: str) -> dict[str, Any]:
 
 
 def _text(kind: str, description: str, example: Any) -> dict[str, Any]:
-    content = {kind: {"schema": SCHEMAS.get(kind, {"type": "string"}), "example": example}}
+    schema = ref("StringCatalogue") if kind == "application/json" else {"type": "string"}
+    content = {kind: {"schema": schema, "example": example}}
     return {"200": {"description": description, "content": content}}
-
-
-# The pages' string catalogue (strings.json, ADR 0046): each language's strings by key.
-SCHEMAS = {
-    "application/json": {
-        "type": "object",
-        "additionalProperties": {"type": "object", "additionalProperties": {"type": "string"}},
-    }
-}
 
 
 PAGE_EXAMPLES: dict[str, Any] = {
