@@ -204,8 +204,9 @@ class LedgerWriter:
         outbox dropped, and what was read ahead with it)."""
         try:
             collided = await self.write(event_id, entries, batch)
-        except OutboxReplaced as exc:
+        except OutboxReplaced as exc:  # still pending where that outbox lives: looked at again
             self._ahead.pop(event_id, None)
+            self._sure.discard(stream)
             self.stats.replaced += 1
             log.warning("ledger: %d decisions not written: %s", len(entries), exc)
             return

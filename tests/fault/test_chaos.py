@@ -19,14 +19,12 @@ SEED, FAULTS = 7, 12
 RUN_TIMEOUT_S = 420
 
 
-@pytest.fixture(scope="module")
-def short_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any], str]:
-    """(exit code, the JSON figures, the screen) of `onsale chaos --short --seed 7`."""
-    where = tmp_path_factory.mktemp("chaos")
+def chaos(where: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    """(exit code, the JSON figures, the screen) of `onsale chaos --short <args>`."""
     figures = where / "chaos.json"
     done = subprocess.run(
         [
-            *(sys.executable, "-m", "onsale.cli", "chaos", "--short", "--seed", str(SEED)),
+            *(sys.executable, "-m", "onsale.cli", "chaos", "--short", *args),
             *("--json", str(figures), "--log-dir", str(where / "logs")),
         ],
         capture_output=True,
@@ -35,7 +33,12 @@ def short_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, 
     )
     screen = done.stdout + done.stderr
     assert figures.exists(), f"no figures written; the run said:\n{screen[-5000:]}"
-    return done.returncode, orjson.loads(Path(figures).read_bytes()), screen
+    return done.returncode, orjson.loads(figures.read_bytes()), screen
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any], str]:
+    return chaos(tmp_path_factory.mktemp("chaos"), "--seed", str(SEED))
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
@@ -95,20 +98,11 @@ def test_redis_lost_empty_four_times_is_rebuilt_with_nobody_at_the_keyboard(
     """`--lose-redis`: Redis comes back empty after each fault (its AOF deleted); no operator
     loop runs, the ledger process rebuilds every lost event by itself, and the run still ends
     with no violation, every event seen lost selling again and every event whole."""
-    figures = tmp_path / "lost.json"
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "onsale.cli", "chaos", "--short", "--seed", "3"),
-            *("--lose-redis", "--only", "redis", "--faults", "4", "--flow-seats", "2000"),
-            *("--json", str(figures), "--log-dir", str(tmp_path / "logs")),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
+    code, out, screen = chaos(
+        tmp_path,
+        *("--seed", "3", "--lose-redis", "--only", "redis", "--faults", "4"),
+        *("--flow-seats", "2000"),
     )
-    screen = done.stdout + done.stderr
-    assert figures.exists(), screen[-5000:]
-    out = orjson.loads(figures.read_bytes())
     assert out["faults_injected"] == {"redis": 4}
     events = 1 + out["config"]["flow_events"]
     # Every loss lost every event, and each was seen lost once and selling again after it.
@@ -117,4 +111,4 @@ def test_redis_lost_empty_four_times_is_rebuilt_with_nobody_at_the_keyboard(
     names = [c["name"] for c in out["checks"]]
     assert any(n.startswith("Redis lost 12 events") for n in names)
     assert not any("lost nothing" in n for n in names)
-    assert out["violations"] == 0 and done.returncode == 0, screen[-5000:]
+    assert out["violations"] == 0 and code == 0, screen[-5000:]
