@@ -192,7 +192,7 @@ async def revoke_hold(request: Request) -> Response:
     event_id, hold_id = path_id(request, "event_id"), path_id(request, "hold_id")
     await c.store.revoke_hold(event_id, hold_id, "admin")
     h = await c.store.read.hold(event_id, hold_id)
-    return json_response({"hold_id": hold_id, "state": h.state, "seat_id": h.seat_id})
+    return json_response({"hold_id": hold_id, "state": h.state, "seat_id": h.listing})
 
 
 def percentile(ordered: list[int], pct: int) -> int | None:
@@ -277,7 +277,7 @@ def after_sale_views(holds: dict[str, Hold], charges: list[Charge]) -> dict[str,
         "seats_without_money": [
             {
                 "hold_id": h.hold_id,
-                "seat_id": h.seat_id,
+                "seat_id": h.listing,
                 "login": h.login,
                 "reason": h.reason,
                 "winner": charge_view(by_charge[h.winner]) if h.winner in by_charge else None,
@@ -286,7 +286,7 @@ def after_sale_views(holds: dict[str, Hold], charges: list[Charge]) -> dict[str,
             if h.state == HoldState.EXCEPTION
         ],
         "revoked": [
-            {"hold_id": h.hold_id, "seat_id": h.seat_id, "reason": h.reason}
+            {"hold_id": h.hold_id, "seat_id": h.listing, "reason": h.reason}
             for h in holds.values()
             if h.state == HoldState.REVOKED
         ],
@@ -340,7 +340,7 @@ async def exceptions(request: Request) -> Response:
             "blocked_seats": [
                 {
                     "hold_id": h.hold_id,
-                    "seat_id": h.seat_id,
+                    "seat_id": h.listing,
                     "state": h.state,
                     "until_ms": h.until_ms,
                     "charge_id": h.charge_in_flight or h.blocking_charge,

@@ -85,7 +85,7 @@ class Wanted:
         the same seats, the same number of best seats, the same lines (a line's location as
         asked, or any when it named none)."""
         if self.lines:
-            held = sorted((x.sku, x.quantity, x.location) for x in lines_of(claimed.seat_id))
+            held = sorted((x.sku, x.quantity, x.location) for x in lines_of(claimed.listing))
             asked = sorted((x.sku, x.quantity, x.location) for x in self.lines)
             return len(held) == len(asked) and all(
                 h[:2] == a[:2] and a[2] in ("", h[2]) for h, a in zip(held, asked, strict=True)
@@ -147,7 +147,7 @@ def claimed_response(
     seats = claimed.seat_ids
     body: dict[str, object] = {
         "hold_id": claimed.hold_id,
-        "seat_id": seats[0] if seats else claimed.seat_id,  # the first (or only) seat
+        "seat_id": seats[0] if seats else claimed.listing,  # the first (or only) seat
         "seat_ids": list(seats),
         "expires_ms": claimed.expires_ms,
         "state": claimed.state,
@@ -156,7 +156,7 @@ def claimed_response(
         "replaced_hold_id": claimed.replaced or None,
     }
     if amount is not None:
-        body |= {"seat_id": None, "seat_ids": [], "lines": lines_view(claimed.seat_id)}
+        body |= {"seat_id": None, "seat_ids": [], "lines": lines_view(claimed.listing)}
         body["amount"] = amount
     elif prices:  # what the seats cost, as the charge will ask (ADR 0038)
         body["seat_prices"] = dict(zip(seats, prices, strict=True))
@@ -190,7 +190,7 @@ async def claim(request: Request) -> Response:
         # Stripe's convention: a key sent again with another body is a client bug, said at once.
         c.metrics.claimed(errors.IdempotencyKeyReused.code)
         raise errors.IdempotencyKeyReused(
-            f"the key made hold {claimed.hold_id} ({claimed.seat_id}) with another body",
+            f"the key made hold {claimed.hold_id} ({claimed.listing}) with another body",
             first_request=goods_view(claimed),
         )
     c.metrics.claimed("replay" if claimed.replay else "ok")
@@ -284,7 +284,7 @@ async def start_charge(request: Request) -> Response:
                 {
                     "event_id": event_id,
                     "hold_id": h.hold_id,
-                    "seat_id": h.seat_id,
+                    "seat_id": h.listing,
                     "charge_id": charge_id,
                 },
             )

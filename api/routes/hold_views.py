@@ -17,8 +17,8 @@ def goods_view(h: Hold | Claimed, prices: Sequence[int] = ()) -> dict[str, objec
     """What the hold owns: its seats (with `prices`, each seat's and their sum), or a stock
     hold's lines and their amount."""
     if h.is_stock:
-        return {"seat_id": None, "seat_ids": [], "lines": lines_view(h.seat_id), "amount": h.amount}
-    first = h.seat_ids[0] if h.seat_ids else h.seat_id
+        return {"seat_id": None, "seat_ids": [], "lines": lines_view(h.listing), "amount": h.amount}
+    first = h.seat_ids[0] if h.seat_ids else h.listing
     seats: dict[str, object] = {"seat_id": first, "seat_ids": list(h.seat_ids)}
     if not prices:
         return seats
@@ -32,7 +32,7 @@ def order_view(
     """What a confirmed hold bought, its number (ADR 0042), and the one charge that paid."""
     winner = next((ch for ch in charges if ch.charge_id == h.winner), None)
     if h.is_stock:
-        goods: dict[str, object] = {"lines": lines_view(h.seat_id)}
+        goods: dict[str, object] = {"lines": lines_view(h.listing)}
         amount: int | None = h.amount
     else:
         goods = {"seat_ids": list(h.seat_ids)}

@@ -71,7 +71,7 @@ def hold_row(h: Hold) -> dict[str, object]:
         "login": h.login,
         "state": h.state,
         "seat_ids": [] if h.is_stock else list(h.seat_ids),
-        "lines": lines_view(h.seat_id) if h.is_stock else None,  # as every other view has them
+        "lines": lines_view(h.listing) if h.is_stock else None,  # as every other view has them
         "created_ms": h.created_ms,
         "expires_ms": h.expires_ms,
         "decided_ms": h.decided_ms or None,

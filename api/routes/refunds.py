@@ -69,7 +69,7 @@ async def refund_order(request: Request) -> Response:
         "whole": done.whole,
         "replay": done.replay,
         "hold_state": h.state,
-        "kept": goods(h.seat_id) if not done.whole else goods(""),
+        "kept": goods(h.listing) if not done.whole else goods(""),
     }
     if done.replay:
         return json_response(answer, 200)

@@ -198,7 +198,7 @@ def bought_counted(s: Snapshot) -> Iterator[Violation]:
 
 def units(h: Hold) -> int:
     """Seats of a hold, or units of a stock hold's lines."""
-    return sum(line.quantity for line in lines_of(h.seat_id)) if h.is_stock else len(h.seat_ids)
+    return sum(line.quantity for line in lines_of(h.listing)) if h.is_stock else len(h.seat_ids)
 
 
 def unit_kind(h: Hold) -> str | None:
@@ -257,7 +257,7 @@ def stock_agrees(s: Snapshot) -> Iterator[Violation]:
     owned: Counter[tuple[str, str, str]] = Counter()
     for h in s.holds:
         kind = unit_kind(h) if h.is_stock else None
-        for line in lines_of(h.seat_id) if kind else ():
+        for line in lines_of(h.listing) if kind else ():
             owned[(line.sku, line.location, OWNER_COUNTER[kind or ""])] += line.quantity
     for sku, entry in table.items():
         for location, c in entry["locations"].items():

@@ -22,7 +22,9 @@ class SeatSpec:
 class Hold:
     hold_id: str
     login: str
-    seat_id: str  # the hold's seats, comma-separated: one, or a party's
+    # What it holds, as its claim listed it: one seat id, a party's seat ids comma-separated,
+    # or a cart's stock lines ('<sku>@<location>*<qty>', comma-separated).
+    listing: str
     state: HoldState
     created_ms: int
     expires_ms: int
@@ -45,7 +47,7 @@ class Hold:
         return cls(
             hold_id=d["id"],
             login=d["login"],
-            seat_id=d["seat"],
+            listing=d["seat"],
             state=HoldState(d["state"]),
             created_ms=int(d["created_ms"]),
             expires_ms=int(d["expires_ms"]),
@@ -64,12 +66,12 @@ class Hold:
 
     @property
     def seat_ids(self) -> tuple[str, ...]:
-        return tuple(s for s in self.seat_id.split(",") if s)
+        return tuple(s for s in self.listing.split(",") if s)
 
     @property
     def is_stock(self) -> bool:
-        """Its `seat_id` lists stock lines ('<sku>@<location>*<qty>'), not seats."""
-        return is_stock_listing(self.seat_id)
+        """Its `listing` lists stock lines ('<sku>@<location>*<qty>'), not seats."""
+        return is_stock_listing(self.listing)
 
 
 _TERMINAL_CHARGE = {"CAPTURED", "DECLINED", "FAILED", "REFUNDED"}
@@ -166,7 +168,7 @@ class Availability:
 @dataclass(frozen=True, slots=True)
 class Claimed:
     hold_id: str
-    seat_id: str  # comma-separated: one seat, or a party's
+    listing: str  # what it holds, as Hold.listing says
     expires_ms: int
     replay: bool
     state: HoldState
@@ -175,7 +177,7 @@ class Claimed:
 
     @property
     def is_stock(self) -> bool:
-        return is_stock_listing(self.seat_id)
+        return is_stock_listing(self.listing)
 
     @classmethod
     def of_reply(cls, reply: list[Any]) -> "Claimed":
@@ -189,7 +191,7 @@ class Claimed:
 
     @property
     def seat_ids(self) -> tuple[str, ...]:
-        return tuple(s for s in self.seat_id.split(",") if s)
+        return tuple(s for s in self.listing.split(",") if s)
 
 
 @dataclass(frozen=True, slots=True)

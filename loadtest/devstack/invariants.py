@@ -136,7 +136,7 @@ async def check_flow(
     should_hold = sum(ch.holds_money for ch in await store.read.scan_charges(event_id))
     _check_money(v, report.counts, provider_ledger, should_hold, avail.sold, price_minor)
     sold_seats = {
-        h.seat_id
+        h.listing
         for h in (await store.read.holds(event_id)).values()
         if h.state == HoldState.CONFIRMED
     }

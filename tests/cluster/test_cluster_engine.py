@@ -73,7 +73,7 @@ async def test_one_tick_of_claims_on_many_events_is_batched_per_node(cstore: Sto
 
     async def claim(event_id: str, i: int) -> str:
         try:
-            return (await cstore.claim(event_id, f"u{i}", f"k{i}")).seat_id
+            return (await cstore.claim(event_id, f"u{i}", f"k{i}")).listing
         except errors.SoldOut:
             return ""
 
@@ -95,7 +95,7 @@ async def test_a_primary_that_lost_the_library_still_answers(cstore: Store) -> N
     )
     assert all(not g.replay for g in got)
     for n, s in enumerate(sales):
-        assert len({g.seat_id for g in got[4 * n : 4 * n + 4]}) == 4
+        assert len({g.listing for g in got[4 * n : 4 * n + 4]}) == 4
         assert (await cstore.read.availability(s.event_id)).held == 4
         await s.audit_ok()
 
@@ -121,7 +121,7 @@ async def test_sold_out_memory_on_sharded_channels(cstore: Store) -> None:
         first = sales[0]
         await cstore.release(first.event_id, f"w-{first.event_id}", "winner")
         await wait_until(lambda: memory.stats.dropped == 1, timeout_s=5.0)
-        assert (await claims.claim(first.event_id, "late", "again")).seat_id == "s00000"
+        assert (await claims.claim(first.event_id, "late", "again")).listing == "s00000"
         with pytest.raises(errors.SoldOut):  # the others are still remembered
             await claims.claim(sales[1].event_id, "late", f"l2-{uuid.uuid4().hex}")
         assert memory.stats.answered == len(sales) + 1

@@ -57,7 +57,7 @@ async def buyer(
             told.not_found += 1
             await asyncio.sleep(0.05)
             continue
-        told.held[got.hold_id] = got.seat_id
+        told.held[got.hold_id] = got.listing
         return
     raise AssertionError(f"buyer {i} was never answered; last: {told.last_error}")
 
@@ -90,7 +90,7 @@ async def lost_answers(store: Store, event_id: str, told: Told) -> list[str]:
         except errors.HoldNotFound:
             lost.append(hold_id)
             continue
-        if hold.seat_id != seat:
+        if hold.listing != seat:
             lost.append(hold_id)
     return lost
 
@@ -175,7 +175,7 @@ async def test_moving_an_events_slot_mid_sale(private_cluster: LocalCluster) -> 
         owner = (await store.read.hold(sale.event_id, hold_id)).login
         await store.release(sale.event_id, hold_id, owner)
         await wait_until(lambda: sale.event_id not in memory._events, timeout_s=5)
-        assert (await claims.claim(sale.event_id, "late", "late-1")).seat_id
+        assert (await claims.claim(sale.event_id, "late", "late-1")).listing
     finally:
         await memory.stop()
         await close_store(store)

@@ -81,6 +81,6 @@ async def test_a_claim_waits_one_timeout_on_a_frozen_redis(
         # A stuck claim ran when the server woke, or runs now; either way once.
         first = await store.claim(sale.event_id, "u0", "h0")
         again = await store.claim(sale.event_id, "u0", "h0")
-        assert again.replay and (again.hold_id, again.seat_id) == (first.hold_id, first.seat_id)
+        assert again.replay and (again.hold_id, again.listing) == (first.hold_id, first.listing)
     finally:
         await client.aclose()

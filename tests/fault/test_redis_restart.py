@@ -28,7 +28,7 @@ async def test_outage_then_noscript_recovery(private_redis: PrivateRedis) -> Non
     await store.scripts.load_all()
     await store.create_event("ev", seats(3), hold_ttl_ms=60_000, quarantine_ms=60_000)
     await store.open_sale("ev")
-    assert (await store.claim("ev", "alice", "h1")).seat_id == "s00000"
+    assert (await store.claim("ev", "alice", "h1")).listing == "s00000"
 
     private_redis.kill()
     with pytest.raises(errors.StoreUnavailable):
@@ -40,7 +40,7 @@ async def test_outage_then_noscript_recovery(private_redis: PrivateRedis) -> Non
         await store.claim("ev", "bob", "h2")
     await store.create_event("ev", seats(3), hold_ttl_ms=60_000, quarantine_ms=60_000)
     await store.open_sale("ev")
-    assert (await store.claim("ev", "bob", "h2")).seat_id == "s00000"
+    assert (await store.claim("ev", "bob", "h2")).listing == "s00000"
     await client.aclose()
 
 
@@ -98,7 +98,7 @@ async def test_pooled_connections_to_a_restarted_redis_are_replaced_not_failed(
     reads = await asyncio.gather(*(store.read.availability("ev") for _ in range(20)))
     assert {a.free for a in reads} == {40}
     claims = await asyncio.gather(*(store.claim("ev", f"v{i}", f"k{i}") for i in range(20)))
-    assert len({c.seat_id for c in claims}) == 20
+    assert len({c.listing for c in claims}) == 20
     await client.aclose()
 
 

@@ -61,7 +61,7 @@ async def test_killed_subscriber_stops_memory_and_missed_restock_is_harmless(
     await store.release("ev", "w1", "winner")
     answered = memory.stats.answered
     got = await claims.claim("ev", "second", "s1")  # asks Redis: not refused from memory
-    assert got.seat_id == "s00000" and memory.stats.answered == answered
+    assert got.listing == "s00000" and memory.stats.answered == answered
     await wait_until(lambda: memory.listening, timeout_s=5.0)  # re-subscribed by itself
     await remembered(store, memory, "third")  # and remembering again
     await memory.stop()

@@ -181,7 +181,7 @@ async def test_an_empty_redis_answers_recovering_until_rebuilt(
     # The buyer who was paying reads a terminal state naming the charge, and its capture,
     # arriving now, goes back.
     paying = await store.read.hold("ev", "h4")
-    assert (paying.state, paying.charge_ids, paying.seat_id) == (
+    assert (paying.state, paying.charge_ids, paying.listing) == (
         HoldState.EXPIRED,
         ("c4",),
         "s00003",

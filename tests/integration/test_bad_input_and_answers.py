@@ -423,7 +423,7 @@ async def test_giving_up_a_quarantined_hold_is_accepted_and_says_it_waits_for_it
         }
     assert (await api.store.read.hold(sale.event_id, "h1")).given_up
     again = await api.store.claim(sale.event_id, "alice", "h2")  # the login may buy again
-    assert again.seat_id != (await api.store.read.hold(sale.event_id, "h1")).seat_id
+    assert again.listing != (await api.store.read.hold(sale.event_id, "h1")).listing
 
 
 async def capture_then(sale: Sale, outcome: str) -> None:

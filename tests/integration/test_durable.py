@@ -155,7 +155,7 @@ async def test_a_sale_the_ledger_refused_is_never_told(
     """The ledger already holds another sale of the seat (say, from before a Redis that went
     back in time): it refuses this one, and the buyer never reads CONFIRMED."""
     event_id = buyer.sale.event_id
-    seat = (await real_store.read.hold(event_id, "h1")).seat_id
+    seat = (await real_store.read.hold(event_id, "h1")).listing
     async with pool.acquire() as conn:
         await conn.execute("insert into events (event_id) values ($1)", event_id)
         await conn.execute(

@@ -537,7 +537,7 @@ def test_rebuild_keeps_a_seat_whose_money_left_as_an_exception(
                                charges=(charge_id,))
     )  # fmt: skip
     assert report.sold == 2
-    assert (hold.state, hold.seat_id, hold.winner) == ("EXCEPTION", h["seat_id"], charge_id)
+    assert (hold.state, hold.listing, hold.winner) == ("EXCEPTION", h["seat_id"], charge_id)
     assert charge.state == "PROVIDER_REFUNDED"
     assert audit.ok, audit.violations
     avail = stack.send(buyer.availability()).body

@@ -106,7 +106,7 @@ async def test_rebuild_from_the_ledger(stack: Stack, ledger: Any) -> None:
     assert (after.sold, after.seats_total, after.status) == (before.sold, 6, "open")
     for name in ("ann", "ben"):
         h = await store.read.hold(event_id, sold[name]["hold_id"])
-        assert (h.state, h.seat_id) == (HoldState.CONFIRMED, sold[name]["seat_id"])
+        assert (h.state, h.listing) == (HoldState.CONFIRMED, sold[name]["seat_id"])
     in_flight = await store.read.charge(event_id, sold["charging"]["charge_id"])
     assert (in_flight.state, in_flight.refund_only) == (ChargeState.CHARGING, True)
     # Ended holds come back as records: a replayed claim id gets its first outcome, no seat.

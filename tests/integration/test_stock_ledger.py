@@ -58,7 +58,7 @@ async def buy(sale: Sale, login: str, hold_id: str, *lines: StockLine) -> str:
     amount = (await store.read.hold(event_id, hold_id)).amount
     await store.start_charge(event_id, hold_id, login, f"pay-{hold_id}", amount)
     assert (await callback(sale, f"pay-{hold_id}", "CAPTURED")).decision == "CONFIRMED"
-    return cart.seat_id
+    return cart.listing
 
 
 async def stock_sale(store: Store) -> Sale:
@@ -186,7 +186,7 @@ async def test_a_stock_event_is_rebuilt_from_the_ledger(
     # No initial count was recorded again: the rebuilt outbox is empty.
     assert await store.read.outbox(event_id) == []
     ann = await store.read.hold(event_id, "cart-ann")
-    assert (ann.state, ann.seat_id, ann.winner) == ("CONFIRMED", "CHAIN@east*2", "pay-cart-ann")
+    assert (ann.state, ann.listing, ann.winner) == ("CONFIRMED", "CHAIN@east*2", "pay-cart-ann")
     assert (await store.read.hold(event_id, "cart-dan")).state == HoldState.EXPIRED
     winner = await store.read.charge(event_id, "pay-cart-ann")
     assert (winner.state, winner.amount) == (ChargeState.CAPTURED, 5_000)

@@ -180,7 +180,7 @@ async def test_drop_a_grab_b_a_captures_late(store: Store) -> None:
     assert (await callback(sale, "cB", "CAPTURED")).decision == "CONFIRMED"
     assert (await store.read.hold(sale.event_id, "hA")).state == HoldState.RELEASED
     assert (await store.read.hold(sale.event_id, "hB")).state == HoldState.CONFIRMED
-    assert (await store.claim(sale.event_id, "bob", "hX", "s00000")).seat_id == "s00000"
+    assert (await store.claim(sale.event_id, "bob", "hX", "s00000")).listing == "s00000"
     await sale.audit_ok()
 
 

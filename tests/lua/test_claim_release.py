@@ -14,7 +14,7 @@ T0 = 1_900_000_000_000
 
 async def test_best_available_takes_seats_by_rank_then_sold_out(store: Store) -> None:
     sale = await open_sale(store, 3, now_ms=T0)
-    got = [(await store.claim(sale.event_id, f"u{i}", f"h{i}")).seat_id for i in range(3)]
+    got = [(await store.claim(sale.event_id, f"u{i}", f"h{i}")).listing for i in range(3)]
     assert got == ["s00000", "s00001", "s00002"]
     with pytest.raises(errors.SoldOut):
         await store.claim(sale.event_id, "u9", "h9")
@@ -26,13 +26,13 @@ async def test_best_available_takes_seats_by_rank_then_sold_out(store: Store) ->
 async def test_specific_seat_free_taken_unknown(store: Store) -> None:
     sale = await open_sale(store, 3, now_ms=T0)
     c = await store.claim(sale.event_id, "alice", "h1", "s00002")
-    assert (c.seat_id, c.expires_ms, c.replay) == ("s00002", T0 + 480_000, False)
+    assert (c.listing, c.expires_ms, c.replay) == ("s00002", T0 + 480_000, False)
     with pytest.raises(errors.SeatTaken):
         await store.claim(sale.event_id, "bob", "h2", "s00002")
     with pytest.raises(errors.UnknownSeat):
         await store.claim(sale.event_id, "bob", "h3", "nope")
     # Best available skips the taken seat.
-    assert (await store.claim(sale.event_id, "bob", "h4")).seat_id == "s00000"
+    assert (await store.claim(sale.event_id, "bob", "h4")).listing == "s00000"
     await sale.audit_ok()
 
 
@@ -44,7 +44,7 @@ async def test_claim_before_t0_is_refused(store: Store) -> None:
     with pytest.raises(errors.SaleNotOpen):
         await store.claim(sale.event_id, "alice", "h1")
     await sale.at(T0 + 1000)
-    assert (await store.claim(sale.event_id, "alice", "h1")).seat_id == "s00000"
+    assert (await store.claim(sale.event_id, "alice", "h1")).listing == "s00000"
 
 
 async def test_unknown_event(store: Store) -> None:
@@ -56,8 +56,8 @@ async def test_claim_replay_returns_first_outcome(store: Store) -> None:
     sale = await open_sale(store, 3, now_ms=T0)
     first = await store.claim(sale.event_id, "alice", "h1")
     again = await store.claim(sale.event_id, "alice", "h1")
-    assert (again.seat_id, again.expires_ms, again.replay) == (
-        first.seat_id,
+    assert (again.listing, again.expires_ms, again.replay) == (
+        first.listing,
         first.expires_ms,
         True,
     )
@@ -76,7 +76,7 @@ async def test_new_claim_releases_previous_hold_of_same_login(store: Store) -> N
     assert len(await terminal_records(sale, "hold", "hA")) == 1
     # Re-claiming one's own seat specifically works (released and taken in one step).
     c = await store.claim(sale.event_id, "alice", "hC", "s00001")
-    assert c.seat_id == "s00001"
+    assert c.listing == "s00001"
     await sale.audit_ok()
 
 
@@ -154,7 +154,7 @@ async def test_release_with_charge_in_flight_blocks_seat_until_resolved(
         res = await callback(sale, "cA", resolution)
         assert res.decision == ("REFUND" if resolution == "CAPTURED" else "DECLINED")
     assert (await store.read.availability(sale.event_id)).free == 1
-    assert (await store.claim(sale.event_id, "bob", "hB")).seat_id == "s00000"
+    assert (await store.claim(sale.event_id, "bob", "hB")).listing == "s00000"
     charge = await store.read.charge(sale.event_id, "cA")
     assert charge.refund_only
     assert charge.state in (ChargeState.REFUNDING, ChargeState.DECLINED)

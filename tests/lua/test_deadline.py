@@ -117,7 +117,7 @@ async def test_quarantine_timeout_then_late_capture_is_refunded(store: Store) ->
     c = await store.read.charge(sale.event_id, "c1")
     assert (c.state, c.refund_only, c.reason) == (ChargeState.CHARGING, True, "quarantine_timeout")
     # The seat is back on sale and someone else takes it; the late capture is refunded.
-    assert (await store.claim(sale.event_id, "bob", "h2", "s00000")).seat_id == "s00000"
+    assert (await store.claim(sale.event_id, "bob", "h2", "s00000")).listing == "s00000"
     res = await callback(sale, "c1", "CAPTURED")
     assert (res.decision, res.hold_state) == ("REFUND", HoldState.EXPIRED)
     assert (await store.read.hold(sale.event_id, "h2")).state == HoldState.RESERVED

@@ -217,7 +217,7 @@ async def test_a_refund_before_its_capture_is_noted_and_the_capture_then_sells_n
     assert h.state == (HoldState.REVOKED if revoked else HoldState.EXCEPTION)
     assert h.reason == "money_refunded_at_provider"
     # manual: the seat stays assigned for ops, listed as an exception
-    assert (h.seat_id in await store.read.free_seats(sale.event_id)) == revoked
+    assert (h.listing in await store.read.free_seats(sale.event_id)) == revoked
     again = await reversal(sale, "c1", "REFUND", event_id="pr-1")
     assert (again.decision, again.first_seen) == ("NOTED", False)
     assert (await store.read.charge(sale.event_id, "c1")).state == ChargeState.PROVIDER_REFUNDED

@@ -61,7 +61,7 @@ async def test_one_seat_of_a_party_of_four_gives_back_its_price_and_goes_on_sale
     assert (avail.free, avail.sold) == (free_before + 1, 3)
     assert part_id in await store.read.due_refunds(sale.event_id, T0 + 1)
     # Another buyer can buy the seat at once.
-    assert (await store.claim(sale.event_id, "bob", "h2", "s00002")).seat_id == "s00002"
+    assert (await store.claim(sale.event_id, "bob", "h2", "s00002")).listing == "s00002"
     records = [r for r in await store.read.outbox(sale.event_id) if r.get("reason", "") != ""]
     assert [(r["kind"], r["to"]) for r in records[-2:]] == [
         ("charge", "REFUNDING"), ("hold", "CONFIRMED")
@@ -126,7 +126,7 @@ async def test_units_of_a_cart_give_back_their_sku_price(store: Store) -> None:
     )
     assert (refund.amount, refund.whole, refund.replay) == (2_500, False, False)
     h = await store.read.hold(sale.event_id, cart.hold_id)
-    assert (h.seat_id, h.amount) == ("CHAIN@east*2,TUBE@west*2", cart.amount - 2_500)
+    assert (h.listing, h.amount) == ("CHAIN@east*2,TUBE@west*2", cart.amount - 2_500)
     table = await store.stock.table(sale.event_id)
     assert table["CHAIN"]["locations"]["east"]["sold"] == 2
     assert (await store.read.charge(sale.event_id, "k1")).holds_money == cart.amount - 2_500

@@ -171,7 +171,7 @@ async def charge_in(store: Store, state: ChargeState) -> Sale:
 
 async def undo_sale(store: Store, sale: Sale) -> None:
     """The operator gives h1's whole order back (refused unless it is a CONFIRMED sale)."""
-    seat = (await store.read.hold(sale.event_id, "h1")).seat_id
+    seat = (await store.read.hold(sale.event_id, "h1")).listing
     with contextlib.suppress(NotConfirmed):
         await store.order_refunds.refund(
             sale.event_id, "h1", "undo", seat_ids=[seat], reason="parity"

@@ -29,11 +29,11 @@ async def test_one_tick_is_one_batch_and_replies_keep_their_order(store: Store) 
         return_exceptions=True,
     )
     assert store.pipeline.stats.batches == before + 1
-    seats = [r.seat_id for r in results[:5] if not isinstance(r, BaseException)]
+    seats = [r.listing for r in results[:5] if not isinstance(r, BaseException)]
     assert seats == [f"s0000{i}" for i in range(5)]  # queued order is execution order
     assert all(isinstance(r, errors.SoldOut) for r in results[5:8])
     replay = results[8]
-    assert not isinstance(replay, BaseException) and replay.replay and replay.seat_id == "s00000"
+    assert not isinstance(replay, BaseException) and replay.replay and replay.listing == "s00000"
     assert isinstance(results[9], errors.IdempotencyKeyReused)
     await sale.audit_ok()
 
@@ -76,7 +76,7 @@ async def test_reads_and_notes_go_with_the_script_calls_of_their_tick(store: Sto
     )
     assert store.pipeline.stats.batches == before + 1
     assert store.pipeline.stats.calls == calls + 5  # the claim and the four commands
-    assert claimed.seat_id == "s00001" and hold.login == "u0" and hold.seat_id == "s00000"
+    assert claimed.listing == "s00001" and hold.login == "u0" and hold.listing == "s00000"
     assert charges == [] and fields == ["open", None]
     assert [e["provider_event_id"] for e in await store.read.raw_callbacks(sale.event_id)] == [
         "evt_1"
@@ -106,7 +106,7 @@ async def test_a_flushed_library_is_loaded_again() -> None:
     sale = await open_sale(store, 3, now_ms=T0)
     await client.function_flush()
     got = await asyncio.gather(*(store.claim(sale.event_id, f"u{i}", f"h{i}") for i in range(3)))
-    assert sorted(c.seat_id for c in got) == ["s00000", "s00001", "s00002"]
+    assert sorted(c.listing for c in got) == ["s00000", "s00001", "s00002"]
     await client.aclose()
 
 
@@ -149,7 +149,7 @@ async def test_many_concurrent_claims_batch_up_on_real_redis(real_store: Store) 
         return_exceptions=True,
     )
     won = [g for g in got if not isinstance(g, BaseException)]
-    assert len(won) == 300 and len({g.seat_id for g in won}) == 300
+    assert len(won) == 300 and len({g.listing for g in won}) == 300
     assert all(isinstance(g, errors.SoldOut) for g in got if isinstance(g, BaseException))
     assert store.pipeline.stats.largest > 100  # they really went out together
     await sale.audit_ok()

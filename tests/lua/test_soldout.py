@@ -88,7 +88,7 @@ async def test_refusals_come_from_memory_and_a_retry_still_gets_its_hold(
     assert memory.stats.answered == 19
     # A winner whose answer was lost retries with the same key: its hold, not sold_out.
     again = await claims.claim(sale.event_id, "winner1", "win1")
-    assert (again.replay, again.hold_id, again.seat_id) == (True, "win1", "s00001")
+    assert (again.replay, again.hold_id, again.listing) == (True, "win1", "s00001")
     assert memory.stats.answered == 19
     await sale.audit_ok()
 
@@ -102,7 +102,7 @@ async def test_a_seat_coming_back_ends_the_memory(store: Store, memory: SoldOutM
     await store.release(sale.event_id, "win0", "winner0")
     await wait_until(lambda: memory.stats.dropped == 1, timeout_s=2.0)
     got = await claims.claim(sale.event_id, "late", "k1")  # not refused from memory
-    assert got.seat_id == "s00000"
+    assert got.listing == "s00000"
     # Sold out again: a new memory (a new snapshot, since a seat came back), which knows k1.
     with pytest.raises(errors.SoldOut):
         await claims.claim(sale.event_id, "later", "k2")
@@ -123,7 +123,7 @@ async def test_an_expired_hold_ends_the_memory_too(store: Store, memory: SoldOut
     await sale.at(T0 + 480_000)
     await store.sweep(sale.event_id)
     await wait_until(lambda: memory.stats.dropped == 1, timeout_s=2.0)
-    assert (await claims.claim(sale.event_id, "late", "k1")).seat_id == "s00000"
+    assert (await claims.claim(sale.event_id, "late", "k1")).listing == "s00000"
 
 
 async def test_a_snapshot_read_across_a_lost_subscription_is_not_used(
@@ -156,7 +156,7 @@ async def test_a_seat_back_between_the_reply_and_the_snapshot_is_seen(
     memory._wanted[sale.event_id] = time.monotonic()
     await memory._enter(sale.event_id, restocks)
     assert memory.stats.snapshots == 1 and sale.event_id not in memory._events
-    assert (await claims.claim(sale.event_id, "late", "k1")).seat_id == "s00000"
+    assert (await claims.claim(sale.event_id, "late", "k1")).listing == "s00000"
 
 
 async def test_a_server_side_unsubscribe_forgets_the_event(
@@ -240,7 +240,7 @@ async def test_a_rebuilt_event_is_not_taken_for_its_earlier_life(
         await claims.claim(again.event_id, "late", "k1")  # to Redis: a new count, a new snapshot
     await wait_until(lambda: memory.stats.snapshots == 2)
     retried = await claims.claim(again.event_id, "new-winner", "kd")
-    assert (retried.replay, retried.seat_id) == (True, won.seat_id)
+    assert (retried.replay, retried.listing) == (True, won.listing)
 
 
 def test_rules_without_redis() -> None:

@@ -50,12 +50,12 @@ async def test_lines_come_from_the_preferred_location_with_enough(store: Store) 
         sale.event_id, "ann", "c1", lines=[StockLine("CHAIN", 4), StockLine("TUBE", 2)]
     )
     # CHAIN: east (first in the preference order) has 5 >= 4; TUBE: east has 0, west has 4.
-    assert cart.seat_id == "CHAIN@east*4,TUBE@west*2"
+    assert cart.listing == "CHAIN@east*4,TUBE@west*2"
     h = await store.read.hold(sale.event_id, "c1")
     assert h.amount == 4 * 2_500 + 2 * 900 and h.is_stock
     # A line is never split: 3 CHAIN now fit only in west (east has 1 left).
     cart2 = await store.claim(sale.event_id, "bob", "c2", lines=[StockLine("CHAIN", 3)])
-    assert cart2.seat_id == "CHAIN@west*3"
+    assert cart2.listing == "CHAIN@west*3"
     assert await counts(store, sale.event_id, "CHAIN", "east") == {
         "on_hand": 5, "available": 1, "held": 4, "blocked": 0, "sold": 0,
     }  # fmt: skip
@@ -106,7 +106,7 @@ async def test_two_tabs_a_new_cart_replaces_the_old_and_may_reuse_its_units(stor
     await store.claim(sale.event_id, "ann", "t1", lines=[StockLine("CHAIN", 2)])
     # The second tab asks for the same two: they count as available, the first cart gives them up.
     second = await store.claim(sale.event_id, "ann", "t2", lines=[StockLine("CHAIN", 2)])
-    assert second.replaced == "t1" and second.seat_id == "CHAIN@east*2"
+    assert second.replaced == "t1" and second.listing == "CHAIN@east*2"
     assert (await store.read.hold(sale.event_id, "t1")).state == HoldState.RELEASED
     await sale.audit_ok()
 
@@ -124,7 +124,7 @@ async def test_the_cap_counts_units_and_an_event_may_set_its_own(store: Store) -
     await Sale(store, "shop2").at(T0)
     await store.open_sale("shop2")
     cart = await store.claim("shop2", "ann", "c1", lines=[StockLine("BELL", 8)])
-    assert cart.seat_id == "BELL@east*8"  # the event's cap (none) wins over the deployment's
+    assert cart.listing == "BELL@east*8"  # the event's cap (none) wins over the deployment's
 
 
 async def test_a_correction_never_takes_what_holds_and_sales_own(store: Store) -> None:

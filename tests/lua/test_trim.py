@@ -186,7 +186,7 @@ async def test_a_login_entry_goes_only_with_the_hold_it_names(store: Store) -> N
     assert await present(sale, "h1") == (False, False)
     assert await present(sale, "b1") == (False, False)
     # Both logins claim again as usual: alice's claim replaces h2, bob's finds nothing to read.
-    assert (await store.claim(sale.event_id, "alice", "h3")).seat_id == "s00000"
+    assert (await store.claim(sale.event_id, "alice", "h3")).listing == "s00000"
     assert not (await store.claim(sale.event_id, "bob", "b2")).replay
     await sale.audit_ok()
 

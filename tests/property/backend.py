@@ -128,7 +128,7 @@ def hold_view(holds: list[str]) -> dict[str, tuple[Any, ...]]:
     view = {}
     for raw in holds:
         h = Hold.from_json(raw)
-        seats = seat_list(h.seat_id.split(","))
+        seats = seat_list(h.listing.split(","))
         view[h.hold_id] = (h.state, seats, h.charge_in_flight, h.blocking_charge, h.winner)
     return view
 

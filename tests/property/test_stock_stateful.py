@@ -226,7 +226,7 @@ class StockMachine(RuleBasedStateMachine):
             holds = self.run(store.read.holds(self.event_id))
             for hid, m in self.model.holds.items():
                 h = holds[hid]
-                assert (h.state, h.seat_id) == (m.state, m.listed), (hid, h, m)
+                assert (h.state, h.listing) == (m.state, m.listed), (hid, h, m)
             for cid, m in self.model.charges.items():
                 assert self.run(store.read.charge(self.event_id, cid)).state == m.state, cid
             report = self.run(store.read.audit(self.event_id))

@@ -64,7 +64,7 @@ async def _claim(store: Store, event_id: str, login: str, seat: str | None) -> s
         return "sold_out"
     except errors.SeatTaken:
         return "seat_taken"
-    return claimed.seat_id
+    return claimed.listing
 
 
 async def test_10k_concurrent_claims_on_80_seats_never_oversell(race_store: Store) -> None:

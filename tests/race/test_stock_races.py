@@ -132,7 +132,7 @@ async def test_r42_capture_and_sweeper_race_on_carts(race_store: Store, policy: 
     sold = Counter()
     for h in holds.values():
         if h.state == HoldState.CONFIRMED:
-            for line in lines_of(h.seat_id):
+            for line in lines_of(h.listing):
                 sold[(line.sku, line.location)] += line.quantity
     assert {k: v for k, v in sold.items()} == {
         (sku, loc): c["sold"]
