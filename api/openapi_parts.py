@@ -348,6 +348,7 @@ EVENT_DETAILS = {
     "image_url": nullable(STR),
     "starts_at_ms": nullable({**INT, "description": "when the show starts (ms since the epoch)"}),
     "time_zone": nullable({**STR, "description": "the show's IANA time zone (Europe/Berlin)"}),
+    "locale": nullable({**STR, "description": "BCP 47 tag its prices and dates are written in"}),
 }
 EVENT_DETAILS_EXAMPLE = {
     "name": "Spring Gala",
@@ -356,6 +357,7 @@ EVENT_DETAILS_EXAMPLE = {
     "image_url": "https://example.org/gala.jpg",
     "starts_at_ms": 1767293100000,
     "time_zone": "Europe/Berlin",
+    "locale": "de-DE",
 }
 EVENT_DETAILS_REQUEST = {
     "name": limit("name", nullable=True),
@@ -364,4 +366,5 @@ EVENT_DETAILS_REQUEST = {
     "image_url": limit("image_url", nullable=True, pattern="^https?://"),
     "starts_at_ms": limit("starts_at_ms", nullable=True),
     "time_zone": limit("time_zone", nullable=True, description="an IANA time zone"),
+    "locale": limit("locale", nullable=True, description="a BCP 47 tag (de-DE)"),
 }

@@ -64,6 +64,7 @@ LIMITS: Mapping[str, Bound] = MappingProxyType(
         "image_url": Bound(1, 500, of="chars"),
         "starts_at_ms": Bound(0, 10**14),
         "time_zone": Bound(1, 64, of="chars"),
+        "locale": Bound(2, 35, of="chars"),  # a BCP 47 tag (RFC 5646 keeps them to 35)
         "charging_older_than_ms": Bound(0, EXACT_MAX),
         "batch": Bound(1, 1_000),  # holds one cancel script call examines (ADR 0025)
         "quantity": Bound(1, PARTY_MAX),  # seats one claim asks for: a party (one hold, one charge)

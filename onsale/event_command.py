@@ -31,7 +31,7 @@ def add_event_parser(sub: Any) -> None:
     create.add_argument("--currency", default="EUR", help="ISO 4217 (default EUR)")
     create.add_argument("--hold-ttl-ms", type=int, default=None, help="a hold's life")
     create.add_argument("--opens-at", default=None, help="T0: now, ms, or an ISO 8601 time")
-    for name in ("name", "venue", "description", "image-url", "time-zone"):
+    for name in ("name", "venue", "description", "image-url", "time-zone", "locale"):
         create.add_argument(f"--{name}", default=None, help=f"the event's {name.replace('-', ' ')}")
     create.add_argument("--starts-at", default=None, help="the show's start: ms or ISO 8601")
     for name, text in (("show", "the event's configuration and counters"),
@@ -57,6 +57,9 @@ def when_ms(text: str) -> int:
     return int(stamp.timestamp() * 1000)
 
 
+DETAILS = ("hold_ttl_ms", "name", "venue", "description", "image_url", "time_zone", "locale")
+
+
 def create_body(args: argparse.Namespace) -> dict[str, Any]:
     if args.seat_map:
         with open(args.seat_map, "rb") as f:
@@ -65,7 +68,7 @@ def create_body(args: argparse.Namespace) -> dict[str, Any]:
         seats = [{"seat_id": f"s{i}", "rank": i} for i in range(args.seats)]
     body: dict[str, Any] = {"event_id": args.event_id, "seats": seats,
                             "price_minor": args.price_minor, "currency": args.currency}  # fmt: skip
-    for name in ("hold_ttl_ms", "name", "venue", "description", "image_url", "time_zone"):
+    for name in DETAILS:
         if getattr(args, name) is not None:
             body[name] = getattr(args, name)
     if args.starts_at is not None:
@@ -80,7 +83,7 @@ def show(admin: Admin, console: Console, event_id: str) -> None:
     counts = admin.call("GET", f"/v1/events/{event_id}")
     table = Table(title=config.get("name") or event_id, show_header=False)
     for name in ("event_id", "status", "kind", "opens_at_ms", "currency", "price_minor", "venue",
-                 "starts_at_ms", "time_zone"):  # fmt: skip
+                 "starts_at_ms", "time_zone", "locale"):  # fmt: skip
         table.add_row(name, str(config.get(name)))
     for name in ("seats_total", "free", "held", "blocked", "sold"):
         table.add_row(name, str(counts.get(name)))

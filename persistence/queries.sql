@@ -117,9 +117,9 @@ on conflict do nothing
 -- name: insert_event_config
 insert into event_configs (event_id, hold_ttl_ms, quarantine_ms, policy, price_minor,
   opens_at_ms, seats_total, currency, reversal_policy, kind, locations, login_cap, max_party,
-  name, venue, description, image_url, starts_at_ms, time_zone, redis_prefix)
+  name, venue, description, image_url, starts_at_ms, time_zone, locale, redis_prefix)
 values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-  $20)
+  $20, $21)
 on conflict do nothing
 
 -- name: insert_event_sku

@@ -26,6 +26,10 @@ EVENT_FIELDS = frozenset(
     )
 )  # fmt: skip
 URL_RE = re.compile(r"^https?://[^\s/]+\S*$")
+# A BCP 47 tag as browsers' Intl takes it: a language, then optional script, region, variants.
+LOCALE_RE = re.compile(
+    r"^[A-Za-z]{2,3}(-[A-Za-z]{4})?(-([A-Za-z]{2}|[0-9]{3}))?(-[A-Za-z0-9]{5,8})*$"
+)
 LIMIT_OF = {"description": "event_description"}  # a field whose limit has another name
 
 
@@ -49,6 +53,9 @@ def details_of(body: dict[str, Any]) -> dict[str, Any]:
         except (ZoneInfoNotFoundError, ValueError) as exc:
             why = "time_zone must be an IANA time zone such as Europe/Berlin"
             raise ApiError(400, "invalid_request", why) from exc
+    if out.get("locale") and not LOCALE_RE.match(out["locale"]):
+        why = "locale must be a BCP 47 language tag such as de-DE"
+        raise ApiError(400, "invalid_request", why)
     return out
 
 

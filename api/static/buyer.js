@@ -27,8 +27,9 @@ const holdKey = () => `onsale.hold.${eventId}.${page.me.login}`;
 // has no words for.
 const claimError = (code) => (has(`claim.${code}`) ? t(`claim.${code}`) : null);
 
-// Money in the event's currency, written as the page's language writes it.
-const cash = (minor, currency) => money(minor, currency, lang);
+// Money in the event's currency, written in the event's locale when it names one (de-DE),
+// else as the page's language writes it.
+const cash = (minor, currency) => money(minor, currency, page.event?.locale || lang);
 
 function show(id, visible = true) { $(id).hidden = !visible; }
 
@@ -770,7 +771,7 @@ function showTime(ev) {
   if (!ev.starts_at_ms) return "";
   const options = { dateStyle: "full", timeStyle: "short", timeZone: ev.time_zone || undefined };
   try {
-    return new Intl.DateTimeFormat(lang, options).format(new Date(ev.starts_at_ms));
+    return new Intl.DateTimeFormat(ev.locale || lang, options).format(new Date(ev.starts_at_ms));
   } catch {
     return new Date(ev.starts_at_ms).toString();
   }

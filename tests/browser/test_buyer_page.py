@@ -253,3 +253,15 @@ def test_a_german_browser_reads_the_page_in_german_and_may_switch_to_english(
     page.reload()  # the choice is kept in this browser, over its language
     expect(page.locator("#hold-countdown-label")).to_have_text("Time left to pay")
     assert errors == []
+
+
+def test_an_event_with_a_locale_writes_its_prices_in_it_on_an_english_page(
+    browser: Browser, stack: Stack, contexts: list[BrowserContext]
+) -> None:
+    # ADR 0046: an event may name the locale its money is written in (a German venue selling
+    # in euros), whatever the reader's language; the page's words stay the reader's.
+    event_id = f"berlin-{uuid.uuid4().hex[:8]}"
+    stack.local.create_event(event_id, 3, price_minor=4500, locale="de-DE")
+    page = signed_in(new_profile(browser, stack, contexts), event_id, "hugo")
+    expect(page.locator("#price")).to_have_text(re.compile(r"^45,00\s€$"))
+    expect(page.locator("#countdown")).to_have_text("On sale now")

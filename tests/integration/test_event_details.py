@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 GALA = {"name": "Spring Gala", "venue": "Konzerthaus, Berlin", "description": "Brahms and Ravel",
         "image_url": "https://example.org/gala.jpg", "starts_at_ms": 1_893_456_000_000,
-        "time_zone": "Europe/Berlin"}  # fmt: skip
+        "time_zone": "Europe/Berlin", "locale": "de-DE"}  # fmt: skip
 
 
 def admin(stack: Stack, method: str, path: str, **kw: Any) -> httpx.Response:
@@ -73,6 +73,8 @@ def test_a_drafts_details_change_and_nothing_else_does(stack: Stack) -> None:
         ({"colour": "red"}, 400, "invalid_request"),
         ({}, 400, "invalid_request"),
         ({"time_zone": "Mars/Olympus"}, 400, "invalid_request"),
+        ({"locale": "de_DE.UTF-8"}, 400, "invalid_request"),
+        ({"locale": "x"}, 400, "invalid_request"),
         ({"image_url": "javascript:alert(1)"}, 400, "invalid_request"),
         ({"name": ""}, 400, "invalid_request"),
         ({"starts_at_ms": -1}, 400, "invalid_request"),
