@@ -60,14 +60,19 @@ def table(title: str, rows: list[tuple[str, object]], head: tuple[str, str]) -> 
     return t
 
 
-def refund_delays_ms(entries: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
-    """From the provider's ledger: for every capture we gave back, the time from the capture to
-    our refund request; (all of them, those contradicting the provider's own decline)."""
-    refunds = {
+def refunds_we_asked(entries: list[dict[str, Any]]) -> dict[str, float]:
+    """From the provider's ledger: when we asked to refund each attempt (by attempt id)."""
+    return {
         e["attempt_id"]: e["at_s"]
         for e in entries
         if e["kind"] == "refund" and e.get("requested_by") == "merchant"
     }
+
+
+def refund_delays_ms(entries: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
+    """From the provider's ledger: for every capture we gave back, the time from the capture to
+    our refund request; (all of them, those contradicting the provider's own decline)."""
+    refunds = refunds_we_asked(entries)
     every, contradicted = [], []
     for e in entries:
         if e["kind"] == "capture" and e["attempt_id"] in refunds:
@@ -82,11 +87,7 @@ def answered_to_refund_ms(entries: list[dict[str, Any]]) -> list[float]:
     """For every capture we gave back whose callback we answered 2xx: the time from our first
     2xx answer to our refund request (0 when the refund was asked first, e.g. found by
     reconciliation). The part of the bound that is ours once a callback is delivered."""
-    refunds = {
-        e["attempt_id"]: e["at_s"]
-        for e in entries
-        if e["kind"] == "refund" and e.get("requested_by") == "merchant"
-    }
+    refunds = refunds_we_asked(entries)
     return [
         max(0.0, (refunds[e["attempt_id"]] - e["answered_at_s"]) * 1000)
         for e in entries
