@@ -125,14 +125,12 @@ async def from_the_outbox_now(
     """Inside the batch's transaction: raise OutboxReplaced unless the batch is still in the
     event's outbox and no rebuild of the event runs. The rebuild's lock, taken shared until the
     commit, keeps a rebuild from starting (and reading the ledger's last decision number) before
-    the batch is in; a rebuild that ran since the read replaced the stream."""
+    the batch is in; a rebuild that ran since the read replaced the stream, whose new entries
+    all come after the batch's (an unacknowledged entry is never trimmed, so the batch's last
+    entry is there exactly when its outbox is)."""
     key = rebuild_lock_key(event_id)
     if not await conn.fetchval("select pg_try_advisory_xact_lock_shared(hashtext($1))", key):
         raise OutboxReplaced(f"a rebuild of {event_id} is running")
-    first, last = entries[0][0], entries[-1][0]
-    async with redis.pipeline(transaction=False) as pipe:
-        pipe.xrange(stream, first, first)
-        pipe.xrange(stream, last, last)
-        found = await pipe.execute()
-    if not all(found):
+    last = entries[-1][0]
+    if not await redis.xrange(stream, last, last):
         raise OutboxReplaced(f"the outbox of {event_id} was replaced since the batch was read")
