@@ -27,9 +27,10 @@ const holdKey = () => `onsale.hold.${eventId}.${page.me.login}`;
 // has no words for.
 const claimError = (code) => (has(`claim.${code}`) ? t(`claim.${code}`) : null);
 
-// Money in the event's currency, written in the event's locale when it names one (de-DE),
-// else as the page's language writes it.
-const cash = (minor, currency) => money(minor, currency, page.event?.locale || lang);
+// How an event's money and dates are written: in its locale when it names one (de-DE), else
+// as the page's language writes them (ADR 0046).
+const localeOf = (ev) => ev?.locale || lang;
+const cash = (minor, currency) => money(minor, currency, localeOf(page.event));
 
 function show(id, visible = true) { $(id).hidden = !visible; }
 
@@ -771,7 +772,7 @@ function showTime(ev) {
   if (!ev.starts_at_ms) return "";
   const options = { dateStyle: "full", timeStyle: "short", timeZone: ev.time_zone || undefined };
   try {
-    return new Intl.DateTimeFormat(ev.locale || lang, options).format(new Date(ev.starts_at_ms));
+    return new Intl.DateTimeFormat(localeOf(ev), options).format(new Date(ev.starts_at_ms));
   } catch {
     return new Date(ev.starts_at_ms).toString();
   }
