@@ -7,10 +7,10 @@ or sends part of a request and stalls, is kept for good (3,000 of them were all 
 1,100 from one client used up a 1,024-file limit and locked every buyer out). This protocol
 (uvicorn's httptools one, selected by `onsale serve`) adds the missing bounds:
 
-- connected, no byte yet: `idle_s`, the keep-alive setting (uvicorn's own timer, armed at
+- connected, no byte yet: `http_keepalive_s`, the keep-alive setting (uvicorn's own timer, armed at
   connect; pre-connected clients waiting for T0 are kept that long, as between requests);
-- first byte of a request to the end of its headers: `header_timeout_s`;
-- end of the headers to the end of the body: `body_timeout_s` (checked when the header bound
+- first byte of a request to the end of its headers: `http_header_timeout_s`;
+- end of the headers to the end of the body: `http_body_timeout_s` (checked when the header bound
   runs out, so a body always gets at least the rest of it).
 
 One timer per connection at a time: armed at a request's first byte, cancelled when the request
@@ -29,33 +29,55 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from engine.config.settings import _bool, int_setting
+from engine.config.settings import ADR
+from engine.config.variables import Flag, Group, Int, read_all
+
+HTTP_HEADER_TIMEOUT_S = Int(
+    "ONSALE_HTTP_HEADER_TIMEOUT_S", "a request's headers must arrive within", 10,
+    doc="`onsale serve` cuts a connection whose request headers are not complete this long "
+    "after their first byte (`api/transport.py`; in production a reverse proxy does this "
+    "first: [docs/deploy.md](deploy.md))",
+)  # fmt: skip
+HTTP_BODY_TIMEOUT_S = Int(
+    "ONSALE_HTTP_BODY_TIMEOUT_S", "... and its body within", 30,
+    doc="... or whose body is not complete this long after its headers",
+)  # fmt: skip
+HTTP_KEEPALIVE_S = Int(
+    "ONSALE_HTTP_KEEPALIVE_S", "idle connection kept, before and between requests", 75,
+    doc="idle keep-alive of `onsale serve`, and the longest a connection may wait before its "
+    "first request (clients connect before T0 and wait: uvicorn's 5 s would drop them)",
+)  # fmt: skip
+EARLY_LANE = Flag(
+    "ONSALE_EARLY_LANE", "1: most T0 refusals answered by their connection (ADR 0035)", True,
+    doc="`onsale serve`'s connections look at a claim before it becomes an ASGI request: one "
+    "that waits at its event's gate holds no task, and a sold-out refusal is written there in "
+    "one write (`api/early_lane.py`, "
+    f"[0035]({ADR}0035-refusals-answered-by-the-connection.md)); 0: every claim is an ASGI "
+    "request",
+)  # fmt: skip
+HTTP = Group(
+    "HTTP bounds", (HTTP_HEADER_TIMEOUT_S, HTTP_BODY_TIMEOUT_S, HTTP_KEEPALIVE_S, EARLY_LANE)
+)
 
 
-@dataclass(frozen=True)  # no slots: from_env reads the defaults off the class
+@dataclass(frozen=True)
 class HttpBounds:
-    header_timeout_s: int = 10  # a request's first byte to the end of its headers
-    body_timeout_s: int = 30  # the end of the headers to the end of the body (whole body)
-    idle_s: int = 75  # connected, nothing sent yet; and between requests (keep-alive)
+    http_header_timeout_s: int = HTTP_HEADER_TIMEOUT_S.default  # first byte to end of headers
+    http_body_timeout_s: int = HTTP_BODY_TIMEOUT_S.default  # end of headers to end of body
+    http_keepalive_s: int = HTTP_KEEPALIVE_S.default  # connected, nothing sent; between requests
     # 1: a claim is looked at by its connection before it becomes an ASGI request, and most T0
     # refusals are answered there (api/early_lane.py, ADR 0035); 0: every request is ASGI's.
-    early_lane: bool = True
+    early_lane: bool = EARLY_LANE.default
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "HttpBounds":
-        return cls(
-            header_timeout_s=int_setting(env, "ONSALE_HTTP_HEADER_TIMEOUT_S", cls.header_timeout_s),
-            body_timeout_s=int_setting(env, "ONSALE_HTTP_BODY_TIMEOUT_S", cls.body_timeout_s),
-            # Clients connect before T0 and wait: uvicorn's 5 s default would drop them.
-            idle_s=int_setting(env, "ONSALE_HTTP_KEEPALIVE_S", cls.idle_s),
-            early_lane=_bool(env, "ONSALE_EARLY_LANE", cls.early_lane),
-        )
+        return cls(**read_all(env, HTTP))
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with header, body and first-request bounds; uvicorn builds
     one per connection. The idle bound is uvicorn's `timeout_keep_alive`, which `onsale serve`
-    sets to `bounds.idle_s`."""
+    sets to `bounds.http_keepalive_s`."""
 
     def __init__(
         self,
@@ -103,7 +125,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def _arm(self) -> None:
         self._headers_done_at = 0.0
-        self._read_timer = self.loop.call_later(self.bounds.header_timeout_s, self._expired)
+        self._read_timer = self.loop.call_later(self.bounds.http_header_timeout_s, self._expired)
 
     def _disarm(self) -> None:
         if self._read_timer is not None:
@@ -114,7 +136,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def _expired(self) -> None:
         self._read_timer = None
         if self._headers_done_at:
-            left_s = self._headers_done_at + self.bounds.body_timeout_s - self.loop.time()
+            left_s = self._headers_done_at + self.bounds.http_body_timeout_s - self.loop.time()
             if left_s > 0:  # the headers came in time; the body still has time
                 self._read_timer = self.loop.call_later(left_s, self._expired)
                 return

@@ -17,7 +17,8 @@ from typing import Any
 import asyncpg
 
 from api.errors import ApiError
-from engine.config.settings import _bool, int_setting
+from engine.config.settings import PG_DSN, PG_TIMEOUT_MS
+from engine.config.variables import Flag, Group, Int, read_all
 
 log = logging.getLogger("onsale.api")
 
@@ -106,21 +107,31 @@ SQL: Mapping[str, str] = MappingProxyType(
 )
 
 
+API_PG_POOL_MAX = Int(
+    "ONSALE_API_PG_POOL_MAX", "connections per API process to the ledger database", 2,
+    doc="`onsale serve`: connections per process to the ledger database (`ONSALE_PG_DSN`) for "
+    "the webhook admin routes",
+)  # fmt: skip
+MERCHANT_WEBHOOK_HTTP = Flag(
+    "ONSALE_MERCHANT_WEBHOOK_HTTP", "1: plain http webhook URLs (local runs, tests)", False,
+    doc="1: endpoints may be plain `http://` (local runs, tests); otherwise `https://` only",
+)  # fmt: skip
+WEBHOOK_DB = Group(
+    "the ledger database, for the merchant webhook routes",
+    (PG_DSN, API_PG_POOL_MAX, PG_TIMEOUT_MS, MERCHANT_WEBHOOK_HTTP),
+)
+
+
 @dataclass(frozen=True)
 class WebhookDbSettings:
-    pg_dsn: str = ""  # ONSALE_PG_DSN, the ledger database ("": the webhook routes answer 503)
-    pool_max: int = 2  # ONSALE_API_PG_POOL_MAX: connections per API process
-    timeout_ms: int = 5_000  # ONSALE_PG_TIMEOUT_MS: per statement / connection attempt
-    allow_http: bool = False  # ONSALE_MERCHANT_WEBHOOK_HTTP=1: plain http URLs (local, tests)
+    pg_dsn: str = ""  # the ledger database ("": the webhook routes answer 503)
+    api_pg_pool_max: int = API_PG_POOL_MAX.default
+    pg_timeout_ms: int = PG_TIMEOUT_MS.default  # per statement / connection attempt
+    merchant_webhook_http: bool = MERCHANT_WEBHOOK_HTTP.default  # plain http URLs allowed
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "WebhookDbSettings":
-        return cls(
-            pg_dsn=env.get("ONSALE_PG_DSN", ""),
-            pool_max=int_setting(env, "ONSALE_API_PG_POOL_MAX", cls.pool_max),
-            timeout_ms=int_setting(env, "ONSALE_PG_TIMEOUT_MS", cls.timeout_ms),
-            allow_http=_bool(env, "ONSALE_MERCHANT_WEBHOOK_HTTP", cls.allow_http),
-        )
+        return cls(**read_all(env, WEBHOOK_DB))
 
 
 class WebhookDb:
@@ -135,11 +146,11 @@ class WebhookDb:
             raise ApiError(503, unavailable, "no ledger database is configured")
         try:
             if self._pool is None:
-                timeout_s = self.settings.timeout_ms / 1000
+                timeout_s = self.settings.pg_timeout_ms / 1000
                 self._pool = await asyncpg.create_pool(
                     self.settings.pg_dsn,
                     min_size=0,
-                    max_size=self.settings.pool_max,
+                    max_size=self.settings.api_pg_pool_max,
                     timeout=timeout_s,
                     command_timeout=timeout_s,
                 )

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-API_ENV, TOKEN_ENV = "ONSALE_API_URL", "ONSALE_ADMIN_TOKEN"
-API_DEFAULT = "http://127.0.0.1:8000"
+from api.settings import ADMIN_TOKEN
+from onsale.environment import API_URL
 
 
 class Refused(Exception):
@@ -26,7 +26,7 @@ class Refused(Exception):
 
 
 def add_api_option(parser: Any) -> None:
-    parser.add_argument("--api", default=None, help=f"the API's base URL (default ${API_ENV})")
+    parser.add_argument("--api", default=None, help=f"the API's base URL (default ${API_URL.name})")
 
 
 class Admin:
@@ -54,10 +54,10 @@ class Admin:
 def run_admin(api_option: str | None, step: Callable[[Admin, Console], Any]) -> int:
     """Run one command's `step` against the admin API; its exit status."""
     console = Console()
-    api = (api_option or os.environ.get(API_ENV) or API_DEFAULT).rstrip("/")
-    token = os.environ.get(TOKEN_ENV, "")
+    api = (api_option or API_URL.read(os.environ)).rstrip("/")
+    token = ADMIN_TOKEN.raw(os.environ)
     if not token:
-        console.print(f"onsale: {TOKEN_ENV} is not set (the admin API's token)")
+        console.print(f"onsale: {ADMIN_TOKEN.name} is not set (the admin API's token)")
         return 2
     try:
         step(Admin(api, token), console)

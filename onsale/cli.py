@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from engine.config.logs import configure
-from engine.config.settings import MissingSetting, every_problem, say_missing
+from engine.config.variables import MissingSetting, every_problem, say_missing
 from onsale.admin_commands import add_admin_parsers, run_logins, run_orders, run_webhooks
 from onsale.chaos_command import add_chaos_parser, run_chaos
 from onsale.daemons import migrate_ledger, run_ledger, until_signalled, worker_command
+from onsale.environment import HOST, PORT, WORKERS
 from onsale.event_command import add_event_parser, run_event
 from onsale.help_text import document, env_option
 from onsale.policy_command import add_policy_parser, run_policy
@@ -72,9 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the checkout API (uvicorn, uvloop, httptools)",
         description="Logs one line at start: where it listens and with what settings.",
     )
-    env_option(serve, "serve", "--host", "127.0.0.1", "address to listen on")
-    env_option(serve, "serve", "--port", "8000", "port to listen on", type=int)
-    env_option(serve, "serve", "--workers", "1", "worker processes (about one per core)", type=int)
+    env_option(serve, HOST, "--host", "address to listen on")
+    env_option(serve, PORT, "--port", "port to listen on", type=int)
+    env_option(serve, WORKERS, "--workers", "worker processes (about one per core)", type=int)
     add_policy_parser(sub)
     add_stock_parser(sub)
     add_chaos_parser(sub)
@@ -204,7 +205,7 @@ async def _reconcile(
     import orjson
     from rich.progress import Progress
 
-    from engine.config.settings import MissingSetting
+    from engine.config.variables import MissingSetting
     from engine.providers import build_provider
     from persistence.database import create_pool
     from persistence.nightly import provider_entries, reconcile_event

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from engine.config.logs import redact_url
-from engine.config.settings import MissingSetting, Settings, every_problem, say_missing
+from engine.config.settings import Settings
+from engine.config.variables import MissingSetting, every_problem, say_missing
 
 if TYPE_CHECKING:
     from persistence.settings import LedgerDb, LedgerSettings, SenderSettings
@@ -129,15 +130,17 @@ async def run_ledger(
             consumer=f"{socket.gethostname()}-{os.getpid()}",
             batch_max=settings.batch_max,
             claim_idle_ms=settings.claim_idle_ms,
-            retention_ms=settings.retention_ms,
+            retention_ms=settings.outbox_retention_ms,
             auto_rebuild=settings.auto_rebuild,
         )
         metrics = LedgerMetrics()
-        start_http_server(settings.metrics_port, addr=exporter.host, registry=metrics.registry)
+        start_http_server(
+            settings.metrics_port, addr=exporter.metrics_host, registry=metrics.registry
+        )
         log.info(
             "ledger writer %s: metrics on %s:%d",
             writer.consumer,
-            exporter.host,
+            exporter.metrics_host,
             settings.metrics_port,
             extra={"fields": {"redis": redact_url(settings.engine.redis_url)}},
         )
@@ -160,8 +163,10 @@ async def _worker(settings: Settings, stop: asyncio.Event) -> int:
     exporter = ExporterSettings.from_env(os.environ)
 
     def serve_metrics(registry: CollectorRegistry) -> None:
-        start_http_server(exporter.worker_port, addr=exporter.host, registry=registry)
-        log.info("worker: metrics on %s:%d", exporter.host, exporter.worker_port)
+        start_http_server(
+            exporter.worker_metrics_port, addr=exporter.metrics_host, registry=registry
+        )
+        log.info("worker: metrics on %s:%d", exporter.metrics_host, exporter.worker_metrics_port)
 
     loops = await run_worker(settings, stop, on_metrics=serve_metrics)
     passes = {name: record.passes for name, record in loops.records.items()}

@@ -12,7 +12,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from rich.console import Console
 from rich.table import Table
 
-from engine.config.settings import MissingSetting, Settings
+from engine.config.settings import Settings
+from engine.config.variables import MissingSetting
 from engine.model.errors import EventNotFound
 
 if TYPE_CHECKING:

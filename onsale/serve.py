@@ -15,7 +15,8 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 from engine.config.logs import redact_url, uvicorn_config
-from engine.config.settings import MissingSetting, every_problem, say_missing
+from engine.config.variables import MissingSetting, Secret, every_problem, say_missing
+from onsale.environment import COMMANDS, FORWARDED_ALLOW_IPS
 
 if TYPE_CHECKING:
     from api.settings import ApiSettings
@@ -24,14 +25,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("onsale.serve")
 
-SECRETS = (
-    "ONSALE_ADMIN_TOKEN",
-    "ONSALE_METRICS_TOKEN",
-    "ONSALE_WEBHOOK_SECRET",
-    "ONSALE_WEBHOOK_SECRET_PREVIOUS",
-    "ONSALE_TOKEN_SECRET",
-    "ONSALE_STRIPE_API_KEY",
-    "ONSALE_STRIPE_WEBHOOK_SECRET",
+SECRETS = tuple(
+    s.name for group in COMMANDS["serve"] for s in group.settings if isinstance(s, Secret)
 )
 
 
@@ -96,7 +91,7 @@ def serve_options() -> dict[str, Any]:
         "log_level": "warning",
         "log_config": uvicorn_config(os.environ),  # applied again in each worker process
         "access_log": False,  # the API writes its own, with request ids (api/logs.py)
-        "timeout_keep_alive": bounds.idle_s,  # between requests, and before the first one
+        "timeout_keep_alive": bounds.http_keepalive_s,  # between requests, and before the first one
         "backlog": 4096,
     }
 
@@ -116,9 +111,9 @@ def startup_summary(
         "workers": args.workers,
         "open_files": open_files,
         "http_bounds_s": {
-            "header": bounds.header_timeout_s,
-            "body": bounds.body_timeout_s,
-            "idle": bounds.idle_s,
+            "header": bounds.http_header_timeout_s,
+            "body": bounds.http_body_timeout_s,
+            "idle": bounds.http_keepalive_s,
         },
         "early_lane": bounds.early_lane,
         "redis": redact_url(engine.redis_url),
@@ -139,7 +134,7 @@ def startup_summary(
         "webhook_database": redact_url(hooks.pg_dsn) if hooks.pg_dsn else None,
         "access_log": settings.access_log,
         "metrics": "/metrics, " + ("metrics token" if settings.metrics_token else "admin only"),
-        "forwarded_allow_ips": os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
+        "forwarded_allow_ips": FORWARDED_ALLOW_IPS.read(os.environ),
         "secrets_set": [name for name in SECRETS if os.environ.get(name)],
     }
 

@@ -15,18 +15,14 @@ from rich.console import Console
 from rich.table import Table
 
 from api.validate import LIMITS
-from engine.config.settings import MissingSetting, Settings
+from engine.config.settings import Settings
+from engine.config.variables import MissingSetting
 from engine.model import errors
 from engine.model.stock_lines import COUNTERS
+from onsale.environment import OPERATOR
 
 if TYPE_CHECKING:
     from engine.model.stock_lines import Correction
-
-ENVIRONMENT = (
-    "Reads ONSALE_REDIS_URL (required), ONSALE_KEY_PREFIX (default onsale:v1) and "
-    "ONSALE_REDIS_TIMEOUT_MS (default 2000) from the environment."
-)
-OPERATOR_ENV = "ONSALE_OPERATOR"
 
 
 def add_stock_parser(sub: Any) -> None:
@@ -34,7 +30,6 @@ def add_stock_parser(sub: Any) -> None:
         "stock",
         help="a stock event's counts: correct one location's count, show availability",
         description=__doc__,
-        epilog=ENVIRONMENT,
     )
     ops = stock.add_subparsers(dest="stock_command", required=True)
     correct = ops.add_parser(
@@ -43,7 +38,6 @@ def add_stock_parser(sub: Any) -> None:
         description="Refused when available units would go below zero (units held by carts, "
         "blocked by late payments or sold are never corrected away). Exit 0 when applied or "
         "replayed, 1 when refused.",
-        epilog=ENVIRONMENT,
     )
     correct.add_argument("--event", required=True, help="the stock event's id")
     correct.add_argument("--sku", required=True, help="the SKU")
@@ -57,7 +51,7 @@ def add_stock_parser(sub: Any) -> None:
     correct.add_argument(
         "--operator",
         default=None,
-        help=f"who corrects (default: ${OPERATOR_ENV}, else $USER, else cli)",
+        help=f"who corrects (default: ${OPERATOR.name}, else $USER, else cli)",
     )
     correct.add_argument(
         "--id",
@@ -66,7 +60,7 @@ def add_stock_parser(sub: Any) -> None:
         help="the correction id: the same id again replays the first answer (default: a new "
         "id, printed; give it to retry safely)",
     )
-    show = ops.add_parser("show", help="availability per SKU and location", epilog=ENVIRONMENT)
+    show = ops.add_parser("show", help="availability per SKU and location")
     show.add_argument("--event", required=True, help="the stock event's id")
 
 
@@ -91,7 +85,7 @@ def run_stock(args: argparse.Namespace) -> int:
 
 
 def _operator(given: str | None) -> str:
-    return given or os.environ.get(OPERATOR_ENV) or os.environ.get("USER") or "cli"
+    return given or OPERATOR.read(os.environ) or os.environ.get("USER") or "cli"
 
 
 def _out_of_bounds(args: argparse.Namespace) -> str | None:

@@ -15,8 +15,8 @@ from rich.progress import Progress
 from rich.table import Table
 
 from engine.waiting.draw import Arrival, verify
+from onsale.environment import API_URL
 
-API_ENV = "ONSALE_API_URL"
 PAGE = 500  # entries per request (the API's largest page)
 
 
@@ -29,10 +29,10 @@ def add_waiting_parser(sub: Any) -> None:
         "verify",
         help="recompute every place of a room's draw from its seed and check the published order",
         description=__doc__,
-        epilog=f"Reads {API_ENV} (default http://127.0.0.1:8000) unless --api is given.",
+        epilog=f"Reads {API_URL.name} (default {API_URL.default}) unless --api is given.",
     )
     check.add_argument("event_id", help="the event whose room's draw to check")
-    check.add_argument("--api", default=None, help=f"the API's base URL (default ${API_ENV})")
+    check.add_argument("--api", default=None, help=f"the API's base URL (default ${API_URL.name})")
     check.add_argument(
         "--commitment",
         default=None,
@@ -62,7 +62,7 @@ def fetch_draw(api: str, event_id: str, console: Console) -> tuple[str, str | No
 
 def run_waiting(args: argparse.Namespace) -> int:
     console = Console()
-    api = (args.api or os.environ.get(API_ENV) or "http://127.0.0.1:8000").rstrip("/")
+    api = (args.api or API_URL.read(os.environ)).rstrip("/")
     try:
         commitment, seed, arrivals = fetch_draw(api, args.event_id, console)
     except (httpx.HTTPError, KeyError, ValueError) as exc:

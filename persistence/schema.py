@@ -41,10 +41,11 @@ async def describe(conn: asyncpg.Connection) -> str:
 
 
 async def _print() -> None:
+    from engine.config.settings import PG_DSN
     from persistence.database import scratch_database
     from persistence.migrate import migrate
 
-    server = os.environ.get("ONSALE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+    server = PG_DSN.raw(os.environ) or "postgresql://postgres@127.0.0.1:5432/postgres"
     async with scratch_database(server, f"onsale_schema_{uuid.uuid4().hex[:8]}") as dsn:
         conn = await asyncpg.connect(dsn)
         try:

@@ -1,9 +1,93 @@
-"""Ledger writer settings (ONSALE_*), read once at boot."""
+"""Ledger writer settings (ONSALE_*), each declared here once (engine/config/variables.py; the
+database's own in engine/config/settings.py, which the API reads too) and read once at boot."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from engine.config.settings import Settings, _bool, int_setting, refuse
+from engine.config.settings import (
+    LEDGER_DB,
+    PG_DSN,
+    PG_POOL_MAX,
+    PG_TIMEOUT_MS,
+    Settings,
+)
+from engine.config.variables import Flag, Group, Int, read_all
+
+LEDGER_BATCH_MAX = Int(
+    "ONSALE_LEDGER_BATCH_MAX", "outbox entries per ledger transaction", 2_000,
+    doc="outbox entries per ledger transaction (the lag p99 of an expiry storm: 321 ms at 500, "
+    "194-206 ms at 2000)",
+)  # fmt: skip
+LEDGER_IDLE_MS = Int(
+    "ONSALE_LEDGER_IDLE_MS", "longest blocking wait on the drained outboxes", 100,
+    doc="with every outbox drained, the writer waits this long at most on a blocking read of "
+    "them (a decision is read as it is made; ADR 0031)",
+)  # fmt: skip
+LEDGER_CLAIM_IDLE_MS = Int(
+    "ONSALE_LEDGER_CLAIM_IDLE_MS", "a pending entry idle this long belongs to a dead writer and "
+    "is taken over (looked for at most once a second)", 30_000,
+)  # fmt: skip
+OUTBOX_RETENTION_MS = Int(
+    "ONSALE_OUTBOX_RETENTION_MS", "outbox entries kept at least this long, even once in the "
+    "ledger", 86_400_000,
+)  # fmt: skip
+LEDGER_METRICS_PORT = Int(
+    "ONSALE_LEDGER_METRICS_PORT", "`onsale ledger`'s Prometheus port (writer lag, throughput)",
+    9108,
+)  # fmt: skip
+AUTO_REBUILD = Flag(
+    "ONSALE_AUTO_REBUILD", "0: a lost or fenced event waits for `onsale rebuild`", True,
+    doc="`onsale ledger` rebuilds an event it finds lost, fenced or half built from the ledger "
+    "by itself (one process at a time, `persistence/auto_rebuild.py`); 0: it waits for "
+    "`onsale rebuild` ([docs/recovery.md](recovery.md))",
+)  # fmt: skip
+LEDGER = Group(
+    "the ledger writer",
+    (
+        LEDGER_BATCH_MAX, LEDGER_IDLE_MS, LEDGER_CLAIM_IDLE_MS, OUTBOX_RETENTION_MS,
+        LEDGER_METRICS_PORT, AUTO_REBUILD,
+    ),
+)  # fmt: skip
+
+DAY_MS = 86_400_000
+MERCHANT_WEBHOOK_ = "ONSALE_MERCHANT_WEBHOOK_"
+MERCHANT_WEBHOOKS = Flag(
+    "ONSALE_MERCHANT_WEBHOOKS", "0: this ledger process sends none (another one does)", True
+)
+MERCHANT_WEBHOOK_TIMEOUT_MS = Int(
+    "ONSALE_MERCHANT_WEBHOOK_TIMEOUT_MS", "one attempt's whole wait (Standard Webhooks: 15-30 s)",
+    15_000,
+)  # fmt: skip
+MERCHANT_WEBHOOK_BATCH_MAX = Int(
+    "ONSALE_MERCHANT_WEBHOOK_BATCH_MAX", "deliveries claimed and sent at once", 32
+)
+MERCHANT_WEBHOOK_INTERVAL_MS = Int(
+    "ONSALE_MERCHANT_WEBHOOK_INTERVAL_MS", "pause when nothing was due", 500
+)
+MERCHANT_WEBHOOK_BACKOFF_MS = Int(
+    "ONSALE_MERCHANT_WEBHOOK_BACKOFF_MS", "the first retry's delay (doubled each attempt, "
+    "jittered)", 5_000,
+)  # fmt: skip
+MERCHANT_WEBHOOK_BACKOFF_MAX_MS = Int(
+    "ONSALE_MERCHANT_WEBHOOK_BACKOFF_MAX_MS", "the longest delay between two attempts", 3_600_000
+)
+MERCHANT_WEBHOOK_MAX_AGE_MS = Int(
+    "ONSALE_MERCHANT_WEBHOOK_MAX_AGE_MS", "no attempt past this age: the delivery is failed",
+    3 * DAY_MS,
+)  # fmt: skip
+MERCHANT_WEBHOOK_LOG_RETENTION_MS = Int(
+    "ONSALE_MERCHANT_WEBHOOK_LOG_RETENTION_MS", "a done delivery is kept this long in the "
+    "delivery log after its last attempt (replay needs it there)", 30 * DAY_MS,
+)  # fmt: skip
+SENDER = Group(
+    "merchant webhooks sent by `onsale ledger`",
+    (
+        MERCHANT_WEBHOOKS, MERCHANT_WEBHOOK_TIMEOUT_MS, MERCHANT_WEBHOOK_BATCH_MAX,
+        MERCHANT_WEBHOOK_INTERVAL_MS, MERCHANT_WEBHOOK_BACKOFF_MS,
+        MERCHANT_WEBHOOK_BACKOFF_MAX_MS, MERCHANT_WEBHOOK_MAX_AGE_MS,
+        MERCHANT_WEBHOOK_LOG_RETENTION_MS,
+    ),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -11,78 +95,49 @@ class LedgerDb:
     """The ledger's database alone: all `onsale migrate` reads (no Redis, no provider)."""
 
     dsn: str
-    pool_max: int = 4
-    timeout_ms: int = 5_000  # per statement / connection attempt
+    pool_max: int = PG_POOL_MAX.default
+    timeout_ms: int = PG_TIMEOUT_MS.default  # per statement / connection attempt
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "LedgerDb":
-        dsn = env.get("ONSALE_PG_DSN") or ""
-        if not dsn:
-            refuse("ONSALE_PG_DSN is not set (e.g. postgresql://u@127.0.0.1/db)")
-        return cls(
-            dsn=dsn,
-            pool_max=int_setting(env, "ONSALE_PG_POOL_MAX", cls.pool_max),
-            timeout_ms=int_setting(env, "ONSALE_PG_TIMEOUT_MS", cls.timeout_ms),
-        )
+        return cls(**read_all(env, LEDGER_DB, strip="ONSALE_PG_", required={PG_DSN: True}))
 
 
 @dataclass(frozen=True)
 class LedgerSettings:
     engine: Settings
     pg_dsn: str
-    pg_pool_max: int = 4
-    pg_timeout_ms: int = 5_000  # per statement / connection attempt
-    batch_max: int = 2_000  # outbox entries per transaction (docs/benchmarks-journal.md section 5)
-    idle_ms: int = 100  # longest blocking wait on the outboxes once all are drained
-    claim_idle_ms: int = 30_000  # a pending entry idle this long belongs to a dead consumer
-    retention_ms: int = 86_400_000  # outbox entries kept this long even once in the ledger
-    metrics_port: int = 9108  # Prometheus: writer lag and throughput
-    auto_rebuild: bool = True  # a lost, fenced or half-built event is rebuilt without a person
+    pg_pool_max: int = PG_POOL_MAX.default
+    pg_timeout_ms: int = PG_TIMEOUT_MS.default  # per statement / connection attempt
+    batch_max: int = LEDGER_BATCH_MAX.default  # docs/benchmarks-journal.md section 5
+    idle_ms: int = LEDGER_IDLE_MS.default  # longest blocking wait once all are drained
+    claim_idle_ms: int = LEDGER_CLAIM_IDLE_MS.default  # a dead consumer's pending entries
+    outbox_retention_ms: int = OUTBOX_RETENTION_MS.default  # kept even once in the ledger
+    metrics_port: int = LEDGER_METRICS_PORT.default  # Prometheus: writer lag and throughput
+    auto_rebuild: bool = AUTO_REBUILD.default  # lost, fenced or half built: rebuilt, no person
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "LedgerSettings":
-        db = LedgerDb.from_env(env)
+        db = read_all(env, LEDGER_DB, required={PG_DSN: True})
         return cls(
-            engine=Settings.from_env(env),
-            pg_dsn=db.dsn,
-            pg_pool_max=db.pool_max,
-            pg_timeout_ms=db.timeout_ms,
-            batch_max=int_setting(env, "ONSALE_LEDGER_BATCH_MAX", cls.batch_max),
-            idle_ms=int_setting(env, "ONSALE_LEDGER_IDLE_MS", cls.idle_ms),
-            claim_idle_ms=int_setting(env, "ONSALE_LEDGER_CLAIM_IDLE_MS", cls.claim_idle_ms),
-            retention_ms=int_setting(env, "ONSALE_OUTBOX_RETENTION_MS", cls.retention_ms),
-            metrics_port=int_setting(env, "ONSALE_LEDGER_METRICS_PORT", cls.metrics_port),
-            auto_rebuild=_bool(env, "ONSALE_AUTO_REBUILD", cls.auto_rebuild),
+            engine=Settings.from_env(env), **db, **read_all(env, LEDGER, strip="ONSALE_LEDGER_")
         )
 
 
 @dataclass(frozen=True)
 class SenderSettings:
-    """The merchant webhook sender (ADR 0024), run by `onsale ledger` beside the writer.
-    ONSALE_MERCHANT_WEBHOOK_* (the provider's callback secret is ONSALE_WEBHOOK_SECRET: another
-    direction, another thing)."""
+    """The merchant webhook sender (ADR 0024), run by `onsale ledger` beside the writer (the
+    provider's callback secret is ONSALE_WEBHOOK_SECRET: another direction, another thing)."""
 
-    enabled: bool = True  # 0: this ledger process sends nothing (another one does)
-    timeout_ms: int = 15_000  # one attempt's whole wait (Standard Webhooks: 15 to 30 s)
-    batch_max: int = 32  # deliveries claimed and sent at once
-    interval_ms: int = 500  # pause when nothing was due
-    backoff_ms: int = 5_000  # the first retry's delay; doubled each attempt, jittered
-    backoff_max_ms: int = 3_600_000  # the longest delay between two attempts
-    max_age_ms: int = 3 * 86_400_000  # no attempt past this age: the delivery is failed
-    log_retention_ms: int = 30 * 86_400_000  # a done delivery is kept this long in the log
+    merchant_webhooks: bool = MERCHANT_WEBHOOKS.default  # 0: another ledger process sends
+    timeout_ms: int = MERCHANT_WEBHOOK_TIMEOUT_MS.default  # one attempt's whole wait
+    batch_max: int = MERCHANT_WEBHOOK_BATCH_MAX.default  # deliveries claimed and sent at once
+    interval_ms: int = MERCHANT_WEBHOOK_INTERVAL_MS.default  # pause when nothing was due
+    backoff_ms: int = MERCHANT_WEBHOOK_BACKOFF_MS.default  # doubled each attempt, jittered
+    backoff_max_ms: int = MERCHANT_WEBHOOK_BACKOFF_MAX_MS.default
+    max_age_ms: int = MERCHANT_WEBHOOK_MAX_AGE_MS.default  # no attempt past it: failed
+    log_retention_ms: int = MERCHANT_WEBHOOK_LOG_RETENTION_MS.default
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "SenderSettings":
-        def ms(name: str, default: int) -> int:
-            return int_setting(env, f"ONSALE_MERCHANT_WEBHOOK_{name}", default)
-
-        return cls(
-            enabled=_bool(env, "ONSALE_MERCHANT_WEBHOOKS", cls.enabled),
-            timeout_ms=ms("TIMEOUT_MS", cls.timeout_ms),
-            batch_max=ms("BATCH_MAX", cls.batch_max),
-            interval_ms=ms("INTERVAL_MS", cls.interval_ms),
-            backoff_ms=ms("BACKOFF_MS", cls.backoff_ms),
-            backoff_max_ms=ms("BACKOFF_MAX_MS", cls.backoff_max_ms),
-            max_age_ms=ms("MAX_AGE_MS", cls.max_age_ms),
-            log_retention_ms=ms("LOG_RETENTION_MS", cls.log_retention_ms),
-        )
+        return cls(**read_all(env, SENDER, strip=MERCHANT_WEBHOOK_))

@@ -377,7 +377,7 @@ class LedgerWriter:
 
         sending = webhooks or SenderSettings.from_env(os.environ)
         async with asyncio.TaskGroup() as tasks:
-            if sending.enabled:
+            if sending.merchant_webhooks:
                 shown = metrics.webhooks if metrics else None  # the log's figures, per endpoint
                 tasks.create_task(WebhookSender(self.pool, sending, metrics=shown).run(stop))
             if metrics is not None:  # read from Redis on its own clock: true in a PG outage

@@ -120,7 +120,7 @@ async def _body(request: Request, allowed: frozenset[str], where: str) -> dict[s
 async def create_endpoint(request: Request) -> Response:
     store = db(request)
     body = await _body(request, CREATE_FIELDS, "endpoint")
-    url = endpoint_url(body, store.settings.allow_http)
+    url = endpoint_url(body, store.settings.merchant_webhook_http)
     description, types = text(body, "description", ""), event_types(body)
     endpoint_id, secret = f"ep_{secrets.token_hex(12)}", new_secret()
     row = await store.fetchrow(

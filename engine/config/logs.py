@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from engine.config.variables import Choice, Group
+
 REQUEST_ID: ContextVar[str] = ContextVar("onsale_request_id", default="")
 
 LEVELS = ("debug", "info", "warning", "error")
@@ -144,20 +146,19 @@ def writes_json() -> bool:
     return not any(isinstance(h.formatter, TextFormatter) for h in logging.getLogger().handlers)
 
 
-def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
-    value = (env.get(name) or default).strip().lower()
-    if value not in allowed:
-        from engine.config.settings import MissingSetting
-
-        raise MissingSetting(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
-    return value
+LOG_LEVEL = Choice("ONSALE_LOG_LEVEL", "debug, info, warning or error", "info", choices=LEVELS)
+LOG_FORMAT = Choice(
+    "ONSALE_LOG_FORMAT", "json: one JSON object a line, with the request id while serving one; "
+    "text: for a terminal", "json", choices=FORMATS,
+)  # fmt: skip
+LOGS = Group("logs", (LOG_LEVEL, LOG_FORMAT))
 
 
 def uvicorn_config(env: Mapping[str, str]) -> dict[str, Any]:
     """`logging.config.dictConfig` of a process: one stderr handler with our formatter; uvicorn
     and httpx say only what goes wrong (the access log is api/logs.py's)."""
-    level = _choice(env, "ONSALE_LOG_LEVEL", LEVELS, "info").upper()
-    kind = _choice(env, "ONSALE_LOG_FORMAT", FORMATS, "json")
+    level = LOG_LEVEL.read(env).upper()
+    kind = LOG_FORMAT.read(env)
     formatter = JsonFormatter if kind == "json" else TextFormatter
     quiet = {"level": "WARNING"}
     return {

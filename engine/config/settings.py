@@ -1,10 +1,8 @@
-"""Engine settings, read once at boot from ONSALE_* variables. Domain code receives values,
-never reads the environment. Every client option is set here explicitly."""
+"""Engine settings, read once at boot from ONSALE_* variables, each declared here once
+(engine/config/variables.py). Domain code receives values, never reads the environment. Every
+client option is set here explicitly."""
 
-import contextlib
-import sys
-from collections.abc import Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -15,87 +13,64 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from engine.config.variables import (
+    Choice,
+    Flag,
+    Group,
+    Int,
+    MissingSetting,
+    Secret,
+    Text,
+    read_all,
+    refuse,
+)
 from engine.store.replicas import ReplicaWait
 
-
-class MissingSetting(RuntimeError):
-    pass
-
-
-_FOUND: ContextVar[list[str] | None] = ContextVar("onsale_setting_problems", default=None)
-
-
-def refuse(message: str) -> None:
-    """A missing or weak setting: MissingSetting at once, unless `every_problem` collects; then
-    it is noted and the reader goes on with its default, so a boot names every problem at once."""
-    found = _FOUND.get()
-    if found is None:
-        raise MissingSetting(message)
-    found.append(message)
-
-
-def say_missing(exc: MissingSetting) -> None:
-    """Each problem of a refused boot on a line of its own, on stderr."""
-    for line in str(exc).splitlines():
-        print(f"onsale: {line}", file=sys.stderr)
-
-
-@contextlib.contextmanager
-def every_problem() -> Iterator[None]:
-    """Read settings inside; at the end, one MissingSetting naming every refusal (one a line),
-    if any. A reader that could not go on after a refusal ends the reading early: the problems
-    noted so far are still the ones named."""
-    found: list[str] = []
-    token = _FOUND.set(found)
-    try:
-        yield
-    except Exception:
-        if not found:
-            raise
-    finally:
-        _FOUND.reset(token)
-    if found:
-        raise MissingSetting("\n".join(found))
-
-
-def int_setting(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        refuse(f"{name} must be an integer, got {raw!r}")
-        return default
-    if value < minimum:
-        word = "positive" if minimum == 1 else f"at least {minimum}"
-        refuse(f"{name} must be {word}, got {value}")
-        return default
-    return value
-
-
-def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name, "").strip().lower()
-    if raw == "":
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    refuse(f"{name} must be 1 or 0, got {raw!r}")
-    return default
-
-
-PROVIDERS = ("simulator", "stripe")  # ONSALE_PROVIDER: which payment provider (ADR 0023)
-HOLD_RECORDS = ("sparse", "full")  # ONSALE_HOLD_RECORD (ADR 0034)
-
-
-def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
-    value = env.get(name) or default
-    if value not in choices:
-        refuse(f"{name} must be one of {', '.join(choices)}, got {value!r}")
-        return default
-    return value
+ADR = "decisions/"  # docs/configuration.md links to the decisions beside it
+STRIPE_API_KEY = Secret(
+    "ONSALE_STRIPE_API_KEY",
+    "secret key, sk_... or rk_... (required; never logged)",
+    doc="a secret or restricted key (`sk_...`, `rk_...`); boot refuses one missing or malformed",
+)
+STRIPE_WEBHOOK_SECRET = Secret(
+    "ONSALE_STRIPE_WEBHOOK_SECRET",
+    "the endpoint's signing secret, whsec_... (required)",
+    doc="the webhook endpoint's signing secret (`whsec_...`); boot refuses one missing or "
+    "malformed",
+)
+STRIPE_API_BASE = Text(
+    "ONSALE_STRIPE_API_BASE",
+    "another Stripe-compatible server",
+    said="Stripe's",
+    doc="a Stripe-compatible server instead (the simulator's `--wire stripe`, in tests and the "
+    "demo)",
+)
+STRIPE_MAX_NETWORK_RETRIES = Int(
+    "ONSALE_STRIPE_MAX_NETWORK_RETRIES", "the library's retries (same idempotency key, backoff)", 2
+)
+STRIPE_LOOKBACK_DAYS = Int(
+    "ONSALE_STRIPE_LOOKBACK_DAYS", "nightly reconciliation lists Stripe's charges and disputes "
+    "this far back", 180,
+)  # fmt: skip
+STRIPE_PUBLISHABLE_KEY = Text(
+    "ONSALE_STRIPE_PUBLISHABLE_KEY",
+    "pk_...: the buyer's page pays through Stripe.js",
+    said="none: no payment form",
+    doc="the buyer's page takes the card through Stripe's Payment Element with this "
+    f"publishable key (`pk_...`, [0039]({ADR}0039-pay-on-the-page.md)); without a key the page "
+    "has no payment form for Stripe",
+)
+STRIPE_JS_URL = Text(
+    "ONSALE_STRIPE_JS_URL", "where the page loads Stripe.js (the simulator's stand-in in tests "
+    "and the demo)", "https://js.stripe.com/v3/",
+)  # fmt: skip
+STRIPE = Group(
+    "Stripe (ONSALE_PROVIDER=stripe)",
+    (
+        STRIPE_API_KEY, STRIPE_WEBHOOK_SECRET, STRIPE_API_BASE, STRIPE_MAX_NETWORK_RETRIES,
+        STRIPE_LOOKBACK_DAYS, STRIPE_PUBLISHABLE_KEY, STRIPE_JS_URL,
+    ),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -104,134 +79,200 @@ class StripeSettings:
 
     api_key: str = field(repr=False)
     webhook_secret: str = field(repr=False)
-    api_base: str = ""  # "": Stripe's own API; else a Stripe-compatible server (tests, demo)
-    max_network_retries: int = 2  # the library's retries (same idempotency key, backoff)
-    lookback_days: int = 180  # nightly reconciliation lists money moved since then
+    api_base: str = STRIPE_API_BASE.default  # "": Stripe's own API; else a compatible server
+    max_network_retries: int = STRIPE_MAX_NETWORK_RETRIES.default
+    lookback_days: int = STRIPE_LOOKBACK_DAYS.default
     # The buyer's page pays through Stripe.js with these (ADR 0039); no key: no payment form.
-    publishable_key: str = ""
-    js_url: str = "https://js.stripe.com/v3/"  # tests and the demo: the simulator's stand-in
+    publishable_key: str = STRIPE_PUBLISHABLE_KEY.default
+    js_url: str = STRIPE_JS_URL.default
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "StripeSettings":
-        key = env.get("ONSALE_STRIPE_API_KEY", "")
+        key, secret = STRIPE_API_KEY.raw(env), STRIPE_WEBHOOK_SECRET.raw(env)
         if not key.startswith(("sk_", "rk_")):
             refuse(
-                "ONSALE_STRIPE_API_KEY is not set to a secret key (sk_... or rk_...); "
-                "ONSALE_PROVIDER=stripe needs it"
+                f"{STRIPE_API_KEY.name} is not set to a secret key (sk_... or rk_...); "
+                f"{PROVIDER.name}=stripe needs it"
             )
-        secret = env.get("ONSALE_STRIPE_WEBHOOK_SECRET", "")
         if not secret.startswith("whsec_") or len(secret) < 24:
             refuse(
-                "ONSALE_STRIPE_WEBHOOK_SECRET is not set to the endpoint's signing secret "
-                "(whsec_...); ONSALE_PROVIDER=stripe needs it"
+                f"{STRIPE_WEBHOOK_SECRET.name} is not set to the endpoint's signing secret "
+                f"(whsec_...); {PROVIDER.name}=stripe needs it"
             )
-        base = env.get("ONSALE_STRIPE_API_BASE", "")
-        if base and not base.startswith(("https://", "http://")):
-            refuse(f"ONSALE_STRIPE_API_BASE must be an http(s) URL, not {base!r}")
-        publishable = env.get("ONSALE_STRIPE_PUBLISHABLE_KEY", "")
+        base, js_url = STRIPE_API_BASE.read(env), STRIPE_JS_URL.read(env)
+        for url, setting in ((base, STRIPE_API_BASE), (js_url, STRIPE_JS_URL)):
+            if url and not url.startswith(("https://", "http://")):
+                refuse(f"{setting.name} must be an http(s) URL, not {url!r}")
+        publishable = STRIPE_PUBLISHABLE_KEY.read(env)
         if publishable and not publishable.startswith("pk_"):
-            refuse("ONSALE_STRIPE_PUBLISHABLE_KEY must be a publishable key (pk_...)")
-        js_url = env.get("ONSALE_STRIPE_JS_URL", cls.js_url)
-        if not js_url.startswith(("https://", "http://")):
-            refuse(f"ONSALE_STRIPE_JS_URL must be an http(s) URL, not {js_url!r}")
+            refuse(f"{STRIPE_PUBLISHABLE_KEY.name} must be a publishable key (pk_...)")
         return cls(
             api_key=key,
             webhook_secret=secret,
             api_base=base.rstrip("/"),
             publishable_key=publishable,
             js_url=js_url,
-            max_network_retries=int_setting(
-                env, "ONSALE_STRIPE_MAX_NETWORK_RETRIES", cls.max_network_retries
-            ),
-            lookback_days=int_setting(env, "ONSALE_STRIPE_LOOKBACK_DAYS", cls.lookback_days),
+            max_network_retries=STRIPE_MAX_NETWORK_RETRIES.read(env),
+            lookback_days=STRIPE_LOOKBACK_DAYS.read(env),
         )
 
 
-@dataclass(frozen=True)  # no slots: from_env reads the defaults off the class
+REDIS_URL = Text(
+    "ONSALE_REDIS_URL", "Redis to use, e.g. redis://127.0.0.1:6379/0", required=True,
+    eg="redis://127.0.0.1:6379/0",
+    doc="e.g. `redis://127.0.0.1:6379/0`; a Redis Cluster: `redis+cluster://host:port` or "
+    "`redis://host:port?cluster=true`, any node a seed "
+    f"([0030]({ADR}0030-redis-cluster-and-failover.md))",
+)  # fmt: skip
+KEY_PREFIX = Text(
+    "ONSALE_KEY_PREFIX", "prefix of every key (tests and tenants use their own)", "onsale:v1"
+)
+REDIS_TIMEOUT_MS = Int(
+    "ONSALE_REDIS_TIMEOUT_MS", "a Redis call's whole wait, then 503", 2_000,
+    doc="a call's whole wait: queue, pooled connection, reply and the retry on a fresh "
+    "connection share one deadline; then 503 `store_unavailable`",
+)  # fmt: skip
+REDIS_CONNECT_TIMEOUT_MS = Int("ONSALE_REDIS_CONNECT_TIMEOUT_MS", "connecting to Redis", 1_000)
+REDIS_POOL_MAX = Int("ONSALE_REDIS_POOL_MAX", "Redis connections per process", 64)
+REDIS_AUTOPIPELINE = Flag(
+    "ONSALE_REDIS_AUTOPIPELINE", "1: script calls and reads of one loop tick share a round trip",
+    True,
+    doc="script calls made in the same event-loop tick, and a request's plain reads and notes "
+    "(a hold, its charges, an event's fields, a callback's raw copy), leave in one pipelined "
+    "round trip on the pipeline's own connections (ADR 0011); 0 sends each alone",
+)  # fmt: skip
+SOLD_OUT_MEMORY = Flag(
+    "ONSALE_SOLD_OUT_MEMORY", "1: the API answers sold_out from memory", True,
+    doc="API: once Redis answers SOLD_OUT, refuse further claims of that event from memory "
+    "until a seat comes back (ADR 0012)",
+)  # fmt: skip
+SOLD_OUT_MEMORY_MS = Int(
+    "ONSALE_SOLD_OUT_MEMORY_MS", "... for at most this long without Redis", 250,
+    doc="the longest such a memory is used without a fresh SOLD_OUT (the bound if a restock "
+    "message were lost)",
+)  # fmt: skip
+CLAIM_WINDOW = Int(
+    "ONSALE_CLAIM_WINDOW", "claims of one event in flight per process (0: no gate)", 1024,
+    minimum=0,
+    doc="API: claims of one event in flight to Redis per process, reached from 128 by one more "
+    "per claim that won; the rest wait and a sold-out event answers them from memory "
+    "(ADR 0012); 0: no gate, only the memory",
+)  # fmt: skip
+SWEEP_INTERVAL_MS = Int(
+    "ONSALE_SWEEP_INTERVAL_MS", "pause between sweeps when nothing was due", 200
+)
+SWEEP_BATCH_MAX = Int(
+    "ONSALE_SWEEP_BATCH_MAX", "holds examined per sweep call (about 3 ms of Redis; ADR 0033)", 50
+)
+SWEEP_ROUNDS_MAX = Int(
+    "ONSALE_SWEEP_ROUNDS_MAX", "sweep calls per event per pass (bounds one pass)", 50
+)
+TRIM_RETENTION_MS = Int(
+    "ONSALE_TRIM_RETENTION_MS", "ended holds kept in Redis this long", 600_000,
+    doc="worker: a hold that ended without ever having had a charge is dropped from Redis this "
+    "long after its decision, once the ledger holds it (a claim retried within it still gets "
+    f"its replay; [0018]({ADR}0018-bounded-state-trim-ended-holds.md))",
+)  # fmt: skip
+TRIM_INTERVAL_MS = Int(
+    "ONSALE_TRIM_INTERVAL_MS", "pause between trim passes when nothing was left over", 5_000
+)
+TRIM_WITHOUT_LEDGER = Flag(
+    "ONSALE_TRIM_WITHOUT_LEDGER", "1: trim events no ledger reads, by the retention alone", False,
+    doc="1: trim events whose outbox no ledger writer reads, by the retention alone (a "
+    "deployment without a ledger); 0: such events are never trimmed",
+)  # fmt: skip
+HOLD_RECORD = Choice(
+    "ONSALE_HOLD_RECORD", "sparse or full: a new hold's stored fields (ADR 0034)", "sparse",
+    choices=("sparse", "full"),
+    doc="API: a new hold stores only the fields its claim set; `full` stores every field, as "
+    f"versions before [0034]({ADR}0034-lean-claim-script.md) read it: set it while such a "
+    "version still runs (a rolling upgrade, docs/deploy.md)",
+)  # fmt: skip
+REDIS_WAIT_REPLICAS = Int(
+    "ONSALE_REDIS_WAIT_REPLICAS", "answer only once this many replicas hold a decision (WAIT; "
+    "0: do not wait)", 0, minimum=0,
+    doc="answer a batch of script calls only once this many replicas of each server involved "
+    f"hold it (WAIT); 0: do not wait ([0030]({ADR}0030-redis-cluster-and-failover.md))",
+)  # fmt: skip
+REDIS_WAIT_MS = Int(
+    "ONSALE_REDIS_WAIT_MS", "... waiting at most this long", 50,
+    doc="how long that wait may take; fewer replicas in time: 503 and the client retries",
+)  # fmt: skip
+PROVIDER = Choice(
+    "ONSALE_PROVIDER", "payment provider: simulator or stripe", "simulator",
+    choices=("simulator", "stripe"),
+    doc="the payment provider of this deployment: `simulator` or `stripe` "
+    f"([0023]({ADR}0023-provider-interface-and-stripe.md)); every process of a deployment "
+    "reads the same",
+)  # fmt: skip
+PROVIDER_URL = Text(
+    "ONSALE_PROVIDER_URL", "the simulator's URL (required by serve and worker with it)",
+    said="",
+)  # fmt: skip
+PROVIDER_TIMEOUT_MS = Int(
+    "ONSALE_PROVIDER_TIMEOUT_MS", "a provider call's wait", 2_000,
+    doc="per provider call (the simulator's client: two retries on transport errors / 5xx; "
+    "Stripe: per request, retried by the library)",
+)  # fmt: skip
+REFUND_INTERVAL_MS = Int("ONSALE_REFUND_INTERVAL_MS", "pause between refund passes", 500)
+RECONCILE_INTERVAL_MS = Int(
+    "ONSALE_RECONCILE_INTERVAL_MS", "pause between reconciliation passes", 10_000
+)
+RECONCILE_STALE_MS = Int(
+    "ONSALE_RECONCILE_STALE_MS", "a charge CHARGING this long is asked about", 120_000
+)
+RECONCILE_WATCH_MS = Int(
+    "ONSALE_RECONCILE_WATCH_MS", "a decline this recent is asked about again", 600_000,
+    doc="a decline younger than this is asked about again each pass (a capture contradicting "
+    "it, whose webhook was lost, is given back then; older ones by the nightly run)",
+)  # fmt: skip
+ENGINE = Group(
+    "Redis and the engine",
+    (
+        REDIS_URL, KEY_PREFIX, REDIS_TIMEOUT_MS, REDIS_CONNECT_TIMEOUT_MS, REDIS_POOL_MAX,
+        REDIS_AUTOPIPELINE, SOLD_OUT_MEMORY, SOLD_OUT_MEMORY_MS, CLAIM_WINDOW,
+        SWEEP_INTERVAL_MS, SWEEP_BATCH_MAX, SWEEP_ROUNDS_MAX, TRIM_RETENTION_MS,
+        TRIM_INTERVAL_MS, TRIM_WITHOUT_LEDGER, HOLD_RECORD, REDIS_WAIT_REPLICAS, REDIS_WAIT_MS,
+        PROVIDER, PROVIDER_URL, PROVIDER_TIMEOUT_MS, REFUND_INTERVAL_MS, RECONCILE_INTERVAL_MS,
+        RECONCILE_STALE_MS, RECONCILE_WATCH_MS,
+    ),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)  # the defaults are the declarations' (above)
 class Settings:
     redis_url: str
-    key_prefix: str = "onsale:v1"  # every key starts with it; tests and tenants use their own
-    redis_timeout_ms: int = 2_000  # a call's whole wait (pool, reply, retry); 503 after
-    redis_connect_timeout_ms: int = 1_000
-    redis_pool_max: int = 64  # connections per process; waiting for one is bounded too
-    redis_autopipeline: bool = True  # script calls of one event-loop tick share a round trip
-    sold_out_memory: bool = True  # API: answer sold_out from memory once Redis said so
-    sold_out_memory_ms: int = 250  # ... for at most this long without a fresh SOLD_OUT
-    claim_window: int = 1024  # API: claims of one event in flight per process (0: no gate)
-    sweep_interval_ms: int = 200  # pause between sweeps when nothing was due
-    sweep_batch_max: int = 50  # holds examined per script call (ADR 0033)
-    sweep_rounds_max: int = 50  # script calls per event per sweep (bounds one pass)
-    # Ended holds without a charge are dropped from Redis once the ledger has them and this
-    # long has passed since their decision: longer than any client retries a claim (ADR 0018).
-    trim_retention_ms: int = 600_000
-    trim_interval_ms: int = 5_000  # pause between trim passes when nothing was left over
-    trim_without_ledger: bool = False  # trim events with no ledger group by the retention alone
-    # API: a new hold stores only the fields its claim set (sparse), or every field (full), as
-    # versions before ADR 0034 read it: a rolling upgrade from one (docs/deploy.md).
-    hold_record: str = "sparse"
-    # Answer a batch of script calls only once this many replicas of each server involved
-    # hold it (WAIT, engine/store/replicas.py, ADR 0030); 0: do not wait.
-    redis_wait_replicas: int = 0
-    redis_wait_ms: int = 50
-    provider: str = "simulator"  # simulator | stripe (ADR 0023)
-    provider_url: str = ""  # the simulator's; required by its worker and API
-    provider_timeout_ms: int = 2_000
+    key_prefix: str = KEY_PREFIX.default
+    redis_timeout_ms: int = REDIS_TIMEOUT_MS.default  # a call's whole wait; 503 after
+    redis_connect_timeout_ms: int = REDIS_CONNECT_TIMEOUT_MS.default
+    redis_pool_max: int = REDIS_POOL_MAX.default
+    redis_autopipeline: bool = REDIS_AUTOPIPELINE.default  # one round trip per loop tick
+    sold_out_memory: bool = SOLD_OUT_MEMORY.default  # API: sold_out from memory
+    sold_out_memory_ms: int = SOLD_OUT_MEMORY_MS.default
+    claim_window: int = CLAIM_WINDOW.default  # API: claims of one event in flight per process
+    sweep_interval_ms: int = SWEEP_INTERVAL_MS.default
+    sweep_batch_max: int = SWEEP_BATCH_MAX.default  # ADR 0033
+    sweep_rounds_max: int = SWEEP_ROUNDS_MAX.default
+    trim_retention_ms: int = TRIM_RETENTION_MS.default  # ADR 0018
+    trim_interval_ms: int = TRIM_INTERVAL_MS.default
+    trim_without_ledger: bool = TRIM_WITHOUT_LEDGER.default
+    hold_record: str = HOLD_RECORD.default  # ADR 0034: sparse, or full for a rolling upgrade
+    redis_wait_replicas: int = REDIS_WAIT_REPLICAS.default  # engine/store/replicas.py
+    redis_wait_ms: int = REDIS_WAIT_MS.default
+    provider: str = PROVIDER.default  # simulator | stripe (ADR 0023)
+    provider_url: str = PROVIDER_URL.default  # the simulator's; required by its worker and API
+    provider_timeout_ms: int = PROVIDER_TIMEOUT_MS.default
     stripe: StripeSettings | None = None  # set (and complete) when provider is stripe
-    refund_interval_ms: int = 500
-    reconcile_interval_ms: int = 10_000
-    reconcile_stale_ms: int = 120_000  # a charge CHARGING longer than this is asked about
-    reconcile_watch_ms: int = 600_000  # a decline this recent is asked about again
+    refund_interval_ms: int = REFUND_INTERVAL_MS.default
+    reconcile_interval_ms: int = RECONCILE_INTERVAL_MS.default
+    reconcile_stale_ms: int = RECONCILE_STALE_MS.default  # CHARGING this long: asked about
+    reconcile_watch_ms: int = RECONCILE_WATCH_MS.default  # a decline this recent: asked again
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "Settings":
-        url = env.get("ONSALE_REDIS_URL") or ""
-        if not url:
-            refuse("ONSALE_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
-        provider = _choice(env, "ONSALE_PROVIDER", PROVIDERS, cls.provider)
-        return cls(
-            redis_url=url,
-            key_prefix=env.get("ONSALE_KEY_PREFIX") or cls.key_prefix,
-            redis_timeout_ms=int_setting(env, "ONSALE_REDIS_TIMEOUT_MS", cls.redis_timeout_ms),
-            redis_connect_timeout_ms=int_setting(
-                env, "ONSALE_REDIS_CONNECT_TIMEOUT_MS", cls.redis_connect_timeout_ms
-            ),
-            redis_pool_max=int_setting(env, "ONSALE_REDIS_POOL_MAX", cls.redis_pool_max),
-            redis_autopipeline=_bool(env, "ONSALE_REDIS_AUTOPIPELINE", cls.redis_autopipeline),
-            sold_out_memory=_bool(env, "ONSALE_SOLD_OUT_MEMORY", cls.sold_out_memory),
-            sold_out_memory_ms=int_setting(
-                env, "ONSALE_SOLD_OUT_MEMORY_MS", cls.sold_out_memory_ms
-            ),
-            claim_window=int_setting(env, "ONSALE_CLAIM_WINDOW", cls.claim_window, minimum=0),
-            sweep_interval_ms=int_setting(env, "ONSALE_SWEEP_INTERVAL_MS", cls.sweep_interval_ms),
-            sweep_batch_max=int_setting(env, "ONSALE_SWEEP_BATCH_MAX", cls.sweep_batch_max),
-            sweep_rounds_max=int_setting(env, "ONSALE_SWEEP_ROUNDS_MAX", cls.sweep_rounds_max),
-            trim_retention_ms=int_setting(env, "ONSALE_TRIM_RETENTION_MS", cls.trim_retention_ms),
-            trim_interval_ms=int_setting(env, "ONSALE_TRIM_INTERVAL_MS", cls.trim_interval_ms),
-            trim_without_ledger=_bool(env, "ONSALE_TRIM_WITHOUT_LEDGER", cls.trim_without_ledger),
-            hold_record=_choice(env, "ONSALE_HOLD_RECORD", HOLD_RECORDS, cls.hold_record),
-            redis_wait_replicas=int_setting(
-                env, "ONSALE_REDIS_WAIT_REPLICAS", cls.redis_wait_replicas, minimum=0
-            ),
-            redis_wait_ms=int_setting(env, "ONSALE_REDIS_WAIT_MS", cls.redis_wait_ms),
-            provider=provider,
-            provider_url=env.get("ONSALE_PROVIDER_URL", ""),
-            stripe=StripeSettings.from_env(env) if provider == "stripe" else None,
-            provider_timeout_ms=int_setting(
-                env, "ONSALE_PROVIDER_TIMEOUT_MS", cls.provider_timeout_ms
-            ),
-            refund_interval_ms=int_setting(
-                env, "ONSALE_REFUND_INTERVAL_MS", cls.refund_interval_ms
-            ),
-            reconcile_interval_ms=int_setting(
-                env, "ONSALE_RECONCILE_INTERVAL_MS", cls.reconcile_interval_ms
-            ),
-            reconcile_watch_ms=int_setting(
-                env, "ONSALE_RECONCILE_WATCH_MS", cls.reconcile_watch_ms
-            ),
-            reconcile_stale_ms=int_setting(
-                env, "ONSALE_RECONCILE_STALE_MS", cls.reconcile_stale_ms
-            ),
-        )
+        values = read_all(env, ENGINE)
+        stripe = StripeSettings.from_env(env) if values["provider"] == "stripe" else None
+        return cls(**values, stripe=stripe)
 
     def redis_client(self) -> "aioredis.Redis":
         """A client with every option we rely on set explicitly (strings, bounded pool).
@@ -300,3 +341,17 @@ def cluster_url(url: str) -> str | None:
         raise MissingSetting("ONSALE_REDIS_URL: a cluster has database 0 only")
     scheme = parts.scheme.replace("+cluster", "")
     return urlunsplit((scheme, parts.netloc, "", urlencode(query), ""))
+
+
+# The ledger's database, read by the ledger's commands and by the API's webhook routes.
+PG_DSN = Text(
+    "ONSALE_PG_DSN", "PostgreSQL DSN of the ledger (the API without it: webhook routes 503)",
+    eg="postgresql://u@127.0.0.1/db",
+    doc="the ledger database, required by `migrate`, `ledger`, `rebuild`, `reconcile`; "
+    "`onsale serve` without it answers the webhook admin routes 503 `webhooks_unavailable` "
+    "(the demo uses its own database, `ONSALE_DEMO_DATABASE`, default `onsale_demo`, on that "
+    "server)",
+)  # fmt: skip
+PG_POOL_MAX = Int("ONSALE_PG_POOL_MAX", "the ledger process's connections", 4)
+PG_TIMEOUT_MS = Int("ONSALE_PG_TIMEOUT_MS", "per statement or connection attempt", 5_000)
+LEDGER_DB = Group("the ledger's database", (PG_DSN, PG_POOL_MAX, PG_TIMEOUT_MS))

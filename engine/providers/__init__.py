@@ -3,7 +3,8 @@ own protocol and Stripe. `build_provider` picks the deployment's (ONSALE_PROVIDE
 
 from collections.abc import Sequence
 
-from engine.config.settings import MissingSetting, Settings
+from engine.config.settings import Settings
+from engine.config.variables import MissingSetting
 from engine.providers.base import (
     DISPUTE_STILL_OUT,
     LEDGER_MONEY_SIGN,

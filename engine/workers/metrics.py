@@ -27,6 +27,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from engine.config.variables import Group, Int, Text, read_all
 from engine.model.errors import StoreUnavailable
 from engine.store.loops import repeat
 
@@ -242,19 +243,28 @@ def backlog_of(now_ms: int, replies: list[Any]) -> Backlog:
     return Backlog(max(0, lag_ms) / 1000, int(due), int(later))
 
 
-@dataclass(frozen=True)  # no slots: from_env reads the defaults off the class
+METRICS_HOST = Text(
+    "ONSALE_METRICS_HOST", "address the exporter listens on (no credential: keep it private)",
+    "127.0.0.1",
+)  # fmt: skip
+WORKER_METRICS_PORT = Int(
+    "ONSALE_WORKER_METRICS_PORT", "`onsale worker`'s port (its loops, the sweep lag, refunds "
+    "due and retrying)", 9109,
+)  # fmt: skip
+EXPORTER = Group(
+    "Prometheus exporter of `onsale worker` and `onsale ledger`",
+    (METRICS_HOST, WORKER_METRICS_PORT),
+)
+
+
+@dataclass(frozen=True)
 class ExporterSettings:
     """Where `onsale worker` and `onsale ledger` serve their series (plain HTTP, no token:
     keep it on a private address; the default is this host only)."""
 
-    host: str = "127.0.0.1"
-    worker_port: int = 9109
+    metrics_host: str = METRICS_HOST.default
+    worker_metrics_port: int = WORKER_METRICS_PORT.default
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "ExporterSettings":
-        from engine.config.settings import int_setting
-
-        return cls(
-            host=env.get("ONSALE_METRICS_HOST") or cls.host,
-            worker_port=int_setting(env, "ONSALE_WORKER_METRICS_PORT", cls.worker_port),
-        )
+        return cls(**read_all(env, EXPORTER))

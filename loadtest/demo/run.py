@@ -17,7 +17,8 @@ import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from engine.config.settings import MissingSetting, Settings
+from engine.config.settings import Settings
+from engine.config.variables import MissingSetting
 from engine.store import Store
 from loadtest.demo.ledger import demo_database
 from loadtest.devstack.stack import QUICK_SETTLE_ENV, LocalStack

@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from api.identity import DemoTokens
-from engine.config.settings import MissingSetting, int_setting
+from engine.config.variables import Int, MissingSetting
 from engine.model import errors, keys
 from engine.model.holds import Claimed
 from engine.model.states import HoldState
@@ -73,6 +73,11 @@ class BaselineSettings:
             sold_out_ttl_ms=int_setting(env, "ONSALE_SOLD_OUT_TTL_MS", cls.sold_out_ttl_ms),
             body_max_bytes=int_setting(env, "ONSALE_BODY_MAX_BYTES", cls.body_max_bytes),
         )
+
+
+def int_setting(env: Mapping[str, str], name: str, default: int) -> int:
+    """The baseline's own integer variables, read as the product reads one."""
+    return Int(name, "", default).read(env)
 
 
 @dataclass(frozen=True, slots=True)

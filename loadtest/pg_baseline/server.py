@@ -64,7 +64,7 @@ from api.errors import ApiError, error_response, from_engine
 from api.hotpath import HotRoute
 from api.responses import json_response
 from api.routes.checkout import claim_input, claimed_response
-from engine.config.settings import MissingSetting
+from engine.config.variables import MissingSetting
 from engine.model import errors
 from loadtest.devstack.stack import spare_port, wait_healthy
 from loadtest.pg_baseline.claim import Baseline, BaselineSettings

@@ -8,15 +8,18 @@ from typing import Any
 
 import pytest
 
-from api.settings import ApiSettings
-from api.transport import HttpBounds
-from api.webhooks_db import WebhookDbSettings
-from engine.config.logs import uvicorn_config
-from engine.config.settings import Settings
-from engine.workers.metrics import ExporterSettings
+from api.settings import API, JWT, LIMITS, ApiSettings
+from api.transport import HTTP, HttpBounds
+from api.webhooks_db import WEBHOOK_DB, WebhookDbSettings
+from engine.config.logs import LOGS, uvicorn_config
+from engine.config.settings import ENGINE, LEDGER_DB, STRIPE, Settings
+from engine.config.variables import Group, Setting
+from engine.workers.metrics import EXPORTER, ExporterSettings
 from onsale import help_text as h
 from onsale.cli import build_parser
-from persistence.settings import LedgerDb, LedgerSettings, SenderSettings
+from onsale.environment import COMMANDS as COMMANDS_READ
+from onsale.environment import HOST, PORT, WORKERS
+from persistence.settings import LEDGER, SENDER, LedgerDb, LedgerSettings, SenderSettings
 from tests.conftest import API_TEST_ENV
 
 BASE = {
@@ -26,12 +29,12 @@ BASE = {
     **API_TEST_ENV,
     "ONSALE_WEBHOOK_SECRET": "whs-Lr5tY8cV2nQ7mX1zK4bD9fH3jP6wS0a",
 }
-STRIPE = {
+STRIPE_ENV = {
     "ONSALE_PROVIDER": "stripe",
     "ONSALE_STRIPE_API_KEY": "sk_test_" + "k7Qm2Xv9" * 3,
     "ONSALE_STRIPE_WEBHOOK_SECRET": "whsec_" + "Zr4tP8wL" * 4,
 }
-JWT = {
+JWT_ENV = {
     "ONSALE_DEMO_LOGIN": "0",
     "ONSALE_JWT_JWKS_URL": "https://idp/jwks",
     "ONSALE_JWT_ISSUER": "https://idp",
@@ -68,11 +71,11 @@ def read_by(load: Callable[[Mapping[str, str]], object], *envs: Mapping[str, str
     return names
 
 
-ENGINE_READS = read_by(Settings.from_env, {}, STRIPE)
+ENGINE_READS = read_by(Settings.from_env, {}, STRIPE_ENV)
 LOADERS: dict[str, Callable[[], set[str]]] = {
     "logs": lambda: read_by(uvicorn_config, {}),
     "engine and stripe": lambda: ENGINE_READS,
-    "api and jwt": lambda: read_by(ApiSettings.from_env, {}, JWT) - ENGINE_READS,
+    "api and jwt": lambda: read_by(ApiSettings.from_env, {}, JWT_ENV) - ENGINE_READS,
     "http": lambda: read_by(HttpBounds.from_env, {}),
     "webhook database": lambda: read_by(WebhookDbSettings.from_env, {}),
     "ledger database": lambda: read_by(LedgerDb.from_env, {}),
@@ -80,25 +83,25 @@ LOADERS: dict[str, Callable[[], set[str]]] = {
     "sender": lambda: read_by(SenderSettings.from_env, {}),
     "exporter": lambda: read_by(ExporterSettings.from_env, {}),
 }
-DOCUMENTED: dict[str, tuple[h.Group, ...]] = {
-    "logs": (h.LOGS,),
-    "engine and stripe": (h.ENGINE, h.STRIPE),
-    "api and jwt": (h.API, h.JWT),
-    "http": (h.HTTP,),
-    "webhook database": (h.WEBHOOK_DB,),
-    "ledger database": (h.LEDGER_DB,),
-    "ledger": (h.LEDGER_DB, h.LEDGER),
-    "sender": (h.SENDER,),
-    "exporter": (h.EXPORTER,),
+DOCUMENTED: dict[str, tuple[Group, ...]] = {
+    "logs": (LOGS,),
+    "engine and stripe": (ENGINE, STRIPE),
+    "api and jwt": (API, LIMITS, JWT),
+    "http": (HTTP,),
+    "webhook database": (WEBHOOK_DB,),
+    "ledger database": (LEDGER_DB,),
+    "ledger": (LEDGER_DB, LEDGER),
+    "sender": (SENDER,),
+    "exporter": (EXPORTER,),
 }
 
 
 @pytest.mark.parametrize("loader", sorted(LOADERS))
-def test_each_group_documents_exactly_what_its_settings_read(loader: str) -> None:
-    documented = {name for _title, variables in DOCUMENTED[loader] for name in variables}
+def test_each_group_declares_exactly_what_its_settings_read(loader: str) -> None:
+    declared = {name for group in DOCUMENTED[loader] for name in group.names}
     read = LOADERS[loader]()
-    assert sorted(read - documented) == [], "read but not described in onsale/help_text.py"
-    assert sorted(documented - read) == [], "described but no longer read"
+    assert sorted(read - declared) == [], "read but not declared in the reader's group"
+    assert sorted(declared - read) == [], "declared but no longer read"
 
 
 def parsers(
@@ -109,6 +112,7 @@ def parsers(
         yield from parsers(child, (*path, name))
 
 
+OPTIONS: dict[str, Setting[Any]] = {"--host": HOST, "--port": PORT, "--workers": WORKERS}
 ALL = list(parsers(build_parser()))
 COMMANDS = [(path, p) for path, p in ALL if path]
 
@@ -118,7 +122,7 @@ def test_the_tree_has_every_command_and_subcommand() -> None:
     assert {("serve",), ("worker",), ("ledger",), ("stock", "correct"), ("policy", "report")} <= (
         names
     )
-    assert {path[0] for path in names} == set(h.COMMANDS)
+    assert {path[0] for path in names} == set(COMMANDS_READ)
 
 
 @pytest.mark.parametrize(("path", "parser"), ALL, ids=[" ".join(p) or "onsale" for p, _ in ALL])
@@ -136,19 +140,19 @@ def test_every_command_names_every_variable_it_reads(
     path: tuple[str, ...], parser: argparse.ArgumentParser
 ) -> None:
     text = parser.format_help()
-    for _title, variables in h.COMMANDS[path[0]]:
-        for name, description in variables.items():
-            assert name in text, f"onsale {' '.join(path)} --help does not name {name}"
-            assert description.split()[0] in text
+    for group in COMMANDS_READ[path[0]]:
+        for setting in group.settings:
+            assert setting.name in text, f"onsale {' '.join(path)} --help does not name it"
+            assert setting.help.split()[0] in text
 
 
 def test_options_read_from_the_environment_name_their_variable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     commands = dict(COMMANDS)
-    for (command, flag), name in h.OPTION_ENV.items():
-        action = next(a for a in commands[(command,)]._actions if flag in a.option_strings)
-        assert action.help is not None and f"env {name}" in action.help
+    for flag, setting in OPTIONS.items():
+        action = next(a for a in commands[("serve",)]._actions if flag in a.option_strings)
+        assert action.help is not None and f"env {setting.name}" in action.help
     monkeypatch.setenv("ONSALE_HOST", "0.0.0.0")
     monkeypatch.setenv("ONSALE_PORT", "8123")
     monkeypatch.setenv("ONSALE_WORKERS", "3")
@@ -163,7 +167,7 @@ def test_an_option_that_names_a_variable_reads_it() -> None:
         for action in parser._actions:
             if action.help and "env ONSALE_" in action.help:
                 flag = action.option_strings[0]
-                assert (path[0], flag) in h.OPTION_ENV, f"{path} {flag}"
+                assert path == ("serve",) and flag in OPTIONS, f"{path} {flag}"
 
 
 def test_version_names_the_installed_distribution(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 
 from api.routes.ui import csp
-from engine.config.settings import MissingSetting, Settings
+from engine.config.settings import Settings
+from engine.config.variables import MissingSetting
 from engine.providers import SimulatorProvider, build_provider
 from engine.providers.stripe_client import StripeProvider
 from tests.conftest import API_TEST_ENV

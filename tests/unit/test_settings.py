@@ -1,6 +1,7 @@
 import pytest
 
-from engine.config.settings import MissingSetting, Settings
+from engine.config.settings import Settings
+from engine.config.variables import MissingSetting
 from tests.conftest import API_TEST_ENV
 
 
@@ -148,7 +149,7 @@ def test_weak_secrets_stop_boot_naming_the_variable(name: str, value: str, why: 
 def test_generated_secrets_pass() -> None:
     import secrets
 
-    from api.settings import secret_weakness
+    from engine.config.variables import secret_weakness
 
     for _ in range(200):
         assert secret_weakness(secrets.token_urlsafe(32)) is None
@@ -259,7 +260,7 @@ def test_a_boot_names_every_missing_or_weak_setting_at_once() -> None:
     import sys
 
     from api.settings import ApiSettings
-    from engine.config.settings import every_problem
+    from engine.config.variables import every_problem
 
     # No ONSALE_REDIS_URL, a number that is not one, a guessable admin token.
     env = {**API_TEST_ENV, "ONSALE_SWEEP_INTERVAL_MS": "soon", "ONSALE_ADMIN_TOKEN": "aaaaaaaa",

@@ -14,7 +14,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from api.errors import ApiError
 from api.routes.webhooks import endpoint_url, event_types
 from api.webhooks_db import WebhookDb, WebhookDbSettings
-from engine.config.settings import MissingSetting
+from engine.config.variables import MissingSetting
 from engine.model import webhooks as wh
 from engine.model.orders import order_number
 from engine.model.records import OUTBOX_FIELDS, OutboxRecord
@@ -229,11 +229,11 @@ def test_settings_come_from_the_environment() -> None:
     s = SenderSettings.from_env(
         {"ONSALE_MERCHANT_WEBHOOKS": "0", "ONSALE_MERCHANT_WEBHOOK_TIMEOUT_MS": "900"}
     )
-    assert (s.enabled, s.timeout_ms) == (False, 900)
+    assert (s.merchant_webhooks, s.timeout_ms) == (False, 900)
     with pytest.raises(MissingSetting, match="ONSALE_MERCHANT_WEBHOOK_MAX_AGE_MS"):
         SenderSettings.from_env({"ONSALE_MERCHANT_WEBHOOK_MAX_AGE_MS": "soon"})
     api = WebhookDbSettings.from_env({"ONSALE_PG_DSN": "postgresql://x/db"})
-    assert (api.pg_dsn, api.allow_http) == ("postgresql://x/db", False)
+    assert (api.pg_dsn, api.merchant_webhook_http) == ("postgresql://x/db", False)
 
 
 @pytest.mark.parametrize(
@@ -280,7 +280,7 @@ async def test_a_webhook_store_that_cannot_be_reached_answers_503(configured: bo
     """No ledger database configured, or one that refuses connections: the webhook routes
     answer 503 webhooks_unavailable (every other route is unaffected)."""
     dsn = f"postgresql://postgres@127.0.0.1:{spare_port()}/none" if configured else ""
-    store = WebhookDb(WebhookDbSettings(pg_dsn=dsn, timeout_ms=1_000))
+    store = WebhookDb(WebhookDbSettings(pg_dsn=dsn, pg_timeout_ms=1_000))
     with pytest.raises(ApiError) as caught:
         await store.fetch("endpoints")
     assert (caught.value.status, caught.value.code) == (503, "webhooks_unavailable")
