@@ -17,13 +17,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from api.claim_front.asgi_lane import asgi_lane
+from api.claim_front.route import HotRoute
 from api.context import Context, log_access
 from api.errors import error_response
-from api.hotpath import HotRoute
 from api.identity import DemoTokens, Identity, Jwks, JwtTokens
 from api.limits import AddressLimiter
 from api.metrics import Metrics
-from api.refusal_lane import refusal_lane
 from api.routes import (
     admin,
     callbacks,
@@ -224,11 +224,11 @@ def create_app(settings: ApiSettings, hooks: WebhookDbSettings | None = None) ->
     app = Starlette(
         routes=ROUTES, lifespan=lifespan, exception_handlers={HTTPException: _http_error}
     )
-    # The T0 route skips Starlette's middleware and router (api/hotpath.py, ADR 0013); it stays
-    # in ROUTES too, for the OpenAPI check and for anyone mounting the plain app.
-    # With `onsale serve` the connection looks at a claim before it becomes an ASGI call
-    # (api/early_lane.py, ADR 0035): most T0 refusals are answered there.
-    return HotRoute(app, "POST", CLAIM_PATH, checkout.claim, lane=refusal_lane, early=True)
+    # The claim front (api/claim_front/, ADR 0048): the T0 route skips Starlette's middleware
+    # and router; it stays in ROUTES too, for the OpenAPI check and for anyone mounting the
+    # plain app. With `onsale serve` the connection looks at a claim before it becomes an ASGI
+    # call: most T0 refusals are answered there.
+    return HotRoute(app, "POST", CLAIM_PATH, checkout.claim, lane=asgi_lane, early=True)
 
 
 def settle_gc(gen0: int) -> None:

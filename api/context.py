@@ -9,10 +9,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from api.claim_front.ticket import ticket_of
 from api.errors import ApiError, error_response, from_engine
 from api.identity import Identity, bearer_bytes
 from api.limits import AddressLimiter
@@ -80,7 +82,15 @@ def path_id(request: Request, name: str) -> str:
     return value
 
 
-STARTED = "onsale.started"  # scope key: when the claim lane (api/refusal_lane.py) took it
+def answered(
+    c: Context, route: str, request_id: str, scope: Any, status: int, started: float
+) -> None:
+    """An answer's latency and access line, wherever it was made: the wrapper below, or the
+    claim front's connection writing a refusal itself (api/claim_front/connection.py)."""
+    seconds = time.perf_counter() - started
+    c.metrics.observe(route, status, seconds)
+    if c.access is not None:
+        c.access.write(request_id, scope, status, seconds)
 
 
 def endpoint(route: str) -> Callable[[Handler], Handler]:
@@ -90,19 +100,16 @@ def endpoint(route: str) -> Callable[[Handler], Handler]:
 
     def wrap(handler: Handler) -> Handler:
         async def run(request: Request) -> Response:
-            started = request.scope.get(STARTED) or time.perf_counter()  # the lane's wait too
+            ticket = ticket_of(request.scope)  # a claim: counted from when the front took it
+            started = ticket.started if ticket is not None else time.perf_counter()
             request_id = request_id_from(request.scope["headers"])
             token = REQUEST_ID.set(request_id)
             try:
                 response = await answer(route, handler, request)
             finally:
                 REQUEST_ID.reset(token)
-            seconds = time.perf_counter() - started
-            c = ctx(request)
-            c.metrics.observe(route, response.status_code, seconds)
             echo(response, request_id)
-            if c.access is not None:
-                c.access.write(request_id, request.scope, response.status_code, seconds)
+            answered(ctx(request), route, request_id, request.scope, response.status_code, started)
             return response
 
         return run

@@ -89,7 +89,7 @@ def peek_segment(segment: str) -> dict[str, Any] | None:
 
 
 def peek_claim(segment: str, name: str) -> str | None:
-    """Claim `name` of a token's segment, unchecked (api/refusal_lane.py only: a quarter of what
+    """Claim `name` of a token's segment, unchecked (the claim front only: a quarter of what
     a refused claim cost the API at T0 went to PyJWT's read); None when not a non-empty string
     (the normal path answers it)."""
     value = (peek_segment(segment) or {}).get(name)
@@ -113,7 +113,7 @@ class DemoTokens:
         return str(self.signer.dumps(data))
 
     def peek_login(self, token: str) -> str | None:
-        """The login the token names, its signature NOT checked (api/refusal_lane.py only)."""
+        """The login the token names, its signature NOT checked (the claim front only)."""
         payload = token.rsplit(".", 2)[0]
         if payload.startswith("."):  # compressed: never ours, not inflated here
             return None
@@ -215,7 +215,7 @@ class JwtTokens:
         self.jwks = jwks
 
     def peek_login(self, token: str) -> str | None:
-        """The token's subject, its signature NOT checked (api/refusal_lane.py only)."""
+        """The token's subject, its signature NOT checked (the claim front only)."""
         parts = token.split(".")
         return peek_claim(parts[1], "sub") if len(parts) == 3 else None
 
@@ -329,7 +329,7 @@ class Identity:
 
     def peek_login(self, token: str) -> str | None:
         """The login a buyer token names, unverified: only to recognise a retried claim that
-        may be answered without proof of identity (a sold-out refusal, api/refusal_lane.py)."""
+        may be answered without proof of identity (a sold-out refusal, api/claim_front/)."""
         verifier = self.demo or self.jwt
         assert verifier is not None
         return verifier.peek_login(token)

@@ -72,8 +72,8 @@ class Metrics:
         )
         self.early_lane = Counter(
             "onsale_early_lane",
-            "Claims their connection held before ASGI (api/early_lane.py): answered there, or "
-            "passed on as ASGI requests",
+            "Claims their connection held before ASGI (api/claim_front/connection.py): answered "
+            "there, or passed on as ASGI requests",
             ["outcome"],
             registry=self.registry,
         )

@@ -17,18 +17,16 @@ One timer per connection at a time: armed at a request's first byte, cancelled w
 is complete, re-armed only for a body still arriving. On expiry the connection is aborted (no
 408: a client that stopped sending is rarely reading, and a close that waits to flush could
 hold the descriptor again). A reverse proxy in front does all this and more (docs/deploy.md);
-these bounds are what holds without one. Written against uvicorn 0.54's HttpToolsProtocol
-(parser callbacks, `timeout_keep_alive_task`); tests/fault/test_slow_clients.py serves it."""
+these bounds are what holds without one. What it relies on of uvicorn's HttpToolsProtocol (parser
+callbacks, `timeout_keep_alive_task`) is named in api/claim_front/uvicorn_seam.py;
+tests/fault/test_slow_clients.py serves it."""
 
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from uvicorn.config import Config
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-from uvicorn.server import ServerState
-
+from api.claim_front.uvicorn_seam import Config, HttpToolsProtocol, ServerState
 from engine.config.settings import ADR
 from engine.config.variables import Flag, Group, Int, read_all
 
@@ -51,7 +49,7 @@ EARLY_LANE = Flag(
     "ONSALE_EARLY_LANE", "1: most T0 refusals answered by their connection (ADR 0035)", True,
     doc="`onsale serve`'s connections look at a claim before it becomes an ASGI request: one "
     "that waits at its event's gate holds no task, and a sold-out refusal is written there in "
-    "one write (`api/early_lane.py`, "
+    "one write (`api/claim_front/connection.py`, "
     f"[0035]({ADR}0035-refusals-answered-by-the-connection.md)); 0: every claim is an ASGI "
     "request",
 )  # fmt: skip
@@ -66,7 +64,7 @@ class HttpBounds:
     http_body_timeout_s: int = HTTP_BODY_TIMEOUT_S.default  # end of headers to end of body
     http_keepalive_s: int = HTTP_KEEPALIVE_S.default  # connected, nothing sent; between requests
     # 1: a claim is looked at by its connection before it becomes an ASGI request, and most T0
-    # refusals are answered there (api/early_lane.py, ADR 0035); 0: every request is ASGI's.
+    # refusals are answered there (api/claim_front/connection.py); 0: every request is ASGI's.
     early_lane: bool = EARLY_LANE.default
 
     @classmethod

@@ -78,12 +78,12 @@ def _serve(args: argparse.Namespace) -> int:
 def serve_options() -> dict[str, Any]:
     """uvicorn's configuration of `onsale serve`; the benchmark baselines are served alike.
     The HTTP bounds (ONSALE_HTTP_*_S) are read here, once, and handed to every connection."""
-    from api.early_lane import LaneProtocol
+    from api.claim_front.connection import LaneProtocol
     from api.transport import BoundedHttpToolsProtocol, HttpBounds
 
     bounds = HttpBounds.from_env(os.environ)
     # httptools, with header, body and first-request timeouts (api/transport.py), and the claims
-    # its connection answers before ASGI (api/early_lane.py, ADR 0035) unless turned off
+    # its connection answers before ASGI (api/claim_front/connection.py, ADR 0048) unless turned off
     protocol = LaneProtocol if bounds.early_lane else BoundedHttpToolsProtocol
     return {
         "loop": "uvloop",

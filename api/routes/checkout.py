@@ -12,10 +12,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from api.claim_front.ticket import take_place
 from api.context import ctx, endpoint, path_id
 from api.durable import sale_durable
 from api.errors import ApiError
-from api.refusal_lane import SLOT
 from api.responses import json_response, read_json
 from api.routes import waiting
 from api.routes.hold_views import goods_view, hold_view
@@ -181,7 +181,7 @@ async def claim(request: Request) -> Response:
             seats=wanted.seat_ids,
             quantity=wanted.quantity,
             lines=wanted.lines,
-            admitted=bool(request.scope.pop(SLOT, False)),  # its place, taken in the lane
+            admitted=take_place(request.scope),  # its place, taken by the claim front
         )
     except Exception as exc:
         c.metrics.claimed(getattr(exc, "code", "error"))

@@ -36,6 +36,20 @@ class Gate:
     to_wake: int = 0  # claims `wake_all` still has to wake, WAKE_CHUNK per loop iteration
 
 
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """The gate's verdict on a claim that must wait its turn: in `gate`, until at least
+    `paused` (a loop time; 0.0: no pause) when a memory is being made."""
+
+    gate: Gate
+    paused: float
+
+
+REFUSED, PLACED = True, False
+# One look at the gate: REFUSED (answer sold_out), PLACED (a place in flight is the claim's
+# until `release`), or Wait. Both lanes of the claim front take it (api/claim_front/).
+Verdict = bool | Wait
+
 START = 128  # claims of one event in flight from this process before any has won
 GROW = 1  # more in flight per claim that won: the window doubles each round trip
 ENTER_PAUSE_S = 0.5  # the longest a memory being made holds the event's waiting claims back
@@ -87,9 +101,9 @@ class Gates:
         arrived, woken = loop.time(), False
         while True:
             verdict = self.ask(event_id, refuses, paused_until, woken)
-            if isinstance(verdict, bool):
+            if not isinstance(verdict, Wait):
                 return verdict
-            gate, paused = verdict
+            gate, paused = verdict.gate, verdict.paused
             self.stats.held += int(not woken)
             self._park(loop.time())
             try:
@@ -104,40 +118,40 @@ class Gates:
         refuses: Callable[[], bool],
         paused_until: Callable[[], float],
         woken: bool,
-    ) -> "bool | tuple[Gate, float]":
-        """One look at the gate, as `admit` takes it each time (`woken`: after a wait). True:
-        refused; False: a place in flight is taken; (gate, pause's end or 0.0): wait in it."""
+    ) -> Verdict:
+        """One look at the gate, as `admit` takes it each time (`woken`: after a wait): REFUSED,
+        PLACED (a place in flight is taken), or Wait in the gate."""
         gate = self.by_event.get(event_id)  # again after a wait: emptied and dropped?
         if refuses():
             if woken and gate is not None:
                 if not gate.to_wake:  # (a `wake_all` under way wakes the next ones itself)
                     wake(gate, 1)  # answered without a place: the next one asks too
                 self._drop_if_idle(event_id, gate)
-            return True
+            return REFUSED
         if gate is None:
             loop = asyncio.get_running_loop()
             gate = self.by_event[event_id] = Gate(min(START, self.window), loop.time())
         paused = paused_until()
         if gate.inflight < gate.limit and not paused and (woken or not gate.waiting):
             gate.inflight += 1  # a newcomer queues behind those waiting
-            return False
-        return gate, paused
+            return PLACED
+        return Wait(gate, paused)
 
     def wait_then(
         self,
         event_id: str,
-        wait: "tuple[Gate, float]",
+        wait: Wait,
         arrived: float,
         wait_s: float,
         woken: bool,
         then: Callable[["asyncio.Future[None]"], None],
     ) -> "asyncio.Future[None]":
-        """`admit`'s wait without a task, for a claim the connection holds (api/early_lane.py):
-        `then(turn)` runs when the turn ends, given (ask again, `woken`), failed
-        (StoreUnavailable: waited too long, `arrived` being the claim's first look) or
-        cancelled (the claim went away: cancel the returned turn). A claim that leaves after
-        its turn was given passes it on (`pass_turn`)."""
-        gate, paused = wait
+        """`admit`'s wait without a task, for a claim the connection holds
+        (api/claim_front/connection.py): `then(turn)` runs when the turn ends, given (ask
+        again, `woken`), failed (StoreUnavailable: waited too long, `arrived` being the claim's
+        first look) or cancelled (the claim went away: cancel the returned turn). A claim that
+        leaves after its turn was given passes it on (`pass_turn`)."""
+        gate, paused = wait.gate, wait.paused
         self.stats.held += int(not woken)
         self._park(asyncio.get_running_loop().time())
         turn = _queue(gate, _give_up(gate, arrived, wait_s), paused, event_id)

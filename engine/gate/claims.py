@@ -33,7 +33,7 @@ class GatedClaims:
         seats: Sequence[str] = (),
         quantity: int = 1,
         lines: Sequence[StockLine] = (),
-        admitted: bool = False,  # already holds a place at the gate (api/refusal_lane.py)
+        admitted: bool = False,  # already holds a place at the gate (api/claim_front/asgi_lane.py)
     ) -> Claimed:
         """Store.claim's claim, asked at the gate first (`admitted`: the claim's place in
         flight was taken already, in the refusal lane)."""

@@ -46,7 +46,7 @@ that event is let through; then each is answered from the memory, or, if none wa
 seat came back meanwhile, the read failed), goes on to Redis. A wait is bounded by the caller's
 `wait_s` (StoreUnavailable after it). Nothing is answered that the memory alone would not
 answer: the gate only changes when a claim asks. The API waits at the gate before it checks
-the claim's token (api/refusal_lane.py), so a claim answered from memory costs little more
+the claim's token (api/claim_front/asgi_lane.py), so a claim answered from memory costs little more
 than a trivial request."""
 
 import asyncio
@@ -60,7 +60,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from engine.gate.claim_gate import ENTER_PAUSE_S, Gate, Gates
+from engine.gate.claim_gate import ENTER_PAUSE_S, Gates, Verdict
 from engine.model import keys
 from engine.store.cluster import is_cluster
 from engine.store.loops import repeat
@@ -153,7 +153,7 @@ class SoldOutMemory:
     async def admit(self, event_id: str, hold_id: str, wait_s: float, held: bool = False) -> bool:
         """True: answer this claim sold_out from memory. False: the claim goes to Redis and
         holds one of the event's places in flight until `release(event_id)`. `held`: it
-        already holds one (taken in api/refusal_lane.py, where it was asked this already).
+        already holds one (taken in api/claim_front/asgi_lane.py, where it was asked this already).
         With a window of 0 there is no gate: only the memory is asked."""
         if held:
             return False
@@ -166,10 +166,10 @@ class SoldOutMemory:
             wait_s,
         )
 
-    def ask(self, event_id: str, hold_id: str, woken: bool) -> "bool | tuple[Gate, float]":
-        """`admit`'s one look, for a claim its connection holds without a task (api/early_lane.py):
-        True: refused; False: a place in flight taken; else wait in the gate (`gates.wait_then`)
-        and ask again, `woken`, when the turn comes."""
+    def ask(self, event_id: str, hold_id: str, woken: bool) -> Verdict:
+        """`admit`'s one look, for a claim its connection holds without a task
+        (api/claim_front/connection.py): REFUSED, PLACED (a place in flight taken), or Wait in
+        the gate (`gates.wait_then`) and ask again, `woken`, when the turn comes."""
         if self.gates.window <= 0:
             return self.refuses(event_id, hold_id)
         return self.gates.ask(

@@ -60,8 +60,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from api.app import CLAIM_PATH
+from api.claim_front.route import HotRoute
 from api.errors import ApiError, error_response, from_engine
-from api.hotpath import HotRoute
 from api.responses import json_response
 from api.routes.checkout import claim_input, claimed_response
 from engine.config.variables import MissingSetting

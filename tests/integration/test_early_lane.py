@@ -20,8 +20,8 @@ import pytest
 import uvicorn
 
 from api.app import create_app
-from api.early_lane import LaneProtocol
-from api.hotpath import HotRoute
+from api.claim_front.connection import LaneProtocol
+from api.claim_front.route import HotRoute
 from api.identity import DemoTokens
 from api.logs import AccessLog
 from api.settings import ApiSettings
@@ -453,7 +453,7 @@ async def test_a_burst_on_three_seats_is_answered_mostly_by_the_connections(
 
 def test_only_a_claim_route_marked_early_is_held() -> None:
     """The PostgreSQL baseline serves its claim route with the same protocol, unmarked."""
-    from api.early_lane import claim_route
+    from api.claim_front.connection import claim_route
 
     async def app(scope: Any, receive: Any, send: Any) -> None:  # pragma: no cover
         pass
@@ -539,7 +539,7 @@ async def test_a_failure_in_the_lane_is_logged_and_the_claim_answered_the_asgi_w
     """A bug in the lane (here: its answer template, or the gate's look after a wait) never
     turns into the parser's 400 or a hung connection: the claim goes on to ASGI, any place it
     held is given back, and it is answered."""
-    from api import early_lane
+    from api.claim_front import connection as early_lane
 
     sale = await sold_out_and_remembered(served, real_store)
     memory = served.ctx.sold_out

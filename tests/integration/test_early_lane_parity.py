@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from api.app import create_app
-from api.early_lane import LaneProtocol
+from api.claim_front.connection import LaneProtocol
 from api.identity import DemoTokens
 from api.settings import ApiSettings
 from api.transport import BoundedHttpToolsProtocol, HttpBounds

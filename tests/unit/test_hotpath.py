@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api.hotpath import HotRoute
+from api.claim_front.route import HotRoute
 
 
 async def claim(request: Request) -> Response:

@@ -42,7 +42,7 @@ def test_a_bad_keep_alive_is_a_clear_setting_error(monkeypatch: pytest.MonkeyPat
 def test_the_early_lane_is_on_by_default_and_can_be_turned_off(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from api.early_lane import LaneProtocol
+    from api.claim_front.connection import LaneProtocol
     from api.transport import BoundedHttpToolsProtocol
     from onsale.cli import serve_options
 

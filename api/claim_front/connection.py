@@ -1,5 +1,5 @@
-"""The early lane: a claim looked at by its connection before it becomes an ASGI request
-(ADR 0035).
+"""The claim front's connection: a claim looked at by its connection before it becomes an ASGI
+request (ADR 0048; first ADR 0035).
 
 At T0 nearly every claim is a refusal, and nearly all of them arrive before Redis has said the
 event is sold out: each waits at its event's gate (engine/gate/claim_gate.py) until the sold-out
@@ -12,9 +12,10 @@ normal path's own answer (`from_engine`: status, headers, body, request id), wit
 and access line. Everything else goes on as an ASGI request, exactly as before:
 
 - a claim the gate lets through to Redis: it takes its place in flight here, and the ASGI lane
-  (api/refusal_lane.py) hands it straight to the normal path; a claim whose wait failed (503
-  `store_unavailable`, answered there);
-- what the lane cannot read (`refusal_lane.readable`: no Content-Length, a repeated header, an
+  (api/claim_front/asgi_lane.py) hands it straight to the normal path; a claim whose wait
+  failed (503 `store_unavailable`, answered there); its ticket (api/claim_front/ticket.py)
+  says which;
+- what the lane cannot read (`rules.readable`: no Content-Length, a repeated header, an
   unreadable token or Idempotency-Key, ...), a body over BODY_MAX, `Expect: 100-continue`, a
   request pipelined behind another on its connection, a claim while the connection's writes
   are paused (the ASGI path waits for the drain), a process without the sold-out memory, and
@@ -25,9 +26,9 @@ A held request keeps uvicorn's own bookkeeping: its cycle is built as usual and 
 not started. A request pipelined behind it waits in uvicorn's queue and starts once it is
 answered; a client that goes away leaves the gate (a turn it was given passes on); a graceful
 shutdown waits for a held claim as for any request (uvicorn waits for the connections to close,
-and a connection asked to stop closes after its answer). Written against
-uvicorn 0.54's HttpToolsProtocol (`_start_asgi_task`, `on_response_complete`, the cycle's
-`response_complete` and `keep_alive`), as api/transport.py is."""
+and a connection asked to stop closes after its answer). What it relies on of uvicorn's
+httptools protocol (`_start_asgi_task`, `on_response_complete`, the cycle's
+`response_complete` and `keep_alive`, ...) is named in api/claim_front/uvicorn_seam.py."""
 
 import asyncio
 import copy
@@ -38,16 +39,17 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCycle
 
-from api import refusal_lane as lane
-from api.context import STARTED, Context
+from api.claim_front.route import HotRoute
+from api.claim_front.rules import ROUTE, Claim, readable, refused_after
+from api.claim_front.ticket import Ticket, give
+from api.claim_front.uvicorn_seam import STATUS_LINE, ProxyHeadersMiddleware, RequestResponseCycle
+from api.context import Context, answered
 from api.errors import STATUS, from_engine
-from api.hotpath import HotRoute
 from api.logs import request_id_from
 from api.transport import BoundedHttpToolsProtocol
 from engine.config.logs import REQUEST_ID
+from engine.gate.claim_gate import Wait
 from engine.gate.soldout import SoldOutMemory
 from engine.model.errors import EngineError, SoldOut, StoreUnavailable
 
@@ -63,7 +65,7 @@ class Held:
 
     cycle: RequestResponseCycle
     event_id: str
-    claim: tuple[str, str, str]  # (hold id or "", token, login) as refusal_lane.readable reads them
+    claim: Claim
     started: float  # time.perf_counter() at the end of its headers (its access line's start)
     arrived: float = 0.0  # loop time of its first look at the gate
     placed: bool = False  # it holds a place in flight not yet handed on (given back on a bug)
@@ -161,7 +163,7 @@ class LaneProtocol(BoundedHttpToolsProtocol):
             return None
         event_id = found["event_id"]
         limit = min(BODY_MAX, c.settings.body_max_bytes)
-        claim = lane.readable(c, event_id, scope, limit)  # type: ignore[arg-type]
+        claim = readable(c, event_id, scope, limit)
         return Held(cycle, event_id, claim, time.perf_counter()) if claim is not None else None
 
     def _look(self, held: Held, woken: bool) -> None:
@@ -188,8 +190,8 @@ class LaneProtocol(BoundedHttpToolsProtocol):
         assert c is not None
         if not woken:
             held.arrived = self.loop.time()
-        verdict = memory.ask(held.event_id, held.claim[0] or "-", woken)
-        if isinstance(verdict, tuple):
+        verdict = memory.ask(held.event_id, held.claim.hold_id or "-", woken)
+        if isinstance(verdict, Wait):
             held.turn = memory.gates.wait_then(
                 held.event_id,
                 verdict,
@@ -200,14 +202,13 @@ class LaneProtocol(BoundedHttpToolsProtocol):
             )
             return
         held.placed = not verdict
-        if lane.refused_after(c, memory, held.event_id, verdict, held.claim):
+        if refused_after(c, memory, held.event_id, verdict, held.claim):
             held.placed = False  # (given back by refused_after)
             self._sold_out(c, held)
         else:
             # a place in flight: the store's claim takes it over (api/routes/checkout.py)
-            held.cycle.scope[lane.SLOT] = True  # type: ignore[literal-required]
             held.placed = False
-            self._go_on(held, True)
+            self._go_on(held, Ticket(held.started, looked=True, placed=True))
 
     def _turn_ended(self, memory: SoldOutMemory, held: Held, turn: "asyncio.Future[None]") -> None:
         if turn.cancelled():
@@ -220,19 +221,17 @@ class LaneProtocol(BoundedHttpToolsProtocol):
         held.turn = None
         if failed is not None:  # waited too long (StoreUnavailable): 503, from the ASGI lane
             error = failed if isinstance(failed, EngineError) else StoreUnavailable(repr(failed))
-            self._go_on(held, error)
+            self._go_on(held, Ticket(held.started, looked=True, refusal=error))
         else:
             self._look(held, woken=True)
 
-    def _go_on(self, held: Held, verdict: bool | EngineError | None) -> None:
-        """On as an ASGI request (None: the ASGI lane looks at it afresh)."""
+    def _go_on(self, held: Held, ticket: Ticket | None) -> None:
+        """On as an ASGI request with its ticket (its verdict, placed or refused), or with a
+        fresh one (the ASGI lane looks at it afresh)."""
         self._held = None
         assert self._ctx is not None
         self._ctx.metrics.early("passed")
-        scope = held.cycle.scope
-        scope[STARTED] = held.started  # type: ignore[literal-required]
-        if verdict is not None:
-            scope[lane.EARLY] = verdict  # type: ignore[literal-required]
+        give(held.cycle.scope, ticket or Ticket(held.started))
         super()._start_asgi_task(held.cycle, self.app)
 
     def _sold_out(self, c: Context, held: Held) -> None:
@@ -246,12 +245,10 @@ class LaneProtocol(BoundedHttpToolsProtocol):
         cycle.response_complete = True
         self.transport.write(data)
         try:  # the answer is out: a failure from here on is only logged (_look)
-            seconds = time.perf_counter() - held.started
             c.metrics.claimed(SoldOut.code)
             c.metrics.early("answered")
-            c.metrics.observe(lane.ROUTE, SOLD_OUT_STATUS, seconds)
-            if c.access is not None:
-                c.access.write(rid, self._as_app_sees(scope), SOLD_OUT_STATUS, seconds)
+            seen = self._as_app_sees(scope) if c.access is not None else scope
+            answered(c, ROUTE, rid, seen, SOLD_OUT_STATUS, held.started)
         finally:
             if not cycle.keep_alive:
                 self.transport.close()

@@ -1,4 +1,5 @@
-"""A direct lane for the T0 route: the claim request skips Starlette's middleware and router.
+"""The claim front's route: the claim request skips Starlette's middleware and router (ADR 0048;
+first ADR 0013).
 
 Under the burst, a Starlette app spends about a quarter of each request's CPU in its own layers
 (two exception middlewares wrapping `send`, the router trying each route's regex, the
@@ -25,7 +26,7 @@ Lane = Callable[[Scope, Receive, Send, Next], Awaitable[None]]
 
 
 class HotRoute:
-    early = False  # the connection may hold this route's requests (api/early_lane.py)
+    early = False  # the connection may hold this route's requests (claim_front/connection.py)
 
     def __init__(
         self,
@@ -39,8 +40,8 @@ class HotRoute:
     ) -> None:
         """`path` uses Starlette's `{name}` syntax; each parameter matches one path segment.
         `lane`: given the raw ASGI call and the way to the handler, it answers itself or sends
-        the request on (api/refusal_lane.py). `early`: `onsale serve`'s connections look at a
-        request of this route before it becomes an ASGI call (the claim, ADR 0035)."""
+        the request on (api/claim_front/asgi_lane.py). `early`: `onsale serve`'s connections
+        look at a request of this route before it becomes an ASGI call (the claim)."""
         self.app = app
         self.method = method
         self.handler = handler
