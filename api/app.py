@@ -33,6 +33,7 @@ from api.routes import (
     logins,
     me,
     meta,
+    presales,
     refunds,
     seatmap,
     stock,
@@ -94,6 +95,7 @@ ROUTES = [
     Route("/v1/admin/logins/{login}/revoke", logins.revoke_login, methods=["POST"]),
     *webhooks.ROUTES,  # merchant webhooks (ADR 0024)
     *waiting.ROUTES,  # the waiting room (ADR 0029)
+    *presales.ROUTES,  # presale access codes (ADR 0049)
     *events.ROUTES,  # events as buyers find them (ADR 0041)
     *me.ROUTES,  # a buyer's own orders (ADR 0042)
     *ui.ROUTES,  # the buyer's page and the ops dashboard (ADR 0028)

@@ -75,6 +75,13 @@ STATUS: dict[str, int] = {
     e.NotRefunding.code: 409,
     e.SaleNotOpen.code: 409,
     e.SaleClosed.code: 409,
+    # Presale access codes (ADR 0049).
+    e.AccessCodeRequired.code: 403,
+    e.AccessCodeInvalid.code: 403,
+    e.AccessCodeUsedUp.code: 409,
+    e.AccessCodeLimit.code: 409,
+    e.PresaleMismatch.code: 409,
+    e.AccessCodeExists.code: 409,
     e.AlreadyOpen.code: 409,
     e.DetailsFixed.code: 409,  # details are set while a draft (ADR 0041)
     "not_changeable": 409,  # a PATCH of what the create fixed (api/routes/events.py)

@@ -33,6 +33,7 @@ from api.openapi_parts import (
     path,
     query,
 )
+from api.openapi_presales import PRESALE_PATHS, PRESALE_SCHEMAS, document_access_code
 from api.openapi_refunds import REFUND_PATHS, REFUND_SCHEMAS
 from api.openapi_requests import REQUEST_SCHEMAS
 from api.openapi_schemas import BUYER_SCHEMAS
@@ -264,7 +265,8 @@ BUYER_PATHS: dict[str, Any] = {
 
 SCHEMAS: dict[str, Any] = {"Error": ERROR_SCHEMA}
 PARTS = (STATE_SCHEMAS, REQUEST_SCHEMAS, BUYER_SCHEMAS, ADMIN_SCHEMAS, WEBHOOK_SCHEMAS,
-         WAITING_SCHEMAS, UI_SCHEMAS, REFUND_SCHEMAS, EVENT_SCHEMAS, LISTING_SCHEMAS)  # fmt: skip
+         WAITING_SCHEMAS, UI_SCHEMAS, REFUND_SCHEMAS, EVENT_SCHEMAS, LISTING_SCHEMAS,
+         PRESALE_SCHEMAS)  # fmt: skip
 for part in PARTS:
     assert not SCHEMAS.keys() & part.keys(), SCHEMAS.keys() & part.keys()
     SCHEMAS |= part
@@ -299,10 +301,12 @@ OPENAPI: dict[str, Any] = {
         **WAITING_PATHS,  # the waiting room (api/openapi_waiting.py, ADR 0029)
         **UI_PATHS,  # the seat map and the browser pages (api/openapi_ui.py, ADR 0028)
         **EVENT_PATHS,  # the public list of events (api/openapi_events.py, ADR 0041)
+        **PRESALE_PATHS,  # presale access codes (api/openapi_presales.py, ADR 0049)
     },
 }
 OPENAPI["paths"]["/v1/admin/events/{event_id}"]["patch"] = DESCRIBE  # beside its read
 document_admission(OPENAPI["paths"])  # the claim's admission header and refusals (ADR 0029)
+document_access_code(OPENAPI["paths"], SCHEMAS["ClaimRequest"])  # and its code (ADR 0049)
 for route, item in OPENAPI["paths"].items():  # by audience: a generated client's modules
     tag = next(name for name, prefix, _ in TAGS if route.startswith(prefix))
     for op in item.values():

@@ -67,6 +67,7 @@ EXAMPLES = {
     "endpoint_id": "ep_5b1e0c7d9a3f2e4c6b8d0a1f",
     "delivery_id": "42",
     "login": "alice",
+    "presale": "fans",
 }
 
 
@@ -214,7 +215,8 @@ ERROR_SCHEMA: dict[str, Any] = {
                     **AT_MS,
                     "nullable": True,
                     "description": "sale_not_open: when the sale opens (null when no opening "
-                    "time is set yet); already_open, sale_started: the sale's T0",
+                    "time is set yet); already_open, sale_started: the sale's T0; "
+                    "presale_mismatch: the presale's own window's start",
                 },
                 "state": {
                     **STR,
@@ -239,6 +241,15 @@ ERROR_SCHEMA: dict[str, Any] = {
                 "blocked": {**INT, "description": "stock_below_zero: units late payments block"},
                 "sold": {**INT, "description": "stock_below_zero: units sold there"},
                 "sale_status": {**STR, "description": "sale_closed: closed or cancelled"},
+                # Presale access codes (ADR 0049).
+                "closes_at_ms": {
+                    **AT_MS,
+                    "description": "access_code_required: when the presale open now closes; "
+                    "presale_mismatch: the presale's own window's end",
+                },
+                "uses": {**INT, "description": "access_code_used_up: holds the code may have"},
+                "per_login": {**INT, "description": "access_code_limit: holds a login may have"},
+                "access_code": {**STR, "description": "access_code_exists: the code"},
                 "first_request": {
                     "type": "object",
                     "description": "idempotency_key_reused: what the key's first request holds "

@@ -93,6 +93,15 @@ LIMITS: Mapping[str, Bound] = MappingProxyType(
         "admit_per_s": Bound(1, 100_000),
         "admit_factor_pct": Bound(100, 1_000),
         "admission_ttl_ms": Bound(10_000, 3_600_000),
+        # Presale access codes (ADR 0049): a window's end and a code's expiry (ms since the
+        # epoch), holds one code may be spent by (and by one login: 0, no limit of its own),
+        # codes one request adds, given or made.
+        "closes_at_ms": Bound(1, EXACT_MAX),
+        "expires_at_ms": Bound(1, EXACT_MAX),
+        "uses": Bound(1, 1_000_000),
+        "uses_per_login": Bound(0, 1_000_000),
+        "count": Bound(1, 1_000),
+        "codes": Bound(1, 1_000, of="items"),
         # A seat's place on the drawn map (ADR 0028): a position in the map's own units (the
         # page scales the map to fit), a row label, a price level's name (its price when the
         # event has `price_levels`, ADR 0038; display only otherwise).
@@ -125,6 +134,16 @@ def ident(body: dict[str, Any], name: str, *, required: bool = True) -> str | No
         raise ApiError(
             400, "invalid_request", f"{name} must be a string of [A-Za-z0-9_.:-]{{1,64}}"
         )
+    return value
+
+
+def access_code(body: dict[str, Any], name: str = "access_code") -> str:
+    """A presale access code (ADR 0049), or "" when none is sent."""
+    value = body.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str) or not keys.valid_code(value):
+        raise ApiError(400, "invalid_request", f"{name} must be a string of [A-Za-z0-9_-]{{1,32}}")
     return value
 
 

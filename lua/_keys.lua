@@ -19,7 +19,9 @@ KEYS[19] ended zset (hold -> decided ms): RELEASED/EXPIRED holds that never had 
 KEYS[20] stock hash (quantity stock: '<sku>:price', '<sku>@<location>:<counter>' with counter
   on_hand, available, held, blocked, sold; lua/_stock.lua)
 KEYS[21] corrections hash (stock correction id -> json of the applied correction)
-KEYS[22] the due index, not the event's own: event id -> the earliest deadline or quarantine
+KEYS[22] codes hash: presale windows and their access codes, each code's uses (lua/_lib.lua,
+  lua/codes_add.lua; ADR 0049)
+KEYS[23] the due index, not the event's own: event id -> the earliest deadline or quarantine
   end of its holds (or earlier), kept with `due_at` in the event hash (lua/_lib.lua due_by)
 ]]
 
@@ -27,7 +29,7 @@ local K_EVENT, K_SEATS, K_FREE, K_OWNERS
 local K_HOLDS, K_CHARGES, K_LOGINS, K_DEADLINES
 local K_QUARANTINES, K_REFUNDS, K_ATTEMPTS, K_CALLBACKS
 local K_OUTBOX, K_SECTIONS, K_ALERTS, K_RESTOCKED
-local K_WATCH, K_QUOTA, K_ENDED, K_STOCK, K_CORRECTIONS, K_DUE
+local K_WATCH, K_QUOTA, K_ENDED, K_STOCK, K_CORRECTIONS, K_CODES, K_DUE
 
 -- Identity map: within one call, each hold and charge is decoded once and every path works on
 -- that same table, so a nested step (settle marking a charge resolve-by-refund, say) can never
@@ -41,6 +43,6 @@ local function bind_keys(keys)
   K_OUTBOX, K_SECTIONS, K_ALERTS, K_RESTOCKED = keys[13], keys[14], keys[15], keys[16]
   K_WATCH, K_QUOTA, K_ENDED, K_STOCK, K_CORRECTIONS = keys[17], keys[18], keys[19], keys[20],
     keys[21]
-  K_DUE = keys[22]
+  K_CODES, K_DUE = keys[22], keys[23]
   HOLDS, CHARGES = {}, {}
 end

@@ -73,7 +73,7 @@ local function config_full(cfg)
   return cfg
 end
 
--- The due index (KEYS[22]): the sweeper looks at an event once its score there has come, so
+-- The due index (KEYS[23]): the sweeper looks at an event once its score there has come, so
 -- the score is never later than the event's earliest deadline or quarantine end (it may be
 -- earlier: a hold confirmed or released before its deadline makes the sweeper look once for
 -- nothing, and its sweep sets the score right). `due_at` in the event hash mirrors the score,
@@ -448,6 +448,52 @@ local function count_bought(login, delta)
   redis.call('HINCRBY', K_QUOTA, 'bought:' .. login, delta)
 end
 
+-- Presale access codes (ADR 0049) in the event's codes hash (K_CODES): 'p:<presale>' a window
+-- ({opens_at_ms, closes_at_ms}), 'c:<code>' a code ({presale, uses, per_login, expires_ms}),
+-- 'u:<code>' its uses spent and 'l:<code>:<login>' a login's: one per hold claimed with it in a
+-- presale, live or sold. A hold that ends without a sale gives its use back; a sale keeps it.
+local function code_give_back(h)
+  redis.call('HINCRBY', K_CODES, 'u:' .. h.code, -1)
+  redis.call('HINCRBY', K_CODES, 'l:' .. h.code .. ':' .. h.login, -1)
+end
+
+-- The presale windows, when one is open now: {name -> {opens_at_ms, closes_at_ms}}; nil else.
+local function presale_open(ctx)
+  local raw = redis.call('HGET', K_CODES, 'presales')
+  if not raw then return nil end
+  local windows = cjson.decode(raw)
+  for _, w in pairs(windows) do
+    if w[1] <= ctx.now and ctx.now < w[2] then return windows end
+  end
+  return nil
+end
+
+-- The code a presale claim may spend, or nil and the refusal. `prev`: the login's hold this
+-- claim replaces; its use of the same code is given back in the same step.
+local function code_to_spend(ctx, windows, code, login, prev)
+  if code == '' then
+    local closes = 0
+    for _, w in pairs(windows) do
+      if w[1] <= ctx.now and ctx.now < w[2] then closes = math.max(closes, w[2]) end
+    end
+    return nil, { 'CODE_REQUIRED', closes }
+  end
+  local raw = redis.call('HGET', K_CODES, 'c:' .. code)
+  if not raw then return nil, { 'CODE_INVALID' } end
+  local c = cjson.decode(raw)
+  local w = windows[c.presale]
+  if not w or ctx.now < w[1] or ctx.now >= w[2] or ctx.now >= c.expires_ms then
+    return nil, { 'CODE_INVALID' }
+  end
+  local again = (prev and prev.code == code) and 1 or 0
+  local v = redis.call('HMGET', K_CODES, 'u:' .. code, 'l:' .. code .. ':' .. login)
+  if (tonumber(v[1]) or 0) - again >= c.uses then return nil, { 'CODE_USED_UP', c.uses } end
+  if c.per_login > 0 and (tonumber(v[2]) or 0) - again >= c.per_login then
+    return nil, { 'CODE_LIMIT', c.per_login }
+  end
+  return code
+end
+
 local function hold_end(ctx, h, to, reason)
   local from = h.state
   if to == CONFIRMED then count_bought(h.login, units_of(h)) end
@@ -457,6 +503,10 @@ local function hold_end(ctx, h, to, reason)
   redis.call('ZREM', K_DEADLINES, h.id)
   redis.call('ZREM', K_QUARANTINES, h.id)
   drop_login(h)
+  if h.code then  -- the ledger keeps which code a hold spent (presale_code_uses)
+    if to ~= CONFIRMED then code_give_back(h) end
+    ctx.extra = { 'code', h.code }
+  end
   local record = emit(ctx, 'hold', h.id, from, to, 1, h, nil, reason)
   -- A hold that ends RELEASED or EXPIRED without ever having had a charge can be named again
   -- only by a replayed claim: it is indexed with the outbox id of its decision, and

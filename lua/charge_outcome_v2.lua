@@ -1,5 +1,5 @@
 --[[ charge_outcome_v2: verify a provider outcome against our charge, then apply it (confirm-if-charge-wins), once per provider event.
-KEYS[1..22] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] provider_event_id   ARGV[2] provider idempotency key (our charge id, as the provider echoes it)
 ARGV[3] attempt_id (unique)   ARGV[4] intent_id (join key)   ARGV[5] CAPTURED|DECLINED|FAILED (the message type)
 ARGV[6] status field of the message   ARGV[7] amount (minor units; 'invalid' when not an integer)

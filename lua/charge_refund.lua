@@ -1,5 +1,5 @@
 --[[ charge_refund: record the provider's answer to our refund request (REFUNDING -> REFUNDED), park a refund the provider's records disown, or make a refund due now at a person's request.
-KEYS[1..22] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] charge_id   ARGV[2] REFUNDED|FAILED|PARKED|RETRY   ARGV[3] retry_delay_ms (used when FAILED)
 ARGV[4] why (used when PARKED)
 Returns {code, ...}: REFUNDED | ALREADY_REFUNDED | RETRY_SCHEDULED attempts | PARKED |

@@ -1,5 +1,5 @@
 --[[ event_restore: put back one confirmed sale or one charge of a DRAFT event, from the ledger.
-KEYS[1..22] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] HOLD: ARGV[2] hold_id ARGV[3] login ARGV[4] seat ARGV[5] winner charge id ARGV[6] decided_ms
   ARGV[7] state (CONFIRMED or EXCEPTION takes its seat; EXPIRED, RELEASED or REVOKED is a record
   without a seat)
@@ -11,6 +11,9 @@ ARGV[1] CHARGE: ARGV[2] charge_id ARGV[3] state ARGV[4] hold_id ('' if the hold 
   give back)
 ARGV[1] STOCK: ARGV[2] sku ARGV[3] location ARGV[4] on hand (the ledger's last correction)
 ARGV[1] CORRECTION: ARGV[2] correction id ARGV[3] its json (kept so a replay stays a replay)
+ARGV[1] CODES: ARGV[2] json {presales: name -> [opens_at_ms, closes_at_ms], codes: code -> terms,
+  used: 'u:<code>' or 'l:<code>:<login>' -> uses by sales} (ADR 0049: the presales' codes, their
+  uses those of the sales the ledger holds; live holds did not survive)
 Returns {code, ...}: RESTORED | EXISTS | NOT_DRAFT | SEAT_NOT_FREE | NOT_FOUND
 Invariants: only while the rebuilt event is a DRAFT; a restored sale takes its seats (all of a
 party, or none) out of the free set exactly once, or its stock lines (all, or none) from
@@ -107,6 +110,15 @@ elseif ARGV[1] == 'STOCK' then
   return { 'RESTORED' }
 elseif ARGV[1] == 'CORRECTION' then
   if redis.call('HSETNX', K_CORRECTIONS, ARGV[2], ARGV[3]) == 0 then return { 'EXISTS' } end
+  return { 'RESTORED' }
+elseif ARGV[1] == 'CODES' then
+  if redis.call('HEXISTS', K_CODES, 'presales') == 1 then return { 'EXISTS' } end
+  local all = cjson.decode(ARGV[2])
+  redis.call('HSET', K_CODES, 'presales', cjson.encode(all.presales))
+  for code, terms in pairs(all.codes) do
+    redis.call('HSET', K_CODES, 'c:' .. code, cjson.encode(terms))
+  end
+  for field, n in pairs(all.used) do redis.call('HSET', K_CODES, field, n) end
   return { 'RESTORED' }
 end
 return redis.error_reply('BAD_ARGS kind ' .. tostring(ARGV[1]))

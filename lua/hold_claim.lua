@@ -1,6 +1,6 @@
 --[[ hold_claim: claim specific seats if all are FREE, the best FREE seats (a party: one hold), or
 lines of quantity stock (a cart: one hold).
-KEYS[1..22] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] hold_id (the idempotency key)   ARGV[2] login   ARGV[3] what is asked for: '' the best
   free seat (ZPOPMIN, O(log n)); '#<n>' n seats, the best block of adjacent ones (consecutive
   ranks in one section) or else the n best (reads every free seat: O(free)); 's1,s2,...'
@@ -13,6 +13,7 @@ ARGV[4] claims per second per login (0: no limit)   ARGV[5] burst   ARGV[6] unit
   window after they ended, so an id is never used twice: ADR 0018)
 ARGV[8] the hold record's form: 'full' stores every field, empty ones too, as versions before
   ADR 0034 read it (a rolling upgrade from one); anything else only the fields the claim set
+ARGV[9] a presale access code ('' none; read only before T0, in a presale window: ADR 0049)
 Returns {code, ...}: OK hold_id seats (comma-separated) expires_ms replaced_hold_id ('' if none)
   amount (a cart's, 0 for seats) | REPLAY hold_id seat expires_ms state amount | SOLD_OUT restocks (times the event came back from sold
   out) | NOT_ENOUGH_SEATS free (a party larger than what is free, seats are still free) |
@@ -20,14 +21,18 @@ Returns {code, ...}: OK hold_id seats (comma-separated) expires_ms replaced_hold
   CHARGE_IN_FLIGHT previous_hold_id | IDEMPOTENCY_KEY_REUSED | RATE_LIMITED retry_after_ms |
   LIMIT_EXCEEDED cap | WRONG_KIND kind (seats asked of a stock event, or stock of a seat event) |
   UNKNOWN_SKU sku | UNKNOWN_LOCATION location | INSUFFICIENT_STOCK sku most_available |
-  CLOSED status (the sale was closed or cancelled by an operator)
+  CLOSED status (the sale was closed or cancelled by an operator) | CODE_REQUIRED closes_at_ms
+  (a presale is on: a claim needs one of its codes) | CODE_INVALID (no such code, or not now) |
+  CODE_USED_UP uses | CODE_LIMIT per_login (this login used the code as often as it may)
 Invariants: a seat leaves the free set at most once per claim; a party is claimed whole or not at
 all; one active checkout per login:
 the login's previous live hold is released in the same step, only when the new claim succeeds,
 and never while a charge on it is in flight; a sold-out event leaves the previous hold as it is.
 Every call, refused or not, spends one of the login's claim tokens (a flood is refused before
 it reads anything else); a login holds and buys at most the cap of units (bought + the new
-hold's units); a stock line never takes a location below zero. ]]
+hold's units); a stock line never takes a location below zero; before T0 only a presale's code
+lets a claim in, and a code is spent by at most `uses` holds live or sold (`per_login` by one
+login), the previous hold's use given back in the same step. ]]
 local hold_id, login, want = ARGV[1], ARGV[2], ARGV[3]
 local per_s, burst, cap = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local window_ms = tonumber(ARGV[7])
@@ -38,9 +43,11 @@ local ctx = context()
 if not ctx then return { 'NOT_FOUND' } end
 local wait_ms = take_token(ctx, 'claim:' .. login, per_s, burst)
 if wait_ms > 0 then return { 'RATE_LIMITED', wait_ms } end
+local presale = nil  -- before T0: the presale windows, one of them open now (ADR 0049)
 if ctx.cfg.status ~= 'open' or ctx.now < ctx.cfg.opens_at_ms then
   if SALE_ENDED[ctx.cfg.status] then return { 'CLOSED', ctx.cfg.status } end
-  return { 'NOT_OPEN', ctx.cfg.opens_at_ms }
+  presale = ctx.cfg.status == 'open' and presale_open(ctx) or nil
+  if not presale then return { 'NOT_OPEN', ctx.cfg.opens_at_ms } end
 end
 
 local existing
@@ -68,6 +75,15 @@ if prev_id then
     return { 'CHARGE_IN_FLIGHT', prev.id }
   end
   if prev.state ~= RESERVED then prev = nil end
+end
+
+-- Before T0, in a presale: a code of an open window, with a use left (the previous hold's use
+-- counts as left: it comes back when that hold goes, in this same step).
+local code = nil
+if presale then
+  local refused
+  code, refused = code_to_spend(ctx, presale, ARGV[9] or '', login, prev)
+  if not code then return refused end
 end
 
 -- What is asked for: specific seats (all or nothing), n seats (best block first), or stock lines.
@@ -152,6 +168,11 @@ else
   seat = table.concat(seats_take_best(n, hold_id), ',')
 end
 
+if code then
+  redis.call('HINCRBY', K_CODES, 'u:' .. code, 1)
+  redis.call('HINCRBY', K_CODES, 'l:' .. code .. ':' .. login, 1)
+  h.code = code
+end
 h.seat = seat
 put_hold(h)
 redis.call('HSET', K_LOGINS, login, hold_id)

@@ -1,5 +1,5 @@
 --[[ hold_trim: drop ended holds that never had a charge, once the ledger holds their decision and the retention passed.
-KEYS[1..22] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua); it reads
+KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua); it reads
   KEYS[19] ended zset and KEYS[5] holds hash, and deletes from them and from KEYS[7] logins hash
 ARGV[1] retention_ms (a hold decided at or after now - retention_ms, by the server clock, stays)
 ARGV[2] ledger floor, a stream id: every outbox entry below it is in the ledger

@@ -21,6 +21,7 @@ from onsale.environment import HOST, PORT, WORKERS
 from onsale.event_command import add_event_parser, run_event
 from onsale.help_text import document, env_option
 from onsale.policy_command import add_policy_parser, run_policy
+from onsale.presale_command import add_presale_parser, run_presale
 from onsale.serve import raise_open_files, serve, serve_options
 from onsale.stock_command import add_stock_parser, run_stock
 from onsale.waiting_command import add_waiting_parser, run_waiting
@@ -81,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_chaos_parser(sub)
     add_waiting_parser(sub)
     add_event_parser(sub)
+    add_presale_parser(sub)
     add_admin_parsers(sub)
     document(parser)
     return parser
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "waiting":
         return run_waiting(args)
     admin = {"event": run_event, "webhooks": run_webhooks, "logins": run_logins,
-             "orders": run_orders}  # fmt: skip
+             "orders": run_orders, "presale": run_presale}  # fmt: skip
     if args.command in admin:
         return admin[args.command](args)
     if args.command in ("migrate", "ledger", "rebuild", "reconcile"):

@@ -41,6 +41,7 @@ COMMANDS: Mapping[str, tuple[Group, ...]] = {
     "chaos": (),  # it starts its own servers and hands them their settings
     "waiting": (Group("the API it reads", (API_URL,)),),  # a client of the public API alone
     "event": (ADMIN_CLIENT,),  # clients of the admin API
+    "presale": (ADMIN_CLIENT,),
     "webhooks": (ADMIN_CLIENT,),
     "logins": (ADMIN_CLIENT,),
     "orders": (ADMIN_CLIENT,),

@@ -111,6 +111,8 @@ async def apply_records(conn: asyncpg.Connection, b: Batch, *, bulk: bool) -> No
         ("insert_stock_correction", rows.corrections),
         ("upsert_waiting_room", rows.rooms),
         ("insert_waiting_move", rows.waiting),
+        ("insert_presale_code", rows.codes),
+        ("insert_code_use", rows.code_uses),
     ):
         if more:
             await conn.executemany(Q[query], more)

@@ -94,6 +94,8 @@ class Rows:
     corrections: list[tuple[Any, ...]] = field(default_factory=list)
     rooms: list[tuple[Any, ...]] = field(default_factory=list)  # a waiting room's settings
     waiting: list[tuple[Any, ...]] = field(default_factory=list)  # its line's changes
+    codes: list[tuple[Any, ...]] = field(default_factory=list)  # a presale's codes (ADR 0049)
+    code_uses: list[tuple[Any, ...]] = field(default_factory=list)  # holds that spent one
 
     def add(self, sid: str, r: OutboxRecord) -> None:
         ms, seq = stream_id(sid)
@@ -102,6 +104,9 @@ class Rows:
             self.holds.append(
                 (r.event_id, r.entity_id, r.seat_id, r.login, r.to_state, r.winner, *common)
             )
+            if r.code:
+                uses = (r.event_id, r.entity_id, r.code, r.login, r.to_state, r.decided_ms)
+                self.code_uses.append(uses)
         elif r.moves_charge:
             self.charges.append(
                 (
@@ -121,6 +126,8 @@ class Rows:
             self.corrections.append(correction_row(r.event_id, sid, r))
         elif r.kind == RecordKind.QUEUE:
             self.add_waiting(r)
+        elif r.kind == RecordKind.PRESALE:
+            self.codes += code_rows(r)
 
     def add_waiting(self, r: OutboxRecord) -> None:
         """A waiting room's change (ADR 0029): its settings, or a change of its line."""
@@ -140,3 +147,13 @@ def correction_row(event_id: str, entry_id: str, r: OutboxRecord) -> tuple[Any, 
         event_id, r.entity_id, sku, location, r.mode, r.value, int(r.from_state),
         int(r.to_state), r.reason, r.login, r.decided_ms, ms, seq, r.seq,
     )  # fmt: skip
+
+
+def code_rows(r: OutboxRecord) -> list[tuple[Any, ...]]:
+    """The `presale_codes` rows of a batch's record (ADR 0049): each new code with its window
+    and terms ('opens_at_ms|closes_at_ms|uses|per_login|expires_ms')."""
+    opens, closes, uses, per_login, expires = (int(x) for x in r.presale.split("|"))
+    return [
+        (r.event_id, code, r.entity_id, opens, closes, uses, per_login, expires, r.decision_id)
+        for code in r.codes.split(",")
+    ]

@@ -364,3 +364,25 @@ select * from waiting_rooms where event_id = $1
 -- name: event_waiting_moves
 -- A room's line changes in the order they were decided.
 select * from waiting_moves where event_id = $1 order by seq
+
+-- name: insert_presale_code
+-- A presale's code as its batch added it (ADR 0049), idempotent (a code is never redefined).
+insert into presale_codes (event_id, code, presale, opens_at_ms, closes_at_ms, uses, per_login,
+  expires_ms, decision_id)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+on conflict (event_id, code) do nothing
+
+-- name: insert_code_use
+-- A hold that ended having spent a code, and how it ended, idempotent by the hold.
+insert into presale_code_uses (event_id, hold_id, code, login, to_state, decided_at_ms)
+values ($1, $2, $3, $4, $5, $6)
+on conflict (event_id, hold_id) do nothing
+
+-- name: event_presale_codes
+select * from presale_codes where event_id = $1 order by code
+
+-- name: event_code_sales
+-- Each code's uses by the sales the ledger holds, by login (a sale keeps its use).
+select code, login, count(*) as sales from presale_code_uses
+where event_id = $1 and to_state = 'CONFIRMED'
+group by code, login

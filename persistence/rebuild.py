@@ -32,25 +32,27 @@ ledger.
   correction in the ledger, and every correction is put back as its script keeps it, so a
   replayed correction id is answered as a replay; then the holds, a sold one taking its lines
   from available to sold (all of them or none).
-- A waiting room comes back as the ledger holds it: its settings and secret, every place, its
-  admissions and their spends (persistence/waiting_ledger.py, ADR 0029)."""
+- A waiting room (ADR 0029) and presale codes (ADR 0049) come back as the ledger holds them
+  (persistence/waiting_ledger.py, persistence/presale_ledger.py)."""
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
 import asyncpg
 
 from engine.model.event_details import EventDetails
-from engine.model.holds import Charge, SeatSpec
+from engine.model.holds import SeatSpec
 from engine.model.records import Marker
 from engine.model.replies import PolicyCode, QueueRestoreCode, RestoreCode
-from engine.model.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
+from engine.model.states import HoldState, LatePolicy, ReversalPolicy
 from engine.model.stock_lines import SkuSpec, lines_of
 from engine.store import Store
 from engine.store.event_catalogue import describe
 from engine.store.policies import Policies
 from persistence.policy_report import policy_changes, policy_state
+from persistence.presale_ledger import restore_presales
 from persistence.queries import Q
+from persistence.restored_charges import other_charge, parts_given_back, winner_charge
 from persistence.stock_ledger import recorded_correction
 from persistence.waiting_ledger import restore_waiting_room
 
@@ -80,6 +82,7 @@ class RebuildReport:
     # Decisions of the replaced Redis the ledger refused or never got (the ledger won).
     superseded: list[str] = field(default_factory=list)
     places: int = 0  # places in its waiting room (ADR 0029)
+    codes: int = 0  # presale access codes (ADR 0049)
 
 
 async def _superseded(store: Store, conn: asyncpg.Connection, event_id: str) -> list[str]:
@@ -178,6 +181,7 @@ async def _rebuild(
     await _restore_charges(store, conn, event_id, amount_of, winners, paying, report)
     code, report.places = await restore_waiting_room(store, conn, event_id)
     _restored(code, "the waiting room")
+    report.codes = await restore_presales(store, conn, event_id)
     now_ms = await store.read.server_time_ms()
     await store.restore.mark(event_id, now_ms)
     # What the ledger refused of the replaced Redis is settled: listed, no longer open.
@@ -319,82 +323,10 @@ async def _restore_charges(
     rows = {r["charge_id"]: r for r in await conn.fetch(Q["event_charges"], event_id)}
     parted = parts_given_back(rows.values())
     restored = [
-        replace(_winner(c, rows.pop(c, None), w, amount_of(w[1])), parted=parted.get(c, 0))
+        replace(winner_charge(c, rows.pop(c, None), w, amount_of(w[1])), parted=parted.get(c, 0))
         for c, w in winners.items()
     ]
-    restored += [_other(c, r, c in final, paying.get(c, "")) for c, r in rows.items()]
+    restored += [other_charge(c, r, c in final, paying.get(c, "")) for c, r in rows.items()]
     for charge in restored:
         _restored(await store.restore.charge(event_id, charge), f"charge {charge.charge_id}")
         report.charges[charge.state] = report.charges.get(charge.state, 0) + 1
-
-
-def _winner(
-    charge_id: str,
-    r: asyncpg.Record | None,
-    winner_of: tuple[str, str, HoldState],
-    price: int,
-) -> Charge:
-    """A confirmed hold implies its winner captured, even if the ledger's charge row lags
-    (then it captured `price`); after the sale the winner is in whatever state the provider's
-    movement left it."""
-    hold_id, seat_id, hold_state = winner_of
-    state = ChargeState.CAPTURED
-    if r is not None and hold_state != HoldState.CONFIRMED:
-        state = ChargeState(r["state"])
-    return Charge(
-        charge_id=charge_id,
-        hold_id=hold_id,
-        seat_id=seat_id,
-        login="",
-        state=state,
-        attempt_id=r["attempt_id"] if r else "",
-        intent_id=r["intent_id"] if r else "",
-        refund_only=False,
-        amount=r["amount"] if r else price,
-        created_ms=r["decided_at_ms"] if r else 0,
-        decided_ms=r["decided_at_ms"] if r else 0,
-        refund_attempts=0,
-        reason="restored",
-        captured=(r["captured"] or r["amount"]) if r else price,
-        final=True,
-    )
-
-
-def parts_given_back(rows: Iterable[asyncpg.Record]) -> dict[str, int]:
-    """What the parts of each order gave back (ADR 0043), by the charge they are parts of."""
-    out: dict[str, int] = {}
-    for r in rows:
-        if r["part_of"]:
-            out[r["part_of"]] = out.get(r["part_of"], 0) + int(r["amount"])
-    return out
-
-
-def _other(charge_id: str, r: asyncpg.Record, final: bool, hold_id: str) -> Charge:
-    """Every other charge: resolve-by-refund (its hold is gone, or restored as an ended record
-    when the ledger knew it only through this charge); captured without winning a hold we still
-    have, it is refunded."""
-    state = ChargeState(r["state"])
-    if state == ChargeState.CAPTURED:
-        state = ChargeState.REFUNDING
-    charge = Charge(
-        charge_id=charge_id,
-        hold_id=hold_id,
-        seat_id=r["seat_id"],
-        login="",
-        state=state,
-        attempt_id=r["attempt_id"],
-        intent_id=r["intent_id"],
-        refund_only=True,
-        amount=r["amount"],
-        created_ms=r["decided_at_ms"],
-        decided_ms=r["decided_at_ms"],
-        refund_attempts=0,
-        reason="restored",
-        captured=r["captured"] or (r["amount"] if state == ChargeState.REFUNDING else 0),
-        final=final,
-    )
-    parent = r["part_of"]
-    if not parent:
-        return charge
-    # A part of an order (ADR 0043): its hold's, refunded on its order's provider key.
-    return replace(charge, hold_id=r["hold_id"], refund_only=False, key=parent, part_of=parent)

@@ -6,7 +6,7 @@ stock lines (ADR 0022) is answered with its amount from the same script call."""
 import os
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from starlette.requests import Request
@@ -21,7 +21,15 @@ from api.routes import waiting
 from api.routes.hold_views import goods_view, hold_view
 from api.routes.seatmap import board_of
 from api.routes.stock import LINES_MAX, cart_of, lines_view
-from api.validate import LIMITS, idempotency_key, ident, integer, obj, query_integer
+from api.validate import (
+    LIMITS,
+    access_code,
+    idempotency_key,
+    ident,
+    integer,
+    obj,
+    query_integer,
+)
 from engine.config.settings import StripeSettings
 from engine.model import errors, keys
 from engine.model.holds import Claimed, Hold
@@ -79,6 +87,7 @@ class Wanted:
     seat_ids: tuple[str, ...] = ()
     quantity: int = 1
     lines: tuple[StockLine, ...] = ()
+    access_code: str = ""  # spent before T0, in a presale window (ADR 0049)
 
     def answered_by(self, claimed: Claimed) -> bool:
         """Whether a hold found by this claim's Idempotency-Key is what this body asks for:
@@ -105,6 +114,12 @@ def wanted_of(body: dict[str, Any], party_max: int, lines_max: int = 0) -> Wante
     most LIMITS["quantity"]) or `lines` (1 to lines_max stock lines; 0: refused); at most one of
     them; none: the best seat. Which kind the event sells is the claim script's to check
     (`wrong_event_kind`): nothing is read here."""
+    code = access_code(body) if "access_code" in body else ""
+    wanted = _goods_of(body, party_max, lines_max)
+    return replace(wanted, access_code=code) if code else wanted
+
+
+def _goods_of(body: dict[str, Any], party_max: int, lines_max: int) -> Wanted:
     asked = [name for name in ASKED if body.get(name) is not None]
     if len(asked) > 1:
         raise ApiError(400, "invalid_request", "send one of seat_id, seat_ids, quantity, lines")
@@ -181,6 +196,7 @@ async def claim(request: Request) -> Response:
             seats=wanted.seat_ids,
             quantity=wanted.quantity,
             lines=wanted.lines,
+            access_code=wanted.access_code,
             admitted=take_place(request.scope),  # its place, taken by the claim front
         )
     except Exception as exc:

@@ -4,7 +4,8 @@
 // the public API with the buyer's own token. Two tabs of one browser share the token and the
 // current hold (localStorage): a claim in one tab replaces the other's hold, and both say so.
 // An event with a waiting room (ADR 0029) shows its queue instead of the map until the buyer's
-// place is admitted; the claims then carry the admission.
+// place is admitted; the claims then carry the admission. Before T0, in a presale window (ADR
+// 0049), the page asks for an access code and its claims carry it.
 
 import {
   $, api, clockTime, duration, el, errorCode, money, randomKey, say, ServerClock,
@@ -18,7 +19,7 @@ const base = `/v1/events/${encodeURIComponent(eventId || "")}`;
 const clock = new ServerClock();
 const page = { me: null, event: null, map: null, live: null, hold: null, picked: new Set(),
   pollTimer: null, payKey: null, payNote: "", payment: null, queue: null, mapOpening: false,
-  title: document.title };
+  title: document.title, presales: [] };
 
 const tokenKey = () => `onsale.buyer.${eventId}`;
 const holdKey = () => `onsale.hold.${eventId}.${page.me.login}`;
@@ -70,19 +71,34 @@ function onChange(data) {
   renderEvent();
 }
 
+// The presale window open now, before T0 (ADR 0049), or null.
+function presaleNow(now) {
+  const ev = page.event;
+  if (!ev || ev.status !== "open" || now >= ev.opens_at_ms) return null;
+  return page.presales.find((w) => w.opens_at_ms <= now && now < w.closes_at_ms) || null;
+}
+
+async function loadPresales() {
+  const answer = await api(`${base}/presales`);
+  page.presales = answer.status === 200 ? answer.body.presales : [];
+}
+
 function saleText(ev, now) {
   const sale = t("sale.label");
   if (!ev) return [sale, "…"];
   if (ev.recovering) return [sale, t("sale.recovering")];
   if (ev.status === "draft") return [sale, t("sale.not_yet")];
   if (ev.status === "closed" || ev.status === "cancelled") return [sale, t(`sale.${ev.status}`)];
+  if (presaleNow(now)) return [t("presale.on"), duration(ev.opens_at_ms - now)];
   if (now < ev.opens_at_ms) return [t("sale.opens_in"), duration(ev.opens_at_ms - now)];
   return [sale, ev.free > 0 ? t("sale.on") : t("sale.sold_out")];
 }
 
 function onSale() {
   const ev = page.event;
-  return Boolean(ev) && ev.status === "open" && !ev.recovering && clock.now() >= ev.opens_at_ms;
+  const now = clock.now();
+  return Boolean(ev) && ev.status === "open" && !ev.recovering
+    && (now >= ev.opens_at_ms || Boolean(presaleNow(now)));
 }
 
 // A claim may be sent: the sale is on, and the event has no waiting room or the buyer's turn
@@ -117,6 +133,7 @@ function tick() {
   const can = canClaim();
   $("hold-best").disabled = !can;
   $("hold-picked").disabled = !can || page.picked.size === 0;
+  show("code-row", Boolean(presaleNow(clock.now())));
   renderHoldClock();
   renderQueueClock();
 }
@@ -162,6 +179,8 @@ async function claim(body) {
   if (body.seat_ids && !body.seat_ids.length) return; // nothing picked (any more)
   if (!canClaim()) return; // a waiting room's turn not (or no longer) there: nothing is sent
   const admission = page.queue ? turn() : null;
+  const code = $("access-code").value.trim();
+  if (presaleNow(clock.now()) && code) body = { ...body, access_code: code };
   say($("claim-message"), t("claim.asking"));
   const answer = await api(`${base}/holds`, { method: "POST", body, token: page.me.token,
     key: admission ? queueMemo().claimKey : randomKey(),
@@ -174,7 +193,17 @@ async function claim(body) {
     page.live?.refresh();
     return;
   }
-  const code = errorCode(answer);
+  const refused = errorCode(answer);
+  if (refused.startsWith("access_code_")) {
+    say($("claim-message"), claimError(refused), "bad");
+    show("code-row");
+    $("access-code").focus();
+    return;
+  }
+  refusedClaim(answer, refused);
+}
+
+function refusedClaim(answer, code) {
   if (code === "seat_taken") page.live?.refresh();
   if (code === "unauthorized" || code === "token_revoked") return signOut();
   if (code.startsWith("admission_")) {
@@ -753,6 +782,8 @@ function start() {
   });
   const current = localStorage.getItem(holdKey());
   if (current) follow(current, "");
+  loadPresales();
+  setInterval(loadPresales, 60_000); // a window added later (rare) is seen within a minute
   setInterval(tick, 250);
   startQueueOrMap();
 }

@@ -33,6 +33,7 @@ class GatedClaims:
         seats: Sequence[str] = (),
         quantity: int = 1,
         lines: Sequence[StockLine] = (),
+        access_code: str = "",
         admitted: bool = False,  # already holds a place at the gate (api/claim_front/asgi_lane.py)
     ) -> Claimed:
         """Store.claim's claim, asked at the gate first (`admitted`: the claim's place in
@@ -40,8 +41,9 @@ class GatedClaims:
         memory = self.memory
         if memory is None:
             return await self.store.claim(
-                event_id, login, hold_id, seat_id, seats=seats, quantity=quantity, lines=lines
-            )
+                event_id, login, hold_id, seat_id, seats=seats, quantity=quantity, lines=lines,
+                access_code=access_code,
+            )  # fmt: skip
         if not keys.valid_id(hold_id) or not login:
             raise ValueError("hold_id and login are required")
         if await memory.admit(event_id, hold_id, self.store.timeout_s, admitted):
@@ -49,8 +51,9 @@ class GatedClaims:
         sent_at = time.monotonic()
         try:
             claimed = await self.store.claim(
-                event_id, login, hold_id, seat_id, seats=seats, quantity=quantity, lines=lines
-            )
+                event_id, login, hold_id, seat_id, seats=seats, quantity=quantity, lines=lines,
+                access_code=access_code,
+            )  # fmt: skip
         except errors.SoldOut as exc:
             memory.release(event_id, ANSWERED)
             memory.sold_out(event_id, restocks_of(exc), sent_at)

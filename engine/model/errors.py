@@ -52,6 +52,46 @@ class SaleClosed(EngineError):
     public = ("sale_status",)
 
 
+class AccessCodeRequired(EngineError):
+    """Before T0, in a presale window (ADR 0049): a claim needs one of its access codes;
+    `closes_at_ms` says when the window closes."""
+
+    code = "access_code_required"
+    summary = "a presale is on: a claim needs an access code"
+    public = ("closes_at_ms",)
+
+
+class AccessCodeInvalid(EngineError):
+    code = "access_code_invalid"
+    summary = "no such access code, or not one for now"
+
+
+class AccessCodeUsedUp(EngineError):
+    code = "access_code_used_up"
+    summary = "this access code has no use left"
+    public = ("uses",)
+
+
+class AccessCodeLimit(EngineError):
+    code = "access_code_limit"
+    summary = "this login used this access code as often as one login may"
+    public = ("per_login",)
+
+
+class PresaleMismatch(EngineError):
+    """Codes for a presale that exists with another window."""
+
+    code = "presale_mismatch"
+    summary = "this presale exists with another window; give its times or another name"
+    public = ("opens_at_ms", "closes_at_ms")
+
+
+class AccessCodeExists(EngineError):
+    code = "access_code_exists"
+    summary = "an access code exists already with other terms"
+    public = ("access_code",)
+
+
 class AlreadyOpen(EngineError):
     code = "already_open"
     summary = "the sale is open already; send reschedule: true to move a T0 still to come"

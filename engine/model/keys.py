@@ -39,6 +39,7 @@ EVENT_KEYS: tuple[str, ...] = (
     "ended",  # ended holds that never had a charge -> decided ms (trimmed after retention)
     "stock",  # quantity stock: per sku and location, on hand and where its units are
     "corrections",  # stock correction id -> what it did (a replay is answered from here)
+    "codes",  # presale windows, access codes and their uses (ADR 0049)
 )
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -47,6 +48,15 @@ _ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 def valid_id(value: str) -> bool:
     """Ids go into keys and Lua arguments: a small safe alphabet, bounded length."""
     return bool(_ID_RE.match(value))
+
+
+_CODE_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+
+
+def valid_code(value: str) -> bool:
+    """A presale access code (ADR 0049): no ':' (its uses are counted under 'l:<code>:<login>'),
+    typed by hand."""
+    return bool(_CODE_RE.match(value))
 
 
 # The charge id is also the provider idempotency key, so the server mints it: derived from the
@@ -107,7 +117,7 @@ def event_keys(event_id: str, prefix: str = PREFIX) -> list[str]:
     return [f"{prefix}:{{{event_id}}}:{name}" for name in EVENT_KEYS]
 
 
-# The due index (KEYS[22] of every event script, after the event's own keys): events -> the
+# The due index (KEYS[23] of every event script, after the event's own keys): events -> the
 # earliest moment one of their holds has a deadline or a quarantine end due, kept by the
 # scripts that set or sweep them, so the sweeper reads only what is due, however many events
 # there are. One zset on a single server; on a cluster one per slot (under a tag that hashes to

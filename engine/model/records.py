@@ -25,6 +25,9 @@ class RecordKind(StrEnum):
     # A change of an event's waiting room (lua/queue_*.lua, ADR 0029): `to` a QUEUE_* marker,
     # `id` the login (the event for the room's own moves), `hold` the hold a spend went to.
     QUEUE = "queue"
+    # A presale's access codes added (lua/codes_add.lua, ADR 0049): `id` the presale, `to`
+    # CODES_ADDED, `codes` the new codes, `presale` their terms.
+    PRESALE = "presale"
 
 
 class Marker(StrEnum):
@@ -50,6 +53,7 @@ class Marker(StrEnum):
     PLACE_TAKEN = "PLACE_TAKEN"  # a login joined: its place (`place`), when (`now_ms`)
     ADMITTED = "ADMITTED"  # the places after `place_from` up to `place` admitted (`admissions`)
     ADMISSION_SPENT = "ADMISSION_SPENT"  # a login's admission went to hold `hold`
+    CODES_ADDED = "CODES_ADDED"  # a presale's codes (kind presale, ADR 0049)
 
 
 # The fields `emit` XADDs, in its order.
@@ -129,6 +133,12 @@ class OutboxRecord(NamedTuple):
     place_from: str = ""
     admissions: int = 0
     room: str = ""
+    # A presale's codes added (kind presale): the codes, comma-separated, and their terms
+    # 'opens_at_ms|closes_at_ms|uses|per_login|expires_ms'; on a hold's terminal record, the
+    # access code it spent (ADR 0049).
+    codes: str = ""
+    presale: str = ""
+    code: str = ""
 
     @classmethod
     def from_fields(cls, f: Mapping[str, str]) -> "OutboxRecord":
@@ -165,6 +175,9 @@ class OutboxRecord(NamedTuple):
             place_from=f.get("place_from", ""),
             admissions=int(f.get("count") or 0),
             room=f.get("room", ""),
+            codes=f.get("codes", ""),
+            presale=f.get("presale", ""),
+            code=f.get("code", ""),
         )
 
     @property

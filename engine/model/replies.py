@@ -28,6 +28,21 @@ class ClaimCode(StrEnum):
     UNKNOWN_LOCATION = "UNKNOWN_LOCATION"
     INSUFFICIENT_STOCK = "INSUFFICIENT_STOCK"
     CLOSED = "CLOSED"  # the sale was closed or cancelled by an operator
+    # A presale (ADR 0049): a claim before T0 in a window needs one of its codes, with a use left.
+    CODE_REQUIRED = "CODE_REQUIRED"
+    CODE_INVALID = "CODE_INVALID"
+    CODE_USED_UP = "CODE_USED_UP"
+    CODE_LIMIT = "CODE_LIMIT"
+
+
+class CodesAddCode(StrEnum):
+    """lua/codes_add.lua: a presale's access codes added in bulk (ADR 0049)."""
+
+    OK = "OK"
+    NOT_FOUND = "NOT_FOUND"
+    CLOSED = "CLOSED"
+    PRESALE_MISMATCH = "PRESALE_MISMATCH"
+    CODE_EXISTS = "CODE_EXISTS"
 
 
 class ReleaseCode(StrEnum):
@@ -278,6 +293,10 @@ CLAIM_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType(
         ClaimCode.UNKNOWN_LOCATION: errors.UnknownLocation,
         ClaimCode.INSUFFICIENT_STOCK: errors.InsufficientStock,
         ClaimCode.CLOSED: errors.SaleClosed,
+        ClaimCode.CODE_REQUIRED: errors.AccessCodeRequired,
+        ClaimCode.CODE_INVALID: errors.AccessCodeInvalid,
+        ClaimCode.CODE_USED_UP: errors.AccessCodeUsedUp,
+        ClaimCode.CODE_LIMIT: errors.AccessCodeLimit,
     }
 )
 CORRECTION_REFUSALS: Mapping[str, type[errors.EngineError]] = MappingProxyType(
@@ -329,6 +348,9 @@ _STOCK_DETAILS: Mapping[str, Any] = MappingProxyType(
         "UNKNOWN_LOCATION": lambda r: {"location": str(r[1]) if len(r) > 1 else None},
         "INSUFFICIENT_STOCK": lambda r: {"sku": str(r[1]), "available": int(r[2])},
         "CLOSED": lambda r: {"sale_status": str(r[1])},
+        "CODE_REQUIRED": lambda r: {"closes_at_ms": int(r[1])},
+        "CODE_USED_UP": lambda r: {"uses": int(r[1])},
+        "CODE_LIMIT": lambda r: {"per_login": int(r[1])},
         "BELOW_ZERO": lambda r: dict(
             zip(("available", "held", "blocked", "sold"), map(int, r[1:5]), strict=True)
         ),
@@ -350,6 +372,7 @@ REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
         "event_fence": FenceCode,
         "event_policy": PolicyCode,
         "hold_claim": ClaimCode,
+        "codes_add": CodesAddCode,
         "hold_release": ReleaseCode,
         "hold_expire": SweepCode,
         "hold_quarantine_timeout": SweepCode,

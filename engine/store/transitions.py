@@ -47,6 +47,7 @@ from engine.store.lifecycle import Lifecycle
 from engine.store.notes import Notes
 from engine.store.order_refunds import OrderRefunds
 from engine.store.pipeline import AutoPipeline
+from engine.store.presales import Presales
 from engine.store.prices import PriceBook, save_prices
 from engine.store.reads import Reads
 from engine.store.replicas import ReplicaWait
@@ -101,6 +102,7 @@ class Store:
         self.lifecycle = Lifecycle(runner)  # open, close, cancel (ADR 0025)
         self.order_refunds = OrderRefunds(runner)  # an order's money given back (ADR 0043)
         self.prices = PriceBook(runner)  # each event's seat prices, kept (ADR 0038)
+        self.presales = Presales(runner)  # presale windows and access codes (ADR 0049)
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -188,14 +190,16 @@ class Store:
         seats: Sequence[str] = (),
         quantity: int = 1,
         lines: Sequence[StockLine] = (),
+        access_code: str = "",
     ) -> Claimed:
         """Claim `seat_id` (or all of `seats`), or else the `quantity` best free seats (adjacent
         when a block is free), or the stock `lines` of a stock event (all or nothing, ADR 0022).
-        `hold_id` is the idempotency key (a window's hold id is made from it)."""
+        `hold_id` is the idempotency key (a window's hold id is made from it). Before T0, in a
+        presale window, `access_code` is spent (ADR 0049)."""
         if not keys.valid_id(hold_id) or not login:
             raise ValueError("hold_id and login are required")
         want = claim_want(seat_id, seats, quantity, lines)
-        args = [hold_id, login, want, *self._claim_limits]
+        args = [hold_id, login, want, *self._claim_limits, access_code]
         reply = await self.runner.run("hold_claim", event_id, args)
         code = ClaimCode(reply[0])
         if code in (ClaimCode.OK, ClaimCode.REPLAY):

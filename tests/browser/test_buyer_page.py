@@ -172,7 +172,8 @@ def test_seats_of_two_price_levels_show_their_prices_before_and_after_the_hold(
     expect(page.locator("#hold-message")).to_contain_text(
         "Confirmed: Section A, row 1, seats 12, 13, 15, paid €155.00", timeout=15_000
     )
-    assert errors == []
+    # The console logs each refused claim's 403 as a failed load; nothing else went wrong.
+    assert [e for e in errors if "status of 403" not in e] == []
 
 
 def test_a_buyer_without_a_link_picks_the_event_by_name_from_the_public_list(
@@ -252,7 +253,8 @@ def test_a_german_browser_reads_the_page_in_german_and_may_switch_to_english(
     expect(page.locator("#pay")).to_have_text("Pay €45.00")
     page.reload()  # the choice is kept in this browser, over its language
     expect(page.locator("#hold-countdown-label")).to_have_text("Time left to pay")
-    assert errors == []
+    # The console logs each refused claim's 403 as a failed load; nothing else went wrong.
+    assert [e for e in errors if "status of 403" not in e] == []
 
 
 def test_an_event_with_a_locale_writes_its_prices_in_it_on_an_english_page(
@@ -265,3 +267,47 @@ def test_an_event_with_a_locale_writes_its_prices_in_it_on_an_english_page(
     page = signed_in(new_profile(browser, stack, contexts), event_id, "hugo")
     expect(page.locator("#price")).to_have_text(re.compile(r"^45,00\s€$"))
     expect(page.locator("#countdown")).to_have_text("On sale now")
+
+
+def test_in_a_presale_the_page_asks_for_a_code_and_claims_with_it(
+    browser: Browser, stack: Stack, contexts: list[BrowserContext]
+) -> None:
+    """Before T0, in a presale window (ADR 0049): the page says a presale is on and shows the
+    code field; a claim with a wrong code is told so in plain words, one with the right code
+    holds the seat, and the code's last use refuses the next buyer."""
+    t0 = now_ms() + 3_600_000
+    event_id = stack.new_event(4, opens_at_ms=t0)
+    with stack.client() as c:
+        added = c.post(
+            f"/v1/admin/events/{event_id}/presales/fans/codes",
+            json={"opens_at_ms": now_ms() - 60_000, "closes_at_ms": t0, "codes": ["FANCLUB1"]},
+            headers=stack.admin_headers(),
+        )
+        assert added.status_code == 201, added.text
+    errors: list[str] = []
+    page = signed_in(new_profile(browser, stack, contexts), event_id, "fan", on_sale=False,
+                     errors=errors)  # fmt: skip
+    expect(page.locator("#countdown-label")).to_have_text("Presale on · general sale in")
+    expect(page.locator("#code-row")).to_be_visible()
+    page.locator(seat("s1")).click()
+    page.locator("#hold-picked").click()
+    expect(page.locator("#claim-message")).to_have_text(
+        "A presale is on: enter your access code to claim."
+    )
+    page.fill("#access-code", "WRONGCODE")
+    page.locator("#hold-picked").click()
+    expect(page.locator("#claim-message")).to_have_text(
+        "This access code is not valid for this presale now."
+    )
+    page.fill("#access-code", "FANCLUB1")
+    page.locator("#hold-picked").click()
+    expect(page.locator("#hold-countdown")).to_be_visible()
+    expect(page.locator(seat("s1"))).to_have_class(re.compile("mine"))
+    other = signed_in(new_profile(browser, stack, contexts), event_id, "late", on_sale=False)
+    other.fill("#access-code", "FANCLUB1")
+    other.locator("#hold-best").click()
+    expect(other.locator("#claim-message")).to_have_text(
+        "This access code has been used as often as it may."
+    )
+    # The console logs each refused claim's 403 as a failed load; nothing else went wrong.
+    assert [e for e in errors if "status of 403" not in e] == []
