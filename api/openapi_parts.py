@@ -308,6 +308,19 @@ def _errors(by_status: dict[int, list[str]]) -> dict[str, Any]:
     return out
 
 
+def add_refusals(op: dict[str, Any], codes: Iterable[str]) -> None:
+    """More refusals an operation may answer, each under its status beside the operation's own
+    (a status both have lists the codes of both)."""
+    responses = op["responses"]
+    for status, refusal in errors_for(*codes).items():
+        if status not in responses:
+            responses[status] = refusal
+            continue
+        named = sorted({*responses[status].get("x-error-codes", ()), *refusal["x-error-codes"]})
+        responses[status] = {**responses[status], "x-error-codes": named}
+        responses[status]["description"] = f"error: {', '.join(named)}"
+
+
 def operation(
     op_id: str,
     summary: str,

@@ -13,9 +13,9 @@ from api.openapi_parts import (
     INT,
     PATHED,
     STORE,
+    add_refusals,
     answer,
     array,
-    errors_for,
     json_body,
     limit,
     nullable,
@@ -190,11 +190,4 @@ def document_access_code(paths: dict[str, Any], claim_request: dict[str, Any]) -
     """The claim's `access_code` and the refusals it adds (each under its status, beside the
     claim's own)."""
     claim_request["properties"]["access_code"] = ACCESS_CODE
-    responses = paths[CLAIM_PATH]["post"]["responses"]
-    for status, refusal in errors_for(*CLAIM_CODES).items():
-        if status not in responses:
-            responses[status] = refusal
-            continue
-        codes = sorted({*responses[status].get("x-error-codes", ()), *refusal["x-error-codes"]})
-        responses[status] = {**responses[status], "x-error-codes": codes}
-        responses[status]["description"] = f"error: {', '.join(codes)}"
+    add_refusals(paths[CLAIM_PATH]["post"], CLAIM_CODES)

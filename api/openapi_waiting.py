@@ -14,8 +14,8 @@ from api.openapi_parts import (
     INT,
     PATHED,
     STORE,
+    add_refusals,
     answer,
-    errors_for,
     json_body,
     limit,
     nullable,
@@ -292,11 +292,4 @@ def document_admission(paths: dict[str, Any]) -> None:
     adds (each under its status, beside the claim's own)."""
     claim = paths[CLAIM_PATH]["post"]
     claim.setdefault("parameters", []).append(ADMISSION_PARAMETER)
-    responses = claim["responses"]
-    for status, refusal in errors_for(*ADMISSION_CODES).items():
-        if status not in responses:
-            responses[status] = refusal
-            continue
-        codes = sorted({*responses[status].get("x-error-codes", ()), *refusal["x-error-codes"]})
-        responses[status] = {**responses[status], "x-error-codes": codes}
-        responses[status]["description"] = f"error: {', '.join(codes)}"
+    add_refusals(claim, ADMISSION_CODES)

@@ -12,22 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from loadtest.devstack.buyer import Answer, Call, bearer
-from tests.conftest import REDIS_URL
 from tests.integration.conftest import ADMIN, Stack
+from tests.integration.test_waiting_room_http import server_ms
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
-
-
-def server_ms() -> int:
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        seconds, micros = client.time()
-    finally:
-        client.close()
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def onsale(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
