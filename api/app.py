@@ -61,6 +61,7 @@ ROUTES = [
     Route("/readyz", meta.readyz, methods=["GET"]),
     Route("/metrics", meta.metrics, methods=["GET"]),
     Route("/openapi.json", meta.openapi, methods=["GET"]),
+    Route("/v1/auth/config", logins.auth_config, methods=["GET"]),  # ADR 0050
     Route("/v1/login", logins.login, methods=["POST"]),
     Route("/v1/events/{event_id}", checkout.availability, methods=["GET"]),
     Route("/v1/events/{event_id}/seats", checkout.free_seats, methods=["GET"]),

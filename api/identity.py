@@ -147,6 +147,9 @@ class JwtSettings:
     events_claim: str = "onsale_events"  # optional list of the event ids a token is good for
     jwks_refresh_s: int = 300  # keys are fetched again this often
     jwks_retry_s: int = 10  # a token naming an unknown key refetches at most this often
+    # The browser pages sign in through the provider with this public client (ADR 0050); "":
+    # the pages have no sign-in of their own (tokens come from elsewhere).
+    oidc_client_id: str = ""
 
 
 class Jwks:

@@ -29,9 +29,11 @@ from api.openapi_parts import (
     STORE,
     answer,
     json_body,
+    nullable,
     operation,
     path,
     query,
+    record,
 )
 from api.openapi_presales import PRESALE_PATHS, PRESALE_SCHEMAS, document_access_code
 from api.openapi_refunds import REFUND_PATHS, REFUND_SCHEMAS
@@ -107,6 +109,16 @@ META_PATHS: dict[str, Any] = {
             answer(200, "OpenApiDocument", "the document"),
             OPS_AUTH,
             description=OPS,
+        )
+    },
+    "/v1/auth/config": {
+        "get": operation(
+            "getAuthConfig",
+            "How the pages sign in",
+            answer(200, "AuthConfig", "the identity provider, and whether the demo login is on"),
+            (),
+            description="No login needed: the browser pages read it first (ADR 0050).",
+            bearer=False,
         )
     },
     "/v1/login": {
@@ -263,7 +275,30 @@ BUYER_PATHS: dict[str, Any] = {
     },
 }
 
-SCHEMAS: dict[str, Any] = {"Error": ERROR_SCHEMA}
+AUTH_CONFIG = record(
+    {
+        "demo_login": {"type": "boolean", "description": "POST /v1/login is on (demo runs)"},
+        "oidc": nullable(
+            record(
+                {
+                    "issuer": {"type": "string", "description": "its discovery document's base"},
+                    "client_id": {"type": "string", "description": "the pages' public client"},
+                    "scope": {"type": "string"},
+                },
+                {
+                    "issuer": "https://id.example.com",
+                    "client_id": "onsale-pages",
+                    "scope": "openid profile",
+                },
+                description="Sign in through this OpenID provider: authorization code with "
+                "PKCE; its access token is the bearer token",
+            )
+        ),
+    },
+    {"demo_login": False, "oidc": None},
+    description="How the browser pages sign in (ADR 0050).",
+)
+SCHEMAS: dict[str, Any] = {"Error": ERROR_SCHEMA, "AuthConfig": AUTH_CONFIG}
 PARTS = (STATE_SCHEMAS, REQUEST_SCHEMAS, BUYER_SCHEMAS, ADMIN_SCHEMAS, WEBHOOK_SCHEMAS,
          WAITING_SCHEMAS, UI_SCHEMAS, REFUND_SCHEMAS, EVENT_SCHEMAS, LISTING_SCHEMAS,
          PRESALE_SCHEMAS)  # fmt: skip

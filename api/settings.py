@@ -143,11 +143,20 @@ JWKS_RETRY_S = Int(
     "ONSALE_JWKS_RETRY_S", "a token naming an unknown key fetches them early at most this often "
     "(503 `identity_unavailable` meanwhile)", JwtSettings.jwks_retry_s,
 )  # fmt: skip
+OIDC_CLIENT_ID = Text(
+    "ONSALE_OIDC_CLIENT_ID", "the pages sign in through the issuer with this public client",
+    said="none: the pages have no sign-in",
+    doc="the buyer's page and the dashboard sign in through the identity provider (OpenID "
+    "Connect authorization code with PKCE, the issuer's discovery document; "
+    f"[0050]({ADR}0050-sign-in-through-the-identity-provider.md)) as this public client, whose "
+    "redirect URIs are the pages' (`/ui/buyer.html`, `/ui/dashboard.html`); unset: no sign-in "
+    "on the pages",
+)  # fmt: skip
 JWT = Group(
     "buyer identity from an identity provider",
     (
         JWT_JWKS_URL, JWT_ISSUER, JWT_AUDIENCE, JWT_ALGORITHMS, JWT_LEEWAY_S, JWT_ADMIN_CLAIM,
-        JWT_EVENTS_CLAIM, JWKS_REFRESH_S, JWKS_RETRY_S,
+        JWT_EVENTS_CLAIM, JWKS_REFRESH_S, JWKS_RETRY_S, OIDC_CLIENT_ID,
     ),
 )  # fmt: skip
 

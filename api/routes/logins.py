@@ -1,5 +1,5 @@
-"""Identity routes: the demo's name-only login, and an admin's revocation of a login's tokens
-(api/identity.py, ADR 0019)."""
+"""Identity routes: how the pages sign in (ADR 0050), the demo's name-only login, and an
+admin's revocation of a login's tokens (api/identity.py, ADR 0019)."""
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -9,6 +9,21 @@ from api.errors import ApiError
 from api.identity import valid_login
 from api.responses import json_response, read_json
 from api.validate import ident, obj
+
+OIDC_SCOPE = "openid profile"
+
+
+@endpoint("auth_config")
+async def auth_config(request: Request) -> Response:
+    """How the browser pages sign in: through the identity provider (its issuer, whose
+    discovery document names the endpoints, and the pages' public client), and whether the
+    demo's name login is on."""
+    settings = ctx(request).settings
+    jwt = settings.jwt
+    oidc = None
+    if jwt is not None and jwt.oidc_client_id:
+        oidc = {"issuer": jwt.issuer, "client_id": jwt.oidc_client_id, "scope": OIDC_SCOPE}
+    return json_response({"demo_login": settings.demo_login, "oidc": oidc})
 
 
 @endpoint("login")

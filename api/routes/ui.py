@@ -20,7 +20,7 @@ from api.errors import ApiError
 from engine.config.settings import StripeSettings
 
 ASSETS = ("buyer.html", "buyer.js", "seatmap.js", "common.js", "i18n.js", "strings.json",
-          "dashboard.html", "dashboard.js", "style.css")  # fmt: skip
+          "oidc.js", "dashboard.html", "dashboard.js", "style.css")  # fmt: skip
 CSP = (
     "default-src 'none'; script-src 'self'{js}; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'{api}; frame-src{frames}; form-action 'self'; frame-ancestors 'none'; "
@@ -39,21 +39,31 @@ RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
 _static = StaticFiles(packages=[("api", "static")])
 
 
-def csp(stripe: StripeSettings | None) -> str:
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def csp(stripe: StripeSettings | None, issuer: str = "") -> str:
     """This origin alone, and Stripe.js's origins when the pages pay through it (ADR 0039):
-    its own (js.stripe.com and Stripe's), or the stand-in's origin, which serves all three."""
-    if stripe is None or not stripe.publishable_key:
-        return CSP.format(js="", api="", frames=" 'none'")
-    parts = urlsplit(stripe.js_url)
-    origin = f"{parts.scheme}://{parts.netloc}"
-    used = (
-        STRIPE_ORIGINS if origin == STRIPE_ORIGINS["js"] else dict.fromkeys(STRIPE_ORIGINS, origin)
-    )
-    return CSP.format(**{k: f" {v}" for k, v in used.items()})
+    its own (js.stripe.com and Stripe's), or the stand-in's origin, which serves all three;
+    and the identity provider's, whose discovery document and token endpoint the pages call
+    when they sign in through it (ADR 0050)."""
+    used = {"js": "", "api": "", "frames": ""}
+    if stripe is not None and stripe.publishable_key:
+        origin = origin_of(stripe.js_url)
+        used = STRIPE_ORIGINS if origin == STRIPE_ORIGINS["js"] else dict.fromkeys(used, origin)
+    if issuer:
+        used = {**used, "api": " ".join(x for x in (used["api"], origin_of(issuer)) if x)}
+    parts = {k: f" {v}" if v else "" for k, v in used.items()}
+    return CSP.format(**{**parts, "frames": parts["frames"] or " 'none'"})
 
 
 def _with_headers(request: Request, response: Response) -> Response:
-    response.headers["Content-Security-Policy"] = csp(ctx(request).settings.engine.stripe)
+    settings = ctx(request).settings
+    signs_in = settings.jwt is not None and settings.jwt.oidc_client_id
+    issuer = settings.jwt.issuer if signs_in and settings.jwt is not None else ""
+    response.headers["Content-Security-Policy"] = csp(settings.engine.stripe, issuer)
     for name, value in PAGE_HEADERS.items():
         response.headers[name] = value
     return response

@@ -1,4 +1,5 @@
-// The buyer's page: sign in (the demo's name login), the seat map with live availability, a
+// The buyer's page: sign in (through the identity provider, ADR 0050, or the demo's name
+// login), the seat map with live availability, a
 // countdown to T0 by the server's clock, picking seats or the best n together, the hold's
 // countdown, paying through the provider, and the hold's truthful end. Everything goes through
 // the public API with the buyer's own token. Two tabs of one browser share the token and the
@@ -11,11 +12,13 @@ import {
   $, api, clockTime, duration, el, errorCode, money, randomKey, say, ServerClock,
 } from "./common.js";
 import { has, lang, languages, loadStrings, switchTo, t } from "./i18n.js";
+import { OidcSession } from "./oidc.js";
 import { LiveSeats, SeatMap } from "./seatmap.js";
 
 const PARTY_MAX = 6;
-const eventId = new URLSearchParams(location.search).get("event");
-const base = `/v1/events/${encodeURIComponent(eventId || "")}`;
+// Read again once back from the identity provider (the address it came back to has no query).
+let eventId = new URLSearchParams(location.search).get("event");
+let base = `/v1/events/${encodeURIComponent(eventId || "")}`;
 const clock = new ServerClock();
 const page = { me: null, event: null, map: null, live: null, hold: null, picked: new Set(),
   pollTimer: null, payKey: null, payNote: "", payment: null, queue: null, mapOpening: false,
@@ -54,7 +57,47 @@ function signIn() {
 
 function signOut() {
   localStorage.removeItem(tokenKey());
+  if (page.session) { // no silent sign-in on the reload: the buyer asked to leave
+    page.session.signOut();
+    sessionStorage.setItem(SILENT, "1");
+  }
   location.reload();
+}
+
+// Through the identity provider (ADR 0050): back from it with a code; else silently, once per
+// tab while the provider may still have a session; else its button. The token stays in memory.
+const SILENT = "onsale.oidc.silent";
+
+async function signInThroughProvider(oidc) {
+  page.session = new OidcSession(oidc);
+  let me = null;
+  try {
+    me = await page.session.complete();
+  } catch (err) {
+    say($("login-message"), t("login.provider_failed", { why: String(err.message || err) }), "bad");
+  }
+  eventId = new URLSearchParams(location.search).get("event");
+  base = `/v1/events/${encodeURIComponent(eventId || "")}`;
+  if (me) {
+    sessionStorage.removeItem(SILENT);
+    const session = page.session;
+    page.me = { login: me.login, get token() { return session.access; } };
+    return true;
+  }
+  if (eventId && !sessionStorage.getItem(SILENT)) {
+    sessionStorage.setItem(SILENT, "1");
+    await page.session.begin({ silent: true });
+    return "away";
+  }
+  return false;
+}
+
+function offerProvider() {
+  show("login-panel");
+  show("login-form", false);
+  show("login-help", false);
+  show("provider-sign-in");
+  $("provider-sign-in").addEventListener("click", () => page.session.begin());
 }
 
 // --- the event and its seats --------------------------------------------------------------
@@ -838,16 +881,22 @@ function offerLanguages() {
 async function main() {
   await loadStrings();
   offerLanguages();
+  const config = await api("/v1/auth/config");
+  const oidc = config.status === 200 ? config.body.oidc : null;
+  const signedIn = oidc ? await signInThroughProvider(oidc) : false;
+  if (signedIn === "away") return; // gone to the provider, silently
   if (!eventId) {
     listEvents();
     return;
   }
   $("title").textContent = t("page.title_event", { event: eventId });
   $("sign-out").addEventListener("click", signOut);
+  if (signedIn) return start();
+  if (oidc) return offerProvider();
   const saved = localStorage.getItem(tokenKey());
   page.me = saved ? JSON.parse(saved) : null;
-  if (page.me) start();
-  else signIn();
+  if (page.me) return start();
+  return signIn();
 }
 
 main();

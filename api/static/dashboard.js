@@ -1,13 +1,18 @@
 // The ops dashboard: per event, the counters, sales over time, money in limbo (each class with
 // its runbook), the ledger's lag, the measured late-capture-to-refund bound, and the admin actions
-// of the API (open, close, correct stock, revoke a seat, retry a refund) with a confirmation. Reads only the public admin API with the token the operator pastes, kept in
-// sessionStorage (this tab only) and sent as a bearer header, never in an address.
+// of the API (open, close, correct stock, revoke a seat, retry a refund) with a confirmation.
+// Reads only the public admin API, as the operator signed in through the identity provider
+// (ADR 0050: a token with the admin claim, in this page's memory), or with the admin token the
+// operator pastes, kept in sessionStorage (this tab only); sent as a bearer header, never in
+// an address.
 
 import { $, api, clockTime, duration, el, errorCode, money, randomKey, say } from "./common.js";
+import { OidcSession } from "./oidc.js";
 
 const TOKEN = "onsale.admin";
 const ORDER_PAGES_MAX = 10; // 5,000 orders drawn at most
-const board = { token: sessionStorage.getItem(TOKEN), eventId: null, timer: null, data: null };
+const board = { token: sessionStorage.getItem(TOKEN), eventId: null, timer: null, data: null,
+  session: null };
 
 // Each class of money in limbo, where the exceptions view lists it, and its runbook's anchor
 // in docs/deploy.md (served at /ui/runbooks).
@@ -301,6 +306,9 @@ function askToken(why = "") {
 
 async function events() {
   const answer = await call("/v1/admin/events?limit=100");
+  if (answer.status === 401 && board.session) {
+    return askToken("This account is not an operator's: it has no admin claim.");
+  }
   if (answer.status === 401) return askToken("That token was refused.");
   $("token-panel").hidden = true;
   $("event-panel").hidden = false;
@@ -322,7 +330,35 @@ function choose(eventId) {
   board.timer = setInterval(() => { if ($("auto").checked) load(); }, 5000);
 }
 
-function main() {
+// Sign-in through the identity provider, when the API names one (ADR 0050): back from it with
+// a code, or silently once per tab, else a button.
+async function signInThroughProvider() {
+  const config = await api("/v1/auth/config");
+  const oidc = config.status === 200 ? config.body.oidc : null;
+  if (!oidc) return false;
+  board.session = new OidcSession(oidc, (token) => { board.token = token; });
+  $("provider-sign-in").hidden = false;
+  $("provider-sign-in").addEventListener("click", () => board.session.begin());
+  try {
+    const me = await board.session.complete();
+    if (me) {
+      $("refreshed").textContent = `signed in as ${me.login}`;
+      events();
+      return true;
+    }
+  } catch (err) {
+    askToken(String(err.message || err));
+    return true;
+  }
+  if (!sessionStorage.getItem("onsale.oidc.silent")) {
+    sessionStorage.setItem("onsale.oidc.silent", "1");
+    await board.session.begin({ silent: true });
+    return true;
+  }
+  return false;
+}
+
+async function main() {
   $("token-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     board.token = $("token").value.trim();
@@ -336,8 +372,9 @@ function main() {
     choose($("event-select").value);
   });
   wireActions();
-  if (board.token) events();
-  else askToken();
+  if (board.token) return events();
+  if (await signInThroughProvider()) return undefined;
+  return askToken();
 }
 
 main();

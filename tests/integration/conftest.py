@@ -118,9 +118,12 @@ class Stack:
 
 
 @contextlib.contextmanager
-def running_stack(log_dir: Path, provider: str = "simulator") -> Iterator[Stack]:
+def running_stack(
+    log_dir: Path, provider: str = "simulator", env: dict[str, str] | None = None
+) -> Iterator[Stack]:
     """The stack on `provider` (simulator | stripe), every callback delivered twice or more half
-    of the time; stopped, and its keys deleted, on leaving."""
+    of the time, with `env` over the tests' settings; stopped, and its keys deleted, on
+    leaving."""
     prefix = f"onsale:test:{uuid.uuid4().hex[:12]}"
     local = LocalStack(
         redis_url=REDIS_URL,
@@ -130,7 +133,7 @@ def running_stack(log_dir: Path, provider: str = "simulator") -> Iterator[Stack]
         webhook_secret=WEBHOOK_SECRET,
         provider=provider,
         sim_args=("--duplicate-rate", "0.5"),
-        extra_env=dict(STACK_ENV),
+        extra_env={**STACK_ENV, **(env or {})},
     )
     local.start()
     try:

@@ -87,3 +87,17 @@ def test_the_pages_may_load_stripe_js_only_where_the_deployment_says() -> None:
                    ONSALE_STRIPE_JS_URL="http://127.0.0.1:8100/v3/")  # fmt: skip
     assert {local[k] for k in ("script-src", "connect-src")} == {"'self' http://127.0.0.1:8100"}
     assert local["frame-src"] == "http://127.0.0.1:8100"
+
+
+def test_the_pages_may_call_the_identity_provider_they_sign_in_through() -> None:
+    # ADR 0050: its discovery document and token endpoint, on the issuer's origin; nothing else.
+    def connect(stripe: Any, issuer: str) -> str:
+        parts = (p.strip().split(" ", 1) for p in csp(stripe, issuer).split(";"))
+        return {name: rest for name, rest in parts}["connect-src"]
+
+    assert connect(None, "") == "'self'"
+    assert connect(None, "https://id.example.com/realms/x/") == "'self' https://id.example.com"
+    stripe = Settings.from_env({**STRIPE, "ONSALE_STRIPE_PUBLISHABLE_KEY": "pk_test_x"}).stripe
+    assert connect(stripe, "https://id.example.com") == (
+        "'self' https://api.stripe.com https://id.example.com"
+    )
