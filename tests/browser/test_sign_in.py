@@ -1,22 +1,28 @@
 """Sign-in through the identity provider on both pages (ADR 0050), in headless Chromium against
-the whole stack configured with a real identity (no demo login) and the tests' OpenID provider
-(tests/oidc/provider.py, Authlib): a buyer is sent to the provider, signs in, comes back signed
-in with the token in memory only, holds a seat, is signed in again silently after a reload, and
-the page renews its token before it runs out; the dashboard lets in only an account with the
-admin claim."""
+the whole stack with a ledger, configured with a real identity (no demo login) and the tests'
+OpenID provider (tests/oidc/provider.py, Authlib): a buyer is sent to the provider, signs in,
+comes back signed in with the token in memory only, holds a seat, is signed in again silently
+after a reload, and the page renews its token before it runs out; a buyer's whole evening (the
+event picked by name, two seats by row and number, paid, the order found with its number and
+QR code); the dashboard lets in only an account with the admin claim."""
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+import redis
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
+from engine.model.orders import order_number
+from loadtest.devstack.stack import LocalStack
+from persistence import database
 from tests.browser.conftest import new_profile, seat
-from tests.integration.conftest import Stack, running_stack
+from tests.conftest import REDIS_URL
+from tests.integration.conftest import ADMIN, STACK_ENV, WEBHOOK_SECRET, Stack, run_apart
 from tests.oidc.provider import ADMIN_CLAIM, AUDIENCE, OpenIdProvider
+from tests.pg import PG_DSN
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
+pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
 
 CLIENT = "onsale-pages"
 
@@ -31,7 +37,13 @@ def provider() -> Iterator[OpenIdProvider]:
 
 @pytest.fixture(scope="module")
 def stack(provider: OpenIdProvider, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The stack with a ledger of its own (the buyer's orders are read from it), its buyers'
+    tokens the provider's."""
+    name = f"onsale_test_{uuid.uuid4().hex[:10]}"
+    dsn = run_apart(database.create_database(PG_DSN, name))
+    prefix = f"onsale:test:{uuid.uuid4().hex[:12]}"
     env = {
+        **STACK_ENV,
         "ONSALE_DEMO_LOGIN": "0",
         "ONSALE_JWT_JWKS_URL": f"{provider.issuer}/jwks",
         "ONSALE_JWT_ISSUER": provider.issuer,
@@ -39,9 +51,24 @@ def stack(provider: OpenIdProvider, tmp_path_factory: pytest.TempPathFactory) ->
         "ONSALE_JWT_ADMIN_CLAIM": ADMIN_CLAIM,
         "ONSALE_OIDC_CLIENT_ID": CLIENT,
     }
-    with running_stack(Path(tmp_path_factory.mktemp("oidc-stack")), env=env) as s:
+    local = LocalStack(redis_url=REDIS_URL, key_prefix=prefix,
+                       log_dir=tmp_path_factory.mktemp("oidc-stack"), admin_token=ADMIN,
+                       webhook_secret=WEBHOOK_SECRET, ledger_dsn=dsn, extra_env=env)  # fmt: skip
+    local.start()
+    try:
+        s = Stack(local.api_url, local.sim_url, prefix, local)
+        s.sim_config(decline_rate=0.0, fail_rate=0.0, late_rate=0.0, loss_rate=0.0,
+                     contradict_rate=0.0)  # fmt: skip
         provider.add_client(CLIENT, f"{s.api}/ui/buyer.html", f"{s.api}/ui/dashboard.html")
         yield s
+        assert local.alive(), f"a stack process died; logs in {local.log_dir}"
+    finally:
+        local.stop()
+        client = redis.Redis.from_url(REDIS_URL)
+        for key in client.scan_iter(match=f"{prefix}:*"):
+            client.delete(key)
+        client.close()
+        run_apart(database.drop_database(PG_DSN, name))
 
 
 def through_the_provider(page: Page, name: str) -> None:
@@ -86,6 +113,46 @@ def test_a_buyer_signs_in_through_the_provider_holds_a_seat_and_stays_signed_in(
     page.reload()  # the token was in memory: signed in again, silently, at the provider
     expect(page.locator("#who")).to_have_text("Signed in as fan-7")
     expect(page.locator("#provider-sign-in")).to_be_hidden()
+
+
+def test_a_buyer_picks_the_event_by_name_buys_two_seats_by_row_and_number_and_finds_the_order(
+    browser: Browser, stack: Stack, contexts: list[BrowserContext]
+) -> None:
+    """Issue 34's whole evening: from the public list by name, signed in through the provider,
+    two seats named by row and number, paid, the order under "My orders" with its number, and
+    its QR code on the confirmation."""
+    event_id = f"gala-{uuid.uuid4().hex[:8]}"
+    seats = [{"seat_id": f"r{r}n{n}", "rank": r * 10 + n, "section": "Stalls", "row": str(r),
+              "number": str(n), "x": n * 30, "y": r * 30}
+             for r in (1, 2) for n in range(1, 7)]  # fmt: skip
+    stack.local.create_event(event_id, seats, price_minor=4500, name=f"Gala {event_id[-4:]}",
+                             venue="Konzerthaus")  # fmt: skip
+    errors: list[str] = []
+    page = new_profile(browser, stack, contexts).new_page()
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto("/ui/buyer.html")
+    page.locator("#event-list li", has_text=f"Gala {event_id[-4:]}").get_by_role("link").click()
+    page.click("#provider-sign-in")
+    through_the_provider(page, "eve-9")
+    expect(page.locator("#who")).to_have_text("Signed in as eve-9")
+    expect(page.locator("#title")).to_have_text(f"Gala {event_id[-4:]}")
+    for number in ("4", "5"):
+        page.get_by_role("checkbox", name=f"Section Stalls, row 2, seat {number}").click()
+    page.click("#hold-picked")
+    page.click("#pay")
+    expect(page.locator("#hold-message")).to_contain_text(
+        "Confirmed: Section Stalls, row 2, seats 4, 5", timeout=15_000
+    )
+    number = page.locator("#order-number").inner_text()
+    hold_id = page.evaluate(f"localStorage.getItem('onsale.hold.{event_id}.eve-9')")
+    assert number == order_number(event_id, hold_id)
+    assert page.evaluate("document.getElementById('order-qr').naturalWidth") > 0
+    mine = page.locator("#my-orders li")
+    page.reload()  # the orders are the ledger's: read again, signed in silently
+    expect(page.locator("#who")).to_have_text("Signed in as eve-9")
+    expect(mine).to_have_count(1)
+    expect(mine).to_have_text(f"{number} · r2n4, r2n5 · €90.00")
+    assert [e for e in errors if "status of 4" not in e] == []
 
 
 def test_the_dashboard_lets_in_only_an_account_with_the_admin_claim(
