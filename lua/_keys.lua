@@ -23,6 +23,10 @@ KEYS[22] codes hash: presale windows and their access codes, each code's uses (l
   lua/codes_add.lua; ADR 0049)
 KEYS[23] the due index, not the event's own: event id -> the earliest deadline or quarantine
   end of its holds (or earlier), kept with `due_at` in the event hash (lua/_lib.lua due_by)
+KEYS[24] the trim index, not the event's own: event id -> when its oldest ended hold of
+  KEYS[19] ended (or earlier); KEYS[25] the refund index: its earliest refund due of KEYS[10]
+  (or earlier); KEYS[26] the watch index: its oldest entry of KEYS[17] (or earlier)
+  (lua/_lib.lua index_by, lua/event_reindex.lua; ADR 0051)
 ]]
 
 local K_EVENT, K_SEATS, K_FREE, K_OWNERS
@@ -30,11 +34,15 @@ local K_HOLDS, K_CHARGES, K_LOGINS, K_DEADLINES
 local K_QUARANTINES, K_REFUNDS, K_ATTEMPTS, K_CALLBACKS
 local K_OUTBOX, K_SECTIONS, K_ALERTS, K_RESTOCKED
 local K_WATCH, K_QUOTA, K_ENDED, K_STOCK, K_CORRECTIONS, K_CODES, K_DUE
+local K_TRIMS, K_REFUND_IX, K_WATCH_IX
 
 -- Identity map: within one call, each hold and charge is decoded once and every path works on
 -- that same table, so a nested step (settle marking a charge resolve-by-refund, say) can never
 -- be overwritten by a stale copy held by its caller. Emptied by bind_keys at every call.
 local HOLDS, CHARGES
+-- Per call: the lowest score this call wrote for the event in each index across events, and
+-- the event's id as its keys name it (lua/_lib.lua index_by).
+local INDEXED, EVENT_ID
 
 local function bind_keys(keys)
   K_EVENT, K_SEATS, K_FREE, K_OWNERS = keys[1], keys[2], keys[3], keys[4]
@@ -43,6 +51,7 @@ local function bind_keys(keys)
   K_OUTBOX, K_SECTIONS, K_ALERTS, K_RESTOCKED = keys[13], keys[14], keys[15], keys[16]
   K_WATCH, K_QUOTA, K_ENDED, K_STOCK, K_CORRECTIONS = keys[17], keys[18], keys[19], keys[20],
     keys[21]
-  K_CODES, K_DUE = keys[22], keys[23]
-  HOLDS, CHARGES = {}, {}
+  K_CODES, K_DUE, K_TRIMS, K_REFUND_IX, K_WATCH_IX = keys[22], keys[23], keys[24], keys[25],
+    keys[26]
+  HOLDS, CHARGES, INDEXED, EVENT_ID = {}, {}, {}, nil
 end

@@ -143,6 +143,24 @@ local function get_charge(charge_id)
   return CHARGES[charge_id] or nil
 end
 
+-- The indexes across events (KEYS[24..26], engine/model/keys.py): a worker reads an event once
+-- its score there has come, so a score is never later than the event's first work of that kind
+-- (an earlier one only makes a worker look once for nothing; lua/event_reindex.lua sets it
+-- right). `ZADD LT`, at most once per index and call for one score or a later one.
+local function index_by(index, at)
+  local written = INDEXED[index]
+  if written and written <= at then return end
+  EVENT_ID = EVENT_ID or string.match(K_EVENT, '{([^}]*)}:event$')
+  redis.call('ZADD', index, 'LT', at, EVENT_ID)
+  INDEXED[index] = at
+end
+
+-- A refund due at `at` (ms): queued for the refund worker, its event in the refund index.
+local function refund_due(at, charge_id)
+  redis.call('ZADD', K_REFUNDS, at, charge_id)
+  index_by(K_REFUND_IX, at)
+end
+
 -- Every charge write keeps the watch index: provider reconciliation asks about a charge still
 -- CHARGING (since it was created) or recently DECLINED/FAILED (since it was decided) by reading
 -- this zset, never by scanning every charge of the event.
@@ -157,8 +175,10 @@ local function put_charge(c)
   redis.call('HSET', K_CHARGES, c.id, cjson.encode(c))
   if c.state == CHARGING then
     redis.call('ZADD', K_WATCH, c.created_ms, c.id)
+    index_by(K_WATCH_IX, c.created_ms)
   elseif c.state == DECLINED or c.state == FAILED then
     redis.call('ZADD', K_WATCH, c.decided_ms, c.id)
+    index_by(K_WATCH_IX, c.decided_ms)
   else
     redis.call('ZREM', K_WATCH, c.id)
   end
@@ -515,6 +535,7 @@ local function hold_end(ctx, h, to, reason)
   if (to == RELEASED or to == EXPIRED) and h.charges == '' and h.blocking == '' then
     h.record = record
     redis.call('ZADD', K_ENDED, ctx.now, h.id)
+    index_by(K_TRIMS, ctx.now)
   end
   put_hold(h)
 end
@@ -532,7 +553,7 @@ local function part_refund(ctx, c, part_id, goods, amount, reason)
     state = amount > 0 and REFUNDING or REFUNDED, attempt = c.attempt, intent = c.intent,
     refund_only = 0, amount = amount, captured = amount, created_ms = ctx.now,
     decided_ms = ctx.now, refund_attempts = 0, reason = reason, final = 0, part_of = c.id }
-  if p.state == REFUNDING then redis.call('ZADD', K_REFUNDS, ctx.now, part_id) end
+  if p.state == REFUNDING then refund_due(ctx.now, part_id) end
   local h = get_hold(c.hold)  -- listed with the hold's charges: its views show the part
   if h then
     h.charges = h.charges == '' and part_id or h.charges .. ',' .. part_id

@@ -111,7 +111,7 @@ local function move_apply(ctx, c, h, move)
       charge_move(c, REFUNDING)
       c.decided_ms = ctx.now
       c.reason = 'dispute_won_without_seat'
-      redis.call('ZADD', K_REFUNDS, ctx.now, c.id)
+      refund_due(ctx.now, c.id)
       charge_record(ctx, c, DISPUTED, h, c.reason, pev)
       return 'REFUND'
     elseif c.state == CAPTURED or c.state == REFUNDING then

@@ -1,5 +1,5 @@
 --[[ charge_abandon: the client gave up waiting on a charge (told "timed out"); free the hold to pay again.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] hold_id   ARGV[2] login   ARGV[3] charge_id
 Returns {code, ...}: ABANDONED | NOT_IN_FLIGHT state | NOT_OWNER | NOT_FOUND
   (a repeated abandon of the same charge answers ABANDONED again)

@@ -1,5 +1,5 @@
 --[[ charge_outcome_v2: verify a provider outcome against our charge, then apply it (confirm-if-charge-wins), once per provider event.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] provider_event_id   ARGV[2] provider idempotency key (our charge id, as the provider echoes it)
 ARGV[3] attempt_id (unique)   ARGV[4] intent_id (join key)   ARGV[5] CAPTURED|DECLINED|FAILED (the message type)
 ARGV[6] status field of the message   ARGV[7] amount (minor units; 'invalid' when not an integer)
@@ -79,7 +79,7 @@ if not target then
       intent = intent, created_ms = ctx.now, decided_ms = ctx.now, refund_attempts = 0,
       reason = alert_reason, final = 0 }
     redis.call('HSET', K_ATTEMPTS, attempt, o.id)
-    redis.call('ZADD', K_REFUNDS, ctx.now, o.id)
+    refund_due(ctx.now, o.id)
     charge_record(ctx, o, '', nil, alert_reason)
     raise_alert(ctx, 'pev/' .. pev, nil, o, alert_reason, claimed)
     return finish('REFUND', o, nil, table.concat(problems, ','))
@@ -151,7 +151,7 @@ if #money > 0 then
     c.captured = amount
     c.decided_ms = ctx.now
     c.reason = why
-    redis.call('ZADD', K_REFUNDS, ctx.now, c.id)
+    refund_due(ctx.now, c.id)
     charge_record(ctx, c, from, h, why)
     if h and from == CHARGING then charge_resolved(ctx, h, c, 'charge_refunded') end
     moves_due(ctx, c, h)
@@ -192,7 +192,7 @@ if c.state == CHARGING then
       elseif (h.given_up or 0) == 1 then why = 'released_by_owner' end
       charge_move(c, REFUNDING)
       c.reason = why
-      redis.call('ZADD', K_REFUNDS, ctx.now, c.id)
+      refund_due(ctx.now, c.id)
       ctx.shadow_outcome = shadow
       charge_record(ctx, c, CHARGING, h, why)
       if h then charge_resolved(ctx, h, c, 'charge_refunded') end
@@ -211,7 +211,7 @@ elseif outcome == CAPTURED and (c.state == CAPTURED or c.state == REFUNDING) the
   code = c.state == CAPTURED and 'CONFIRMED' or 'REFUND'
 elseif outcome == CAPTURED and c.state == REFUNDED then
   -- REFUNDED is a sink: a late or replayed capture only re-requests the idempotent refund.
-  redis.call('ZADD', K_REFUNDS, ctx.now, c.id)
+  refund_due(ctx.now, c.id)
   emit(ctx, 'charge', c.id, REFUNDED, 'REREFUND', 0, h, c, 'capture_after_refund', pev)
   code = 'REFUND'
 elseif outcome == CAPTURED and (c.state == DECLINED or c.state == FAILED) then
@@ -223,7 +223,7 @@ elseif outcome == CAPTURED and (c.state == DECLINED or c.state == FAILED) then
   c.decided_ms = ctx.now
   c.captured = amount
   c.reason = why
-  redis.call('ZADD', K_REFUNDS, ctx.now, c.id)
+  refund_due(ctx.now, c.id)
   charge_record(ctx, c, from, h, why)
   raise_alert(ctx, 'pev/' .. pev, h, c, why, claimed)
   moves_due(ctx, c, h)

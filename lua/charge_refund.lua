@@ -1,5 +1,5 @@
 --[[ charge_refund: record the provider's answer to our refund request (REFUNDING -> REFUNDED), park a refund the provider's records disown, or make a refund due now at a person's request.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] charge_id   ARGV[2] REFUNDED|FAILED|PARKED|RETRY   ARGV[3] retry_delay_ms (used when FAILED)
 ARGV[4] why (used when PARKED)
 Returns {code, ...}: REFUNDED | ALREADY_REFUNDED | RETRY_SCHEDULED attempts | PARKED |
@@ -35,7 +35,7 @@ if result == 'RETRY' then
     c.parked = 0
     put_charge(c)
   end
-  redis.call('ZADD', K_REFUNDS, ctx.now, charge_id)
+  refund_due(ctx.now, charge_id)
   return { 'DUE_NOW', c.refund_attempts, was_parked }
 end
 if result == 'PARKED' then
@@ -51,7 +51,7 @@ end
 if result == FAILED then
   c.refund_attempts = c.refund_attempts + 1
   put_charge(c)
-  redis.call('ZADD', K_REFUNDS, ctx.now + delay, charge_id)
+  refund_due(ctx.now + delay, charge_id)
   return { 'RETRY_SCHEDULED', c.refund_attempts }
 end
 redis.call('ZREM', K_REFUNDS, charge_id)

@@ -1,5 +1,5 @@
 --[[ charge_reversal: money the provider moved after a capture (a refund, a dispute), verified against our charge, once per provider event.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] provider_event_id   ARGV[2] provider idempotency key (our charge id)   ARGV[3] attempt_id
 ARGV[4] REFUND|DISPUTE_OPENED|DISPUTE_WON|DISPUTE_LOST   ARGV[5] amount (minor units; 'invalid' if not an integer)
 ARGV[6] currency   ARGV[7] metadata event id

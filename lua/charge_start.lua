@@ -1,5 +1,5 @@
 --[[ charge_start: register a charge (our charge id, minted by the server = the provider idempotency key) on a live hold.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] hold_id   ARGV[2] login   ARGV[3] charge_id   ARGV[4] amount (minor units)
 ARGV[5] charge starts per second per login (0: no limit)   ARGV[6] burst
 Returns {code, ...}: OK charge_id expires_ms | REPLAY charge_id state | CHARGE_IN_FLIGHT charge_id |

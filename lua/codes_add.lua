@@ -1,5 +1,5 @@
 --[[ codes_add: access codes for a presale window of an event, in bulk (ADR 0049).
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] presale name   ARGV[2] opens_at_ms   ARGV[3] closes_at_ms (the window: a claim before T0
   needs a code of a window open then)   ARGV[4] uses (holds a code may be spent by, live or
   sold)   ARGV[5] per login (0: no limit of its own)   ARGV[6] expires_ms (no use after it)

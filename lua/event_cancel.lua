@@ -1,5 +1,5 @@
 --[[ event_cancel: cancel an event: closed, every sold seat's captured money refunded, every hold ended.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] actor (who cancelled it, for the record)   ARGV[2] holds examined at most in this call
 Returns {code, ...}: CANCELLING done remaining | CANCELLED done remaining | FENCED | NOT_FOUND;
   done: holds this call moved; remaining: units (seats) still held, blocked or sold
@@ -32,7 +32,7 @@ local function refund_winner(h)
   c.refund_only = 1
   c.reason = REASON
   c.decided_ms = ctx.now
-  redis.call('ZADD', K_REFUNDS, ctx.now, c.id)
+  refund_due(ctx.now, c.id)
   charge_record(ctx, c, CAPTURED, h, REASON, 'cancel')
 end
 

@@ -1,5 +1,5 @@
 --[[ event_close: stop the sale: no new claims or charge starts from now on (status closed).
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] actor (who closed it, for the record)
 Returns {code, ...}: CLOSED status | ALREADY_CLOSED status | FENCED | NOT_FOUND
 Invariants: only the status moves (draft or open -> closed), recorded once in the outbox (kind

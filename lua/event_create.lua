@@ -1,5 +1,5 @@
 --[[ event_create: create an event's config in DRAFT, ready for seats or stock; idempotent by event id.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] event_id   ARGV[2] hold_ttl_ms   ARGV[3] quarantine_ms   ARGV[4] policy (quarantine|release_refund)
 ARGV[5] currency (ISO 4217, default EUR)   ARGV[6] reversal policy (manual|revoke, default manual)
 ARGV[7] kind (seats|stock, default seats)   ARGV[8] stock locations in preference order,

@@ -1,5 +1,5 @@
 --[[ event_fence: stop deciding anything for an event whose Redis went back in time.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] reason   ARGV[2] the ledger's last decision number, or '' (fence whatever the number)
 Returns {code, ...}: FENCED | ALREADY_FENCED | REBUILDING | CURRENT | NOT_FOUND
 Invariants: an event being rebuilt is never fenced (REBUILDING), and with ARGV[2] an event whose

@@ -1,5 +1,5 @@
 --[[ event_open: open the sale at T0 (server clock); claims before T0 are refused.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] opens_at_ms (0 = now, by the server clock)   ARGV[2] '1': move T0 of an open event
 Returns {code, ...}: OPENED opens_at_ms | ALREADY_OPEN opens_at_ms | STARTED opens_at_ms |
   CLOSED status | NOT_FOUND

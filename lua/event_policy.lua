@@ -1,5 +1,5 @@
 --[[ event_policy: change an event's deadline policies: run a candidate in shadow, promote it, or roll back.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua); writes KEYS[1]
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua); writes KEYS[1]
   event hash (its policy fields only) and KEYS[13] outbox stream
 ARGV[1] SHADOW | PROMOTE | ROLLBACK | RESTORE   ARGV[2] SHADOW: the candidate (quarantine |
   release_refund | grace:<ms>), '' to stop shadowing; RESTORE (a rebuild, while the event is a

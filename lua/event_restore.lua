@@ -1,5 +1,5 @@
 --[[ event_restore: put back one confirmed sale or one charge of a DRAFT event, from the ledger.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] HOLD: ARGV[2] hold_id ARGV[3] login ARGV[4] seat ARGV[5] winner charge id ARGV[6] decided_ms
   ARGV[7] state (CONFIRMED or EXCEPTION takes its seat; EXPIRED, RELEASED or REVOKED is a record
   without a seat)
@@ -69,6 +69,7 @@ if ARGV[1] == 'HOLD' then
   if (state == EXPIRED or state == RELEASED) and ARGV[5] == '' then
     -- Its decision is in the ledger already (no `record`): trimmed once the retention passed.
     redis.call('ZADD', K_ENDED, tonumber(ARGV[6]), hold_id)
+    index_by(K_TRIMS, tonumber(ARGV[6]))
   end
   return { 'RESTORED' }
 elseif ARGV[1] == 'CHARGE' then
@@ -94,7 +95,7 @@ elseif ARGV[1] == 'CHARGE' then
   if (tonumber(ARGV[16]) or 0) > 0 then c.parted = tonumber(ARGV[16]) end
   put_charge(c)
   if c.attempt ~= '' and not c.part_of then redis.call('HSET', K_ATTEMPTS, c.attempt, charge_id) end
-  if state == REFUNDING then redis.call('ZADD', K_REFUNDS, 0, charge_id) end
+  if state == REFUNDING then refund_due(0, charge_id) end
   return { 'RESTORED' }
 elseif ARGV[1] == 'STOCK' then
   local sku, loc, on_hand = ARGV[2], ARGV[3], tonumber(ARGV[4])

@@ -1,5 +1,5 @@
 --[[ event_seats_add: add a chunk of seats (id, rank, section) to a DRAFT event, all or none.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1..3n] seat_id, rank, section triples, 1 <= n <= 1000 (engine/store/transitions.py SEATS_CHUNK_MAX)
 Returns {code, ...}: ADDED n | NOT_FOUND | NOT_DRAFT | DUPLICATE_SEAT seat_id | WRONG_KIND kind (a stock event)
 Invariants: seats are only added before the sale opens; a chunk is checked whole before any

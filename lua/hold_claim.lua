@@ -1,6 +1,6 @@
 --[[ hold_claim: claim specific seats if all are FREE, the best FREE seats (a party: one hold), or
 lines of quantity stock (a cart: one hold).
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] hold_id (the idempotency key)   ARGV[2] login   ARGV[3] what is asked for: '' the best
   free seat (ZPOPMIN, O(log n)); '#<n>' n seats, the best block of adjacent ones (consecutive
   ranks in one section) or else the n best (reads every free seat: O(free)); 's1,s2,...'

@@ -1,5 +1,5 @@
 --[[ hold_expire: the sweeper's step, expire-if-still-held for a bounded batch of overdue holds.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] batch_max (holds examined per call)
 Returns {code, ...}: SWEPT examined expired quarantined remaining_due | NOT_FOUND
 Invariants: only holds still RESERVED with now >= expires_ms change (the deadline rule in

@@ -1,5 +1,5 @@
 --[[ hold_quarantine_timeout: past the quarantine hard timeout, put blocked seats back on sale.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] batch_max (holds examined per call)
 Returns {code, ...}: SWEPT examined expired freed remaining_due | NOT_FOUND
 Invariants: a QUARANTINED hold past until_ms goes EXPIRED and its charge is marked

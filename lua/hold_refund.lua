@@ -1,5 +1,5 @@
 --[[ hold_refund: an operator gives back part of a confirmed order (some seats of a party, some units of a cart) or all of it, for a reason.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] hold_id   ARGV[2] part_id (the part's charge id: '<winner>:r<12 hex>', from the
 request's Idempotency-Key)   ARGV[3] goods: seat ids, or stock lines '<sku>@<location>*<qty>',
 comma-separated, each at most once   ARGV[4] what the seats cost (minor units, their prices;
@@ -88,7 +88,7 @@ if #kept == 0 then
   charge_move(c, REFUNDING)
   c.decided_ms = ctx.now
   c.reason = why
-  redis.call('ZADD', K_REFUNDS, ctx.now, c.id)
+  refund_due(ctx.now, c.id)
   charge_record(ctx, c, CAPTURED, h, why)
   hold_after_sale(ctx, h, REVOKED, why, part_id)
   return { 'WHOLE', c.id, left }

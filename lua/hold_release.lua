@@ -1,5 +1,5 @@
 --[[ hold_release: the owner gives a hold up; always accepted for the owner.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] hold_id   ARGV[2] login
 Returns {code, ...}: RELEASED state | ALREADY_TERMINAL state | NOT_OWNER | NOT_FOUND
 Invariants: with no charge in flight the seat is FREE at once; with one in flight the hold is

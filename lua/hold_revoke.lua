@@ -1,5 +1,5 @@
 --[[ hold_revoke: an operator takes back the seat of a hold whose money left (EXCEPTION -> REVOKED).
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] hold_id   ARGV[2] actor (who decided, for the record)
 Returns {code, ...}: REVOKED | NOT_EXCEPTION state | NOT_FOUND
 Invariants: only a hold in EXCEPTION is revoked; its seat goes back on sale once, recorded in the

@@ -1,6 +1,7 @@
 --[[ hold_trim: drop ended holds that never had a charge, once the ledger holds their decision and the retention passed.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua); it reads
-  KEYS[19] ended zset and KEYS[5] holds hash, and deletes from them and from KEYS[7] logins hash
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua); it reads
+  KEYS[19] ended zset and KEYS[5] holds hash, and deletes from them and from KEYS[7] logins hash;
+  it sets the event's score in KEYS[24] the trim index to its oldest ended hold left
 ARGV[1] retention_ms (a hold decided at or after now - retention_ms, by the server clock, stays)
 ARGV[2] ledger floor, a stream id: every outbox entry below it is in the ledger
   ('+' only for a deployment without a ledger that chose to trim anyway, ONSALE_TRIM_WITHOUT_LEDGER)
@@ -63,5 +64,12 @@ end
 local more = 0
 if not blocked and #due == batch and redis.call('ZCOUNT', K_ENDED, '-inf', before) > 0 then
   more = 1
+end
+-- The trim index: exactly the oldest ended hold left, or the event leaves it.
+local oldest = redis.call('ZRANGE', K_ENDED, 0, 0, 'WITHSCORES')
+if oldest[2] then
+  redis.call('ZADD', K_TRIMS, tonumber(oldest[2]), ctx.cfg.id)
+else
+  redis.call('ZREM', K_TRIMS, ctx.cfg.id)
 end
 return { 'TRIMMED', trimmed, more }

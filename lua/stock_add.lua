@@ -1,5 +1,5 @@
 --[[ stock_add: add SKUs (id, price) to a DRAFT stock event, every counter 0 at every location.
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1..2n] sku, price (minor units) pairs, 1 <= n <= 1000
 Returns {code, ...}: ADDED n | NOT_FOUND | NOT_DRAFT | WRONG_KIND kind (a seat event) |
   DUPLICATE_SKU sku

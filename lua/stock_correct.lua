@@ -1,5 +1,5 @@
 --[[ stock_correct: set or adjust the on-hand count of one SKU at one location (a warehouse count).
-KEYS[1..23] the event's keys and the due index (engine/model/keys.py script_keys, documented in _keys.lua)
+KEYS[1..26] the event's keys and the indexes across events (engine/model/keys.py script_keys, documented in _keys.lua)
 ARGV[1] correction_id (idempotency key)   ARGV[2] sku   ARGV[3] location
 ARGV[4] mode: 'set' (on hand becomes ARGV[5]) or 'adjust' (on hand changes by ARGV[5], signed)
 ARGV[5] integer   ARGV[6] reason   ARGV[7] operator

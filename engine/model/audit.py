@@ -55,6 +55,9 @@ class Snapshot:
     # The event's score in the due index, and its earliest deadline or quarantine end (None:
     # not in the index / none); the sweeper's look (engine/workers/sweeper.py).
     due: tuple[float | None, float | None] | None = None
+    # By index kind (trims, refunds, watches): its score there, and the first score of the
+    # event's own zset that index follows (ended, refunds, watch); the workers' looks.
+    indexed: dict[str, tuple[float | None, float | None]] | None = None
 
     @property
     def by_hold(self) -> dict[str, Hold]:
@@ -125,15 +128,6 @@ def timers_indexed(s: Snapshot) -> Iterator[Violation]:
             f"refund queue differs: missing {sorted(refunding - refunds)[:5]}, "
             f"stray {sorted(refunds - refundable)[:5]}",
         )
-    # A deadline later than the event's score in the due index would be swept only by the
-    # periodic look at every event; the score mirrors the event's `due_at`.
-    if s.due is not None:
-        score, earliest = s.due
-        if earliest is not None and (score is None or score > earliest):
-            yield Violation(v, f"due index says {score}, earliest due is {earliest}")
-        mirror = float(s.event.get("due_at") or 0) or None
-        if mirror != score:
-            yield Violation(v, f"due_at {mirror} differs from the due index's {score}")
     # A CHARGING charge outside the watch index would never be asked about again.
     charging = {c.charge_id for c in s.charges if c.state == ChargeState.CHARGING}
     declined = {
@@ -145,6 +139,26 @@ def timers_indexed(s: Snapshot) -> Iterator[Violation]:
             f"watch index differs: missing {sorted(charging - watch)[:5]}, "
             f"stray {sorted(watch - charging - declined)[:5]}",
         )
+
+
+def indexes_across_events(s: Snapshot) -> Iterator[Violation]:
+    """The event's scores in the indexes across events (engine/model/keys.py) are never later
+    than its work: else only the workers' periodic look at every event would find it."""
+    v = Invariant.TIMERS_INDEXED
+    # A deadline later than the event's score in the due index would be swept only by the
+    # periodic look at every event; the score mirrors the event's `due_at`.
+    if s.due is not None:
+        score, earliest = s.due
+        if earliest is not None and (score is None or score > earliest):
+            yield Violation(v, f"due index says {score}, earliest due is {earliest}")
+        mirror = float(s.event.get("due_at") or 0) or None
+        if mirror != score:
+            yield Violation(v, f"due_at {mirror} differs from the due index's {score}")
+    # Work earlier than the event's score in an index would be found only by the workers'
+    # periodic look at every event (an ended hold to trim, a refund due, a charge to ask about).
+    for kind, (score, first) in (s.indexed or {}).items():
+        if first is not None and (score is None or score > first):
+            yield Violation(v, f"{kind} index says {score}, its first work is at {first}")
 
 
 def trimmable(h: Hold) -> bool:
@@ -360,6 +374,7 @@ def one_terminal_record(s: Snapshot) -> Iterator[Violation]:
 
 CHECKS: tuple[Check, ...] = (
     timers_indexed,
+    indexes_across_events,
     counters_agree,
     seat_map,
     never_oversell,

@@ -117,23 +117,37 @@ def event_keys(event_id: str, prefix: str = PREFIX) -> list[str]:
     return [f"{prefix}:{{{event_id}}}:{name}" for name in EVENT_KEYS]
 
 
-# The due index (KEYS[23] of every event script, after the event's own keys): events -> the
-# earliest moment one of their holds has a deadline or a quarantine end due, kept by the
-# scripts that set or sweep them, so the sweeper reads only what is due, however many events
-# there are. One zset on a single server; on a cluster one per slot (under a tag that hashes to
-# the event's slot), since a script touches one slot.
-DUE = "due"
+# Indexes across events, KEYS[23..26] of every event script after the event's own keys, each
+# events -> a score no later than the moment the event has work of that kind, kept by the
+# scripts, so a worker reads only the events with work, however many there are (ADR 0044,
+# ADR 0051):
+# - due: the earliest deadline or quarantine end of its holds (the sweeper);
+# - trims: when its oldest ended hold without a charge ended (the trimmer, after the retention);
+# - refunds: its earliest refund due (the refund worker);
+# - watches: its oldest charge to ask the provider about (reconciliation, after `stale_ms`).
+# One zset each on a single server; on a cluster one per slot (under a tag that hashes to the
+# event's slot), since a script touches one slot.
+DUE, TRIMS, REFUNDS, WATCHES = "due", "trims", "refunds", "watches"
+INDEXES = (DUE, TRIMS, REFUNDS, WATCHES)
+
+
+def index_key(kind: str, event_id: str, prefix: str = PREFIX, *, cluster: bool = False) -> str:
+    assert kind in INDEXES, kind
+    if not cluster:
+        return f"{prefix}:{kind}"
+    return f"{prefix}:{kind}:{{{slot_tag(slot_of(event_id))}}}"
 
 
 def due_key(event_id: str, prefix: str = PREFIX, *, cluster: bool = False) -> str:
-    if not cluster:
-        return f"{prefix}:{DUE}"
-    return f"{prefix}:{DUE}:{{{slot_tag(slot_of(event_id))}}}"
+    return index_key(DUE, event_id, prefix, cluster=cluster)
 
 
 def script_keys(event_id: str, prefix: str = PREFIX, *, cluster: bool = False) -> list[str]:
-    """What every event script gets as KEYS: the event's keys, then its due index."""
-    return [*event_keys(event_id, prefix), due_key(event_id, prefix, cluster=cluster)]
+    """What every event script gets as KEYS: the event's keys, then the indexes across events."""
+    return [
+        *event_keys(event_id, prefix),
+        *(index_key(kind, event_id, prefix, cluster=cluster) for kind in INDEXES),
+    ]
 
 
 def event_key(event_id: str, name: str, prefix: str = PREFIX) -> str:

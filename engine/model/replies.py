@@ -35,6 +35,13 @@ class ClaimCode(StrEnum):
     CODE_LIMIT = "CODE_LIMIT"
 
 
+class ReindexCode(StrEnum):
+    """lua/event_reindex.lua: the event's scores in the indexes across events set right."""
+
+    REINDEXED = "REINDEXED"
+    NOT_FOUND = "NOT_FOUND"
+
+
 class CodesAddCode(StrEnum):
     """lua/codes_add.lua: a presale's access codes added in bulk (ADR 0049)."""
 
@@ -373,6 +380,7 @@ REPLY_CODES: Mapping[str, type[StrEnum]] = MappingProxyType(
         "event_policy": PolicyCode,
         "hold_claim": ClaimCode,
         "codes_add": CodesAddCode,
+        "event_reindex": ReindexCode,
         "hold_release": ReleaseCode,
         "hold_expire": SweepCode,
         "hold_quarantine_timeout": SweepCode,

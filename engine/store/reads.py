@@ -206,6 +206,22 @@ class Reads:
         )
         return len(ids), await self.charges(event_id, ids)
 
+    async def indexed(self, kind: str, upto_ms: int, limit: int = 10_000) -> list[str]:
+        """The events whose score in the index across events `kind` (engine/model/keys.py
+        INDEXES: due, trims) is at most `upto_ms`: one ZRANGEBYSCORE on a single server; on a
+        cluster, one per slot that has events, pipelined. At most `limit` per index read (the
+        rest: the next pass)."""
+        if is_cluster(self.client):
+            names = {keys.index_key(kind, e, self.prefix, cluster=True)
+                     for e in await self.event_ids()}  # fmt: skip
+        else:
+            names = {keys.index_key(kind, "", self.prefix)}
+        async with self.client.pipeline(transaction=False) as pipe:
+            for name in sorted(names):
+                pipe.zrangebyscore(name, "-inf", upto_ms, start=0, num=limit)
+            replies = await self._read(pipe.execute())
+        return [str(e) for reply in replies for e in reply]
+
     async def with_entries_upto(
         self, event_ids: Sequence[str], index: str, upto_ms: int
     ) -> list[str]:
@@ -339,5 +355,6 @@ class Reads:
 
     async def audit(self, event_id: str) -> AuditReport:
         """Check docs/invariants.md over one atomic snapshot (engine/store/snapshot.py)."""
-        due_key = keys.due_key(event_id, self.prefix, cluster=is_cluster(self.client))
-        return audit(await self._read(snapshot(self.client, self.prefix, event_id, due_key)))
+        cluster = is_cluster(self.client)
+        index = {k: keys.index_key(k, event_id, self.prefix, cluster=cluster) for k in keys.INDEXES}
+        return audit(await self._read(snapshot(self.client, self.prefix, event_id, index)))

@@ -19,20 +19,37 @@ WHOLE = (
 )  # fmt: skip
 
 
-async def snapshot(client: "aioredis.Redis", prefix: str, event_id: str, due_key: str) -> Snapshot:
-    """The event's keys, its score in the due index (`due_key`) and its earliest deadline and
-    quarantine end, all as of one moment."""
+# The indexes across events besides the due index, and the event's own zset each follows.
+FOLLOWED = {keys.TRIMS: "ended", keys.REFUNDS: "refunds", keys.WATCHES: "watch"}
+
+
+async def snapshot(
+    client: "aioredis.Redis", prefix: str, event_id: str, index_keys: dict[str, str]
+) -> Snapshot:
+    """The event's keys, its score in the due index and its earliest deadline and quarantine
+    end, and its score in each other index across events (`index_keys`, by kind) with the
+    first entry of the zset it follows, all as of one moment."""
     async with client.pipeline(transaction=True) as pipe:
         for command, name in WHOLE:
             key = keys.event_key(event_id, name, prefix)
             getattr(pipe, command)(*((key, 0, -1) if command == "zrange" else (key,)))
-        pipe.zscore(due_key, event_id)
+        pipe.zscore(index_keys[keys.DUE], event_id)
         pipe.zrange(keys.event_key(event_id, "deadlines", prefix), 0, 0, withscores=True)
         pipe.zrange(keys.event_key(event_id, "quarantines", prefix), 0, 0, withscores=True)
+        for kind, own in FOLLOWED.items():
+            pipe.zscore(index_keys[kind], event_id)
+            pipe.zrange(keys.event_key(event_id, own, prefix), 0, 0, withscores=True)
         replies: list[Any] = await pipe.execute()
     ev, seats, free, owners, holds, charges, outbox, deadlines = replies[:8]
     quarantines, refunds, watch, ended, logins, quota, stock = replies[8:15]
-    due, first_deadline, first_end = replies[15:]
+    due, first_deadline, first_end = replies[15:18]
+    indexed = {
+        kind: (
+            float(replies[18 + 2 * i]) if replies[18 + 2 * i] is not None else None,
+            float(replies[19 + 2 * i][0][1]) if replies[19 + 2 * i] else None,
+        )
+        for i, kind in enumerate(FOLLOWED)
+    }
     earliest = [float(x[0][1]) for x in (first_deadline, first_end) if x]
     return Snapshot(
         event_id,
@@ -49,4 +66,5 @@ async def snapshot(client: "aioredis.Redis", prefix: str, event_id: str, due_key
         bought={k[7:]: int(v) for k, v in quota.items() if k.startswith("bought:")},
         stock=stock or None,
         due=(float(due) if due is not None else None, min(earliest, default=None)),
+        indexed=indexed,
     )

@@ -29,6 +29,7 @@ from engine.model.replies import (
     FenceCode,
     OutcomeCode,
     RefundCode,
+    ReindexCode,
     ReleaseCode,
     ReversalCode,
     RevokeCode,
@@ -216,6 +217,13 @@ class Store:
         if code == ReleaseCode.NOT_OWNER:
             raise errors.NotOwner(f"hold {hold_id} is not yours")
         raise errors.HoldNotFound(f"hold {hold_id}")
+
+    async def reindex(self, event_id: str) -> None:
+        """The event's scores in the indexes across events set to exactly its first work of
+        each kind (a worker found it with nothing to do: lua/event_reindex.lua)."""
+        reply = await self.runner.run("event_reindex", event_id, [])
+        if ReindexCode(reply[0]) == ReindexCode.NOT_FOUND:
+            raise errors.EventNotFound(event_id)
 
     async def sweep(self, event_id: str, batch_max: int = 200) -> SweepResult:
         """One expire-if-still-held step over the overdue holds (by the server clock)."""

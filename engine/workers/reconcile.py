@@ -13,10 +13,12 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+from engine.model import keys
 from engine.model.holds import Charge, ProviderOutcome
 from engine.model.states import ChargeState
 from engine.providers import OUTCOME_OF_STATUS, Provider, ProviderCharge, ProviderTimeout
 from engine.store import Store
+from engine.workers.looks import Looks
 
 log = logging.getLogger("onsale.reconcile")
 
@@ -71,17 +73,22 @@ class ProviderReconciler:
         # (older ones are left to the nightly reconciliation).
         self.watch_ms = watch_ms
         self.stats = ReconcileStats()
+        self.looks = Looks(store, keys.WATCHES)
 
     async def run_once(self) -> None:
         now = await self.store.read.server_time_ms()
-        events = await self.store.read.event_ids()
-        # Only the events whose watch index has something old enough to ask about (one
-        # pipelined look at all of them), not a page read per event.
+        # Only the events with a charge old enough to ask about, from the watch index
+        # (engine/workers/looks.py), not a page read per event.
+        events = await self.looks.events(now - self.stale_ms)
         asked = await self.store.read.with_entries_upto(events, "watch", now - self.stale_ms)
         for event_id in asked:
             if self._stopping():
                 return
             await self._run_event(event_id, now)
+            await self.store.reindex(event_id)  # charges settled or aged out: the score moves
+        if self.looks.indexed:  # indexed with nothing to ask: its score was left early
+            for event_id in set(events) - set(asked):
+                await self.store.reindex(event_id)
 
     def _stopping(self) -> bool:
         return self.stop is not None and self.stop.is_set()

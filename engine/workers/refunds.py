@@ -19,6 +19,7 @@ from engine.model.errors import ChargeNotFound
 from engine.model.holds import Charge
 from engine.providers import Provider, ProviderRefused, ProviderTimeout
 from engine.store import Store
+from engine.workers.looks import Looks
 
 log = logging.getLogger("onsale.refunds")
 
@@ -118,14 +119,18 @@ class RefundWorker:
         # so a pass of 100 could outlast a shutdown's grace); the rest stay due, untouched.
         self.stop = stop
         self.sender = RefundSender(store, provider, seed=seed)
+        self.looks = Looks(store, keys.REFUNDS)
         self.stats = self.sender.stats
 
     async def run_once(self) -> int:
         """Process the refunds due now in every event; returns how many were handled."""
         handled = 0
         now = await self.store.read.server_time_ms()
-        events = await self.store.read.event_ids()
+        events = await self.looks.events(now)  # the refund index (engine/workers/looks.py)
         due = await self.store.read.due_refunds_of(events, now, self.batch_max)
+        if self.looks.indexed:  # indexed with nothing due: its score was left early
+            for event_id in set(events) - due.keys():
+                await self.store.reindex(event_id)
         for event_id, charge_ids in due.items():
             for charge_id in charge_ids:
                 if self.stop is not None and self.stop.is_set():

@@ -96,21 +96,10 @@ DUE_READ_MAX = 10_000  # events one read of the index returns (the rest: the nex
 
 
 async def indexed_due(store: Store) -> list[str]:
-    """The events whose score in the due index (engine/model/keys.py due_key) has come, by the
-    server's clock: one ZRANGEBYSCORE on a single server; on a cluster, one per slot that has
-    events, pipelined."""
+    """The events whose score in the due index (engine/model/keys.py) has come, by the
+    server's clock."""
     now = await store.read.server_time_ms()
-    runner = store.runner
-    if runner.cluster:
-        names = {keys.due_key(e, store.prefix, cluster=True)
-                 for e in await store.read.event_ids()}  # fmt: skip
-    else:
-        names = {keys.due_key("", store.prefix)}
-    async with store.client.pipeline(transaction=False) as pipe:
-        for name in sorted(names):
-            pipe.zrangebyscore(name, "-inf", now, start=0, num=DUE_READ_MAX)
-        replies = await timed(pipe.execute(), store.timeout_s)
-    return [str(e) for reply in replies for e in reply]
+    return await store.read.indexed(keys.DUE, now, DUE_READ_MAX)
 
 
 async def due_events(store: Store, event_ids: list[str]) -> list[str]:

@@ -9,6 +9,9 @@ plus the retention window, whatever a flood of claims left behind.
   nothing of it is known to be in the ledger. A deployment that runs without a ledger on
   purpose can trim by the retention alone with `without_ledger` (ONSALE_TRIM_WITHOUT_LEDGER=1);
   its ended holds are then gone for good after the retention.
+- Which events have holds to trim is the trim index (engine/model/keys.py), kept by the scripts
+  that end a hold without a charge and by the trim script itself, as the due index is the
+  sweeper's (ADR 0044, ADR 0051).
 - Like the sweeper it decides nothing: the script reads the server clock and the hold's own
   record, so a trimmer that runs late, twice or concurrently with another trims nothing that the
   rule does not allow."""
@@ -18,9 +21,11 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from engine.model import keys
 from engine.model.errors import EventNotFound
 from engine.model.replies import TrimCode
 from engine.store.loops import each_event, run_passes
+from engine.workers.looks import Looks
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -63,6 +68,7 @@ class Trimmer:
         self.rounds_max = rounds_max
         self.without_ledger = without_ledger
         self.stats = TrimStats()
+        self.looks = Looks(store, keys.TRIMS)
 
     async def ledger_floor(self, event_id: str) -> str | None:
         """The stream id below which the event's outbox is in the ledger; None when nothing
@@ -96,14 +102,11 @@ class Trimmer:
         return True
 
     async def run_once(self) -> bool:
-        """One pass over the events with an ended hold old enough to go, read for every event
-        at once (one ZCOUNT each, pipelined): an idle event costs no script call and no read
-        of its ledger progress. With the tests' clocks (which the server's clock does not
-        know), every event. True if some event still had holds to trim."""
-        events = await self.store.read.event_ids()
-        if not self.store.scripts.test_clock:
-            old = await self.store.read.server_time_ms() - self.retention_ms
-            events = await self.store.read.with_entries_upto(events, "ended", old)
+        """One pass over the events with an ended hold old enough to go, from the trim index
+        (engine/workers/looks.py: an idle event costs nothing). True if some event still had
+        holds to trim."""
+        old = await self.store.read.server_time_ms() - self.retention_ms
+        events = await self.looks.events(old)
         return await each_event(events, self.trim_event, self.stats)
 
     async def run(self, stop: asyncio.Event) -> TrimStats:

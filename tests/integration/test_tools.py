@@ -131,6 +131,11 @@ def test_sweep_lag_smoke() -> None:
     assert "VisitEvery" in out and "Sweeper" in out
 
 
+def test_trim_pass_smoke() -> None:
+    out = run_tool("loadtest.bench.trim_pass", "--events", "3")
+    assert "every event" in out and "index" in out
+
+
 def test_rebuild_time_smoke() -> None:
     out = run_tool(
         "loadtest.bench.rebuild_time", "--sizes", "80 seats", env_extra={"ONSALE_PG_DSN": PG_DSN}

@@ -4,6 +4,7 @@ decision and the retention passed), what stays (everything else), what a login a
 see afterwards, and the bound it puts on an event's memory and on the sold-out snapshot."""
 
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -15,10 +16,12 @@ from engine.gate.soldout import SoldOutMemory
 from engine.model import errors
 from engine.model.audit import Invariant
 from engine.model.holds import SeatSpec
+from engine.model.keys import EVENT_KEYS
 from engine.model.ledger_progress import LEDGER_GROUP
 from engine.model.states import HoldState, LatePolicy
 from engine.store import Store
 from engine.store.scripts import Scripts
+from engine.workers.looks import FULL_LOOK_S
 from engine.workers.trim import Trimmer
 from tests.conftest import Sale, _drop_prefix, _real_client, new_prefix, open_sale
 from tests.helpers import callback, wait_until
@@ -395,6 +398,69 @@ async def test_a_pass_visits_only_the_events_with_a_hold_old_enough_to_go() -> N
         assert await t.run_once() is False
         assert visited == [busy.event_id] and t.stats.trimmed == 1
         assert await t.run_once() is False and visited == [busy.event_id]  # nothing left
+    finally:
+        await _drop_prefix(client, store.prefix)
+        await client.aclose()
+
+
+async def test_the_trim_index_keeps_each_events_oldest_ended_hold(store: Store) -> None:
+    """lua/_lib.lua trim_by and lua/hold_trim.lua (on fakeredis and real Redis): a hold that
+    ends without a charge puts its event in the trim index at its end; later ends write no
+    later score; a trim sets the score to the oldest ended hold left, and the event leaves the
+    index once none is left."""
+    sale = await open_sale(store, 4, hold_ttl_ms=TTL, now_ms=T0)
+    trims = store.keys(sale.event_id)[len(EVENT_KEYS) + 1]
+
+    async def score() -> float | None:
+        found = await store.client.zscore(trims, sale.event_id)
+        return float(found) if found is not None else None
+
+    await store.claim(sale.event_id, "u1", "h1")
+    assert await score() is None  # live holds only
+    await store.release(sale.event_id, "h1", "u1")
+    assert await score() == T0
+    await sale.at(T0 + 10)
+    await store.claim(sale.event_id, "u2", "h2")
+    await store.release(sale.event_id, "h2", "u2")
+    assert await score() == T0  # the oldest stays
+    await ledger_takes_all(sale)
+    await sale.at(T0 + RETENTION + 5)  # h1 past the retention, h2 not yet
+    await trimmer(store).trim_event(sale.event_id)
+    assert await present(sale, "h1") == (False, False)
+    assert await score() == T0 + 10  # exactly h2's end now
+    await sale.at(T0 + RETENTION + 20)
+    await trimmer(store).trim_event(sale.event_id)
+    assert await score() is None
+    await sale.audit_ok()
+
+
+async def test_a_pass_reads_the_trim_index_and_now_and_then_every_event() -> None:
+    """On the server's clock a pass reads the trim index, not every event: an event with an
+    ended hold its index entry lost is not visited, until the look at every event (every
+    FULL_LOOK_S) finds it."""
+    client = _real_client()
+    store = Store(client, scripts=Scripts(client), prefix=new_prefix())
+    await store.scripts.load_all()
+    try:
+        lost, kept = await open_sale(store, 3), await open_sale(store, 3)
+        for sale in (lost, kept):
+            await store.claim(sale.event_id, "u", "h1")
+            await store.claim(sale.event_id, "u", "h2")  # h1 ended (replaced)
+        await client.zrem(store.keys(lost.event_id)[len(EVENT_KEYS) + 1], lost.event_id)
+        visited: list[str] = []
+
+        class Watched(Trimmer):
+            async def trim_event(self, event_id: str) -> bool:
+                visited.append(event_id)
+                return await super().trim_event(event_id)
+
+        t = Watched(store, retention_ms=0, without_ledger=True)
+        t.looks.full_look_at = time.monotonic()  # just looked at every event: the index now
+        await t.run_once()
+        assert visited == [kept.event_id]
+        t.looks.full_look_at -= FULL_LOOK_S
+        await t.run_once()
+        assert visited == [kept.event_id, lost.event_id] and t.stats.trimmed == 2
     finally:
         await _drop_prefix(client, store.prefix)
         await client.aclose()
