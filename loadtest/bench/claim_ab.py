@@ -29,11 +29,13 @@ from loadtest.bench.persistence_cost import CLAIM_LIMITS, MODES, bench, prepare,
 
 
 def library_of(tree: Path) -> tuple[str, str]:
-    """(name, text) of the library built from the .lua files of `tree`."""
+    """(name, text) of the library built from the .lua files of `tree` (its own scripts: a
+    version may have fewer or more than this checkout)."""
     own = lua.source
     lua.source = lambda name: (tree / f"{name}.lua").read_text(encoding="utf-8")
     try:
-        return lua.library(prefix="ab")
+        scripts = sorted(p.stem for p in tree.glob("*.lua") if not p.stem.startswith("_"))
+        return lua.library(prefix="ab", bodies={n: lua.source(n) for n in scripts})
     finally:
         lua.source = own
 
