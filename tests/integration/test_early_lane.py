@@ -1,7 +1,7 @@
-"""The early lane (api/early_lane.py, ADR 0035): a claim is looked at by its connection before
-it becomes an ASGI request. A sold-out refusal is written there, byte for byte the normal path's
-answer; a claim waiting at its event's gate holds no task; everything else goes on as an ASGI
-request, in order. uvicorn serves the API in this process with `onsale serve`'s protocol,
+"""The early lane (api/claim_front/connection.py, ADR 0035, 0048): a claim is looked at by its
+connection before it becomes an ASGI request. A sold-out refusal is written there, byte for byte the
+normal path's answer; a claim waiting at its event's gate holds no task; everything else goes on as
+an ASGI request, in order. uvicorn serves the API in this process with `onsale serve`'s protocol,
 driven over raw sockets, on real Redis."""
 
 import asyncio

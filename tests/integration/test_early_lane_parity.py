@@ -1,4 +1,5 @@
-"""The early lane answers exactly what the ASGI path answers (api/early_lane.py, ADR 0035).
+"""The early lane answers exactly what the ASGI path answers (api/claim_front/connection.py, ADR
+0035, 0048).
 
 One API, served twice in a background thread: by `onsale serve`'s protocol (the early lane)
 and by the plain bounded protocol (every request an ASGI request), both over the same app, the

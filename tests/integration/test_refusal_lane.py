@@ -1,6 +1,6 @@
-"""The sold-out lane (api/refusal_lane.py, ADR 0012): once a process remembers an event as sold
-out, a claim is refused before its token's signature is checked, with the same answer as the
-normal path; a retried claim still gets its hold, and a forged token naming the winner never
+"""The sold-out lane (api/claim_front/asgi_lane.py, ADR 0012, 0048): once a process remembers an
+event as sold out, a claim is refused before its token's signature is checked, with the same answer
+as the normal path; a retried claim still gets its hold, and a forged token naming the winner never
 does. The API in process on real Redis, its sold-out memory listening."""
 
 import asyncio

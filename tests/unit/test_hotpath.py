@@ -1,5 +1,5 @@
-"""api/hotpath.py: the direct lane answers its one route exactly as the app would, and leaves
-everything else (other paths, other methods, the lifespan, app.state) to the app."""
+"""api/claim_front/route.py: the direct lane answers its one route exactly as the app would, and
+leaves everything else (other paths, other methods, the lifespan, app.state) to the app."""
 
 import contextlib
 from collections.abc import AsyncIterator
