@@ -10,17 +10,12 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-import redis
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from engine.model.orders import order_number
-from loadtest.devstack.stack import LocalStack
-from persistence import database
 from tests.browser.conftest import new_profile, seat
-from tests.conftest import REDIS_URL
-from tests.integration.conftest import ADMIN, STACK_ENV, WEBHOOK_SECRET, Stack, run_apart
+from tests.integration.conftest import Stack, running_stack
 from tests.oidc.provider import ADMIN_CLAIM, AUDIENCE, OpenIdProvider
-from tests.pg import PG_DSN
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
 
@@ -39,11 +34,7 @@ def provider() -> Iterator[OpenIdProvider]:
 def stack(provider: OpenIdProvider, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """The stack with a ledger of its own (the buyer's orders are read from it), its buyers'
     tokens the provider's."""
-    name = f"onsale_test_{uuid.uuid4().hex[:10]}"
-    dsn = run_apart(database.create_database(PG_DSN, name))
-    prefix = f"onsale:test:{uuid.uuid4().hex[:12]}"
     env = {
-        **STACK_ENV,
         "ONSALE_DEMO_LOGIN": "0",
         "ONSALE_JWT_JWKS_URL": f"{provider.issuer}/jwks",
         "ONSALE_JWT_ISSUER": provider.issuer,
@@ -51,24 +42,12 @@ def stack(provider: OpenIdProvider, tmp_path_factory: pytest.TempPathFactory) ->
         "ONSALE_JWT_ADMIN_CLAIM": ADMIN_CLAIM,
         "ONSALE_OIDC_CLIENT_ID": CLIENT,
     }
-    local = LocalStack(redis_url=REDIS_URL, key_prefix=prefix,
-                       log_dir=tmp_path_factory.mktemp("oidc-stack"), admin_token=ADMIN,
-                       webhook_secret=WEBHOOK_SECRET, ledger_dsn=dsn, extra_env=env)  # fmt: skip
-    local.start()
-    try:
-        s = Stack(local.api_url, local.sim_url, prefix, local)
+    log_dir = tmp_path_factory.mktemp("oidc-stack")
+    with running_stack(log_dir, env=env, ledger=True, duplicates=False) as s:
         s.sim_config(decline_rate=0.0, fail_rate=0.0, late_rate=0.0, loss_rate=0.0,
                      contradict_rate=0.0)  # fmt: skip
         provider.add_client(CLIENT, f"{s.api}/ui/buyer.html", f"{s.api}/ui/dashboard.html")
         yield s
-        assert local.alive(), f"a stack process died; logs in {local.log_dir}"
-    finally:
-        local.stop()
-        client = redis.Redis.from_url(REDIS_URL)
-        for key in client.scan_iter(match=f"{prefix}:*"):
-            client.delete(key)
-        client.close()
-        run_apart(database.drop_database(PG_DSN, name))
 
 
 def through_the_provider(page: Page, name: str) -> None:

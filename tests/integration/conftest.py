@@ -119,12 +119,23 @@ class Stack:
 
 @contextlib.contextmanager
 def running_stack(
-    log_dir: Path, provider: str = "simulator", env: dict[str, str] | None = None
+    log_dir: Path,
+    provider: str = "simulator",
+    env: dict[str, str] | None = None,
+    *,
+    ledger: bool = False,
+    duplicates: bool = True,
 ) -> Iterator[Stack]:
-    """The stack on `provider` (simulator | stripe), every callback delivered twice or more half
-    of the time, with `env` over the tests' settings; stopped, and its keys deleted, on
-    leaving."""
+    """The stack on `provider` (simulator | stripe), with `env` over the tests' settings, a
+    ledger of its own (`ledger`: a private database, migrated by the stack, dropped after), and
+    (`duplicates`) every callback delivered twice or more half of the time; stopped, and its
+    keys deleted, on leaving."""
+    from persistence import database
+    from tests.pg import PG_DSN
+
     prefix = f"onsale:test:{uuid.uuid4().hex[:12]}"
+    name = f"onsale_test_{uuid.uuid4().hex[:10]}"
+    dsn = run_apart(database.create_database(PG_DSN, name)) if ledger else ""
     local = LocalStack(
         redis_url=REDIS_URL,
         key_prefix=prefix,
@@ -132,8 +143,9 @@ def running_stack(
         admin_token=ADMIN,
         webhook_secret=WEBHOOK_SECRET,
         provider=provider,
-        sim_args=("--duplicate-rate", "0.5"),
+        sim_args=("--duplicate-rate", "0.5") if duplicates else (),
         extra_env={**STACK_ENV, **(env or {})},
+        ledger_dsn=dsn,
     )
     local.start()
     try:
@@ -145,6 +157,8 @@ def running_stack(
         for key in client.scan_iter(match=f"{prefix}:*"):
             client.delete(key)
         client.close()
+        if ledger:
+            run_apart(database.drop_database(PG_DSN, name))
 
 
 @pytest.fixture(scope="module")

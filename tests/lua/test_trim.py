@@ -52,6 +52,18 @@ async def present(sale: Sale, hold_id: str) -> tuple[bool, bool]:
     return bool(in_holds), score is not None
 
 
+class Watched(Trimmer):
+    """A trimmer that notes each event it visits."""
+
+    def __init__(self, store: Store, **kw: int | bool) -> None:
+        super().__init__(store, **kw)  # type: ignore[arg-type]
+        self.visited: list[str] = []
+
+    async def trim_event(self, event_id: str) -> bool:
+        self.visited.append(event_id)
+        return await super().trim_event(event_id)
+
+
 def trimmer(store: Store, **kw: int | bool) -> Trimmer:
     return Trimmer(store, retention_ms=RETENTION, **kw)  # type: ignore[arg-type]
 
@@ -387,14 +399,8 @@ async def test_a_pass_visits_only_the_events_with_a_hold_old_enough_to_go() -> N
         await store.claim(busy.event_id, "u", "h2")  # h1 ended (replaced): old enough at once
         idle = [await open_sale(store, 2) for _ in range(5)]
         await store.claim(idle[0].event_id, "v", "k1")  # a live hold: nothing ended
-        visited: list[str] = []
-
-        class Watched(Trimmer):
-            async def trim_event(self, event_id: str) -> bool:
-                visited.append(event_id)
-                return await super().trim_event(event_id)
-
         t = Watched(store, retention_ms=0, without_ledger=True)
+        visited = t.visited
         assert await t.run_once() is False
         assert visited == [busy.event_id] and t.stats.trimmed == 1
         assert await t.run_once() is False and visited == [busy.event_id]  # nothing left
@@ -447,14 +453,8 @@ async def test_a_pass_reads_the_trim_index_and_now_and_then_every_event() -> Non
             await store.claim(sale.event_id, "u", "h1")
             await store.claim(sale.event_id, "u", "h2")  # h1 ended (replaced)
         await client.zrem(store.keys(lost.event_id)[len(EVENT_KEYS) + 1], lost.event_id)
-        visited: list[str] = []
-
-        class Watched(Trimmer):
-            async def trim_event(self, event_id: str) -> bool:
-                visited.append(event_id)
-                return await super().trim_event(event_id)
-
         t = Watched(store, retention_ms=0, without_ledger=True)
+        visited = t.visited
         t.looks.full_look_at = time.monotonic()  # just looked at every event: the index now
         await t.run_once()
         assert visited == [kept.event_id]
