@@ -94,7 +94,7 @@ async def _superseded(store: Store, conn: asyncpg.Connection, event_id: str) -> 
     in_ledger = {r[0] for r in await conn.fetch(Q["decisions_held"], event_id, outbox)}
     refused = {r[0] for r in await conn.fetch(Q["event_refused_decisions"], event_id)}
     missing = [d for d in outbox if d not in in_ledger]
-    fenced = (await store.read.availability(event_id)).status == "fenced"
+    fenced = await store.read.status(event_id) == "fenced"  # (a half-built event: no reads)
     pending = [d for d in missing if d not in refused]
     if pending and not fenced:
         raise RebuildRefused(

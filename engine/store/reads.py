@@ -70,6 +70,13 @@ class Reads:
     def _key(self, event_id: str, name: str) -> str:
         return keys.event_key(event_id, name, self.prefix)
 
+    async def status(self, event_id: str) -> str | None:
+        """The event's status as its hash holds it, whatever state it is in (None: none)."""
+        found: str | None = await self._read(
+            self.client.hget(self._key(event_id, "event"), "status")
+        )
+        return found
+
     async def event_exists(self, event_id: str) -> bool:
         return bool(await self._read(self.client.exists(self._key(event_id, "event"))))
 
@@ -82,6 +89,8 @@ class Reads:
             if await self.recovering(event_id):
                 raise errors.Recovering(f"event {event_id} is being recovered; retry later")
             raise errors.EventNotFound(event_id)
+        if raw.get("rebuilding") == "1":  # half built: its counters are not the sale's yet
+            raise errors.Recovering(f"event {event_id} is being recovered; retry later")
         self.saw(event_id)
         return Availability(
             event_id=event_id,

@@ -53,6 +53,8 @@ async def test_a_lost_event_answers_recovering_not_found_until_its_rebuild(store
     assert not await store.client.hexists(keys.lost_events(store.prefix), sale.event_id)
     with pytest.raises(errors.Recovering):
         await store.read.hold(sale.event_id, "h1")
+    with pytest.raises(errors.Recovering):  # not its half-built counters, as if on sale
+        await store.read.availability(sale.event_id)
     await store.restore.rebuilding(sale.event_id, on=False)
     with pytest.raises(errors.HoldNotFound):
         await store.read.hold(sale.event_id, "h1")
