@@ -150,9 +150,22 @@ end
 local function index_by(index, at)
   local written = INDEXED[index]
   if written and written <= at then return end
-  EVENT_ID = EVENT_ID or string.match(K_EVENT, '{([^}]*)}:event$')
+  EVENT_ID = EVENT_ID or string.match(K_EVENT, '{([^}]*)}:event$')  -- (no ctx in put_charge)
   redis.call('ZADD', index, 'LT', at, EVENT_ID)
   INDEXED[index] = at
+end
+
+-- The event's score in `index` exactly the first entry of `own`, or out of it when `own` is
+-- empty (a worker found it with nothing to do, or work was removed).
+local function index_exactly(index, own)
+  EVENT_ID = EVENT_ID or string.match(K_EVENT, '{([^}]*)}:event$')
+  local first = redis.call('ZRANGE', own, 0, 0, 'WITHSCORES')
+  if first[2] then
+    redis.call('ZADD', index, first[2], EVENT_ID)
+  else
+    redis.call('ZREM', index, EVENT_ID)
+  end
+  INDEXED[index] = nil
 end
 
 -- A refund due at `at` (ms): queued for the refund worker, its event in the refund index.
@@ -477,31 +490,27 @@ local function code_give_back(h)
   redis.call('HINCRBY', K_CODES, 'l:' .. h.code .. ':' .. h.login, -1)
 end
 
--- The presale windows, when one is open now: {name -> {opens_at_ms, closes_at_ms}}; nil else.
+-- When a presale window is open now: {windows = {name -> {opens_at_ms, closes_at_ms}}, closes
+-- = when the latest of those open now closes}; nil else.
 local function presale_open(ctx)
   local raw = redis.call('HGET', K_CODES, 'presales')
   if not raw then return nil end
-  local windows = cjson.decode(raw)
+  local windows, closes = cjson.decode(raw), nil
   for _, w in pairs(windows) do
-    if w[1] <= ctx.now and ctx.now < w[2] then return windows end
+    if w[1] <= ctx.now and ctx.now < w[2] then closes = math.max(closes or 0, w[2]) end
   end
-  return nil
+  if not closes then return nil end
+  return { windows = windows, closes = closes }  -- `closes`: the latest open window's end
 end
 
 -- The code a presale claim may spend, or nil and the refusal. `prev`: the login's hold this
 -- claim replaces; its use of the same code is given back in the same step.
-local function code_to_spend(ctx, windows, code, login, prev)
-  if code == '' then
-    local closes = 0
-    for _, w in pairs(windows) do
-      if w[1] <= ctx.now and ctx.now < w[2] then closes = math.max(closes, w[2]) end
-    end
-    return nil, { 'CODE_REQUIRED', closes }
-  end
+local function code_to_spend(ctx, presale, code, login, prev)
+  if code == '' then return nil, { 'CODE_REQUIRED', presale.closes } end
   local raw = redis.call('HGET', K_CODES, 'c:' .. code)
   if not raw then return nil, { 'CODE_INVALID' } end
   local c = cjson.decode(raw)
-  local w = windows[c.presale]
+  local w = presale.windows[c.presale]
   if not w or ctx.now < w[1] or ctx.now >= w[2] or ctx.now >= c.expires_ms then
     return nil, { 'CODE_INVALID' }
   end

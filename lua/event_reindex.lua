@@ -11,13 +11,7 @@ looked at again for nothing. ]]
 local ctx = context()
 if not ctx then return { 'NOT_FOUND' } end
 due_again(ctx)
-local first = redis.call('ZRANGE', K_ENDED, 0, 0, 'WITHSCORES')
-if first[2] then redis.call('ZADD', K_TRIMS, first[2], ctx.cfg.id)
-else redis.call('ZREM', K_TRIMS, ctx.cfg.id) end
-first = redis.call('ZRANGE', K_REFUNDS, 0, 0, 'WITHSCORES')
-if first[2] then redis.call('ZADD', K_REFUND_IX, first[2], ctx.cfg.id)
-else redis.call('ZREM', K_REFUND_IX, ctx.cfg.id) end
-first = redis.call('ZRANGE', K_WATCH, 0, 0, 'WITHSCORES')
-if first[2] then redis.call('ZADD', K_WATCH_IX, first[2], ctx.cfg.id)
-else redis.call('ZREM', K_WATCH_IX, ctx.cfg.id) end
+index_exactly(K_TRIMS, K_ENDED)
+index_exactly(K_REFUND_IX, K_REFUNDS)
+index_exactly(K_WATCH_IX, K_WATCH)
 return { 'REINDEXED' }

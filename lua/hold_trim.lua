@@ -65,11 +65,5 @@ local more = 0
 if not blocked and #due == batch and redis.call('ZCOUNT', K_ENDED, '-inf', before) > 0 then
   more = 1
 end
--- The trim index: exactly the oldest ended hold left, or the event leaves it.
-local oldest = redis.call('ZRANGE', K_ENDED, 0, 0, 'WITHSCORES')
-if oldest[2] then
-  redis.call('ZADD', K_TRIMS, tonumber(oldest[2]), ctx.cfg.id)
-else
-  redis.call('ZREM', K_TRIMS, ctx.cfg.id)
-end
+index_exactly(K_TRIMS, K_ENDED)  -- the oldest ended hold left, or the event leaves it
 return { 'TRIMMED', trimmed, more }

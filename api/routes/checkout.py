@@ -114,7 +114,7 @@ def wanted_of(body: dict[str, Any], party_max: int, lines_max: int = 0) -> Wante
     most LIMITS["quantity"]) or `lines` (1 to lines_max stock lines; 0: refused); at most one of
     them; none: the best seat. Which kind the event sells is the claim script's to check
     (`wrong_event_kind`): nothing is read here."""
-    code = access_code(body) if "access_code" in body else ""
+    code = access_code(body)
     wanted = _goods_of(body, party_max, lines_max)
     return replace(wanted, access_code=code) if code else wanted
 

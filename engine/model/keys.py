@@ -138,10 +138,6 @@ def index_key(kind: str, event_id: str, prefix: str = PREFIX, *, cluster: bool =
     return f"{prefix}:{kind}:{{{slot_tag(slot_of(event_id))}}}"
 
 
-def due_key(event_id: str, prefix: str = PREFIX, *, cluster: bool = False) -> str:
-    return index_key(DUE, event_id, prefix, cluster=cluster)
-
-
 def script_keys(event_id: str, prefix: str = PREFIX, *, cluster: bool = False) -> list[str]:
     """What every event script gets as KEYS: the event's keys, then the indexes across events."""
     return [

@@ -217,7 +217,7 @@ class Reads:
 
     async def indexed(self, kind: str, upto_ms: int, limit: int = 10_000) -> list[str]:
         """The events whose score in the index across events `kind` (engine/model/keys.py
-        INDEXES: due, trims) is at most `upto_ms`: one ZRANGEBYSCORE on a single server; on a
+        INDEXES) is at most `upto_ms`: one ZRANGEBYSCORE on a single server; on a
         cluster, one per slot that has events, pipelined. At most `limit` per index read (the
         rest: the next pass)."""
         if is_cluster(self.client):

@@ -33,7 +33,7 @@ class Runner:
         self.client, self.scripts, self.reads = client, scripts, reads
         self.prefix, self.timeout_s, self.pipeline = prefix, timeout_s, pipeline
         self._keys: dict[str, list[str]] = {}
-        self.cluster = is_cluster(client)  # one due index per slot (engine/model/keys.py due_key)
+        self.cluster = is_cluster(client)  # an index per slot (engine/model/keys.py index_key)
 
     def keys(self, event_id: str) -> list[str]:
         """What the event's scripts get as KEYS (engine/model/keys.py script_keys), built once."""

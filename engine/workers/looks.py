@@ -5,7 +5,7 @@ not know), every event instead, by its own zset: what an index would miss (work 
 index, an entry lost). The sweeper's due index has the same two looks (workers/sweeper.py)."""
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from engine.model import keys
 
@@ -17,22 +17,26 @@ FULL_LOOK_S = 60.0
 OWN = {keys.TRIMS: "ended", keys.REFUNDS: "refunds", keys.WATCHES: "watch"}
 
 
+class Look(NamedTuple):
+    events: list[str]
+    indexed: bool  # from the index: an event in it may have nothing to do (a score left early)
+    checked: bool = False  # each has work of this kind up to the horizon (the look at every one)
+
+
 class Looks:
     def __init__(self, store: "Store", kind: str, every_s: float = FULL_LOOK_S) -> None:
         assert kind in OWN, kind
         self.store, self.kind, self.every_s = store, kind, every_s
         self.full_look_at = -every_s  # the first pass looks at every event
-        self.indexed = False  # the last `events` came from the index
 
-    async def events(self, upto_ms: int) -> list[str]:
+    async def events(self, upto_ms: int) -> Look:
         """The events with work of this kind scored at most `upto_ms` (the server's clock)."""
-        self.indexed = False
         if self.store.scripts.test_clock:
-            return await self.store.read.event_ids()
+            return Look(await self.store.read.event_ids(), False)
         now = time.monotonic()
         if now - self.full_look_at >= self.every_s:
             self.full_look_at = now
             every = await self.store.read.event_ids()
-            return await self.store.read.with_entries_upto(every, OWN[self.kind], upto_ms)
-        self.indexed = True
-        return await self.store.read.indexed(self.kind, upto_ms)
+            own = await self.store.read.with_entries_upto(every, OWN[self.kind], upto_ms)
+            return Look(own, False, checked=True)
+        return Look(await self.store.read.indexed(self.kind, upto_ms), True)

@@ -126,10 +126,10 @@ class RefundWorker:
         """Process the refunds due now in every event; returns how many were handled."""
         handled = 0
         now = await self.store.read.server_time_ms()
-        events = await self.looks.events(now)  # the refund index (engine/workers/looks.py)
-        due = await self.store.read.due_refunds_of(events, now, self.batch_max)
-        if self.looks.indexed:  # indexed with nothing due: its score was left early
-            for event_id in set(events) - due.keys():
+        look = await self.looks.events(now)  # the refund index (engine/workers/looks.py)
+        due = await self.store.read.due_refunds_of(look.events, now, self.batch_max)
+        if look.indexed:  # indexed with nothing due: its score was left early
+            for event_id in set(look.events) - due.keys():
                 await self.store.reindex(event_id)
         for event_id, charge_ids in due.items():
             for charge_id in charge_ids:

@@ -6,7 +6,7 @@ It decides nothing itself: each step is a script that reads the server clock and
 deadline rule, so a sweeper that runs late, twice, or concurrently with another sweeper (or with
 a callback) changes nothing that the rule has not already decided.
 
-Which events have something due is the due index (engine/model/keys.py due_key): the scripts that
+Which events have something due is the due index (engine/model/keys.py index_key): the scripts that
 set a deadline or a quarantine end keep each event's earliest there, and a sweep sets it right
 again, so a pass reads one zset, not every event. Every FULL_LOOK_S a pass looks at every event
 instead (two pipelined reads each), for whatever the index would have missed."""

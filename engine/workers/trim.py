@@ -106,8 +106,8 @@ class Trimmer:
         (engine/workers/looks.py: an idle event costs nothing). True if some event still had
         holds to trim."""
         old = await self.store.read.server_time_ms() - self.retention_ms
-        events = await self.looks.events(old)
-        return await each_event(events, self.trim_event, self.stats)
+        look = await self.looks.events(old)
+        return await each_event(look.events, self.trim_event, self.stats)
 
     async def run(self, stop: asyncio.Event) -> TrimStats:
         """Trim until `stop` is set; Redis outages are retried with backoff."""

@@ -108,7 +108,7 @@ async def test_the_workers_read_their_index_and_set_right_what_they_found_idle(
     now = await store.read.server_time_ms()
     watches = Looks(store, keys.WATCHES)
     watches.full_look_at = time.monotonic()
-    assert lost.event_id not in await watches.events(now)  # the index lost it ...
+    assert lost.event_id not in (await watches.events(now)).events  # the index lost it ...
     watches.full_look_at -= FULL_LOOK_S
-    assert await watches.events(now) == [lost.event_id]  # ... the look at every event has it
+    assert (await watches.events(now)).events == [lost.event_id]  # ... the look at every event has
     await provider.aclose()
