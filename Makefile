@@ -42,8 +42,10 @@ test: venv up
 	$(BIN)/python .ci/summary.py .reports/suite.xml .reports/alone.xml || status=1; \
 	exit $$status
 
-## Fast loop: every test that needs no server (unit tests and every script test on fakeredis).
-FAST := -m "not redis and not postgres and not slow" -n 2
+## Fast loop: every test that needs no server (unit tests and every script test on fakeredis),
+## collected from the folders that hold them (tests/unit/test_fast_loop.py: every other module
+## is left out by its own marks).
+FAST := -m "not redis and not postgres and not slow" -n 2 tests/unit tests/lua tests/property
 # Two workers, and the test modules' compiled (assertion-rewritten) form kept between runs.
 test-fast: venv
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest $(FAST) -q
