@@ -6,6 +6,7 @@ from dataclasses import astuple, dataclass, field
 from typing import Any
 
 from engine.model import keys
+from engine.model.event_config import EventConfig
 from engine.model.event_details import EventDetails
 from engine.model.ledger_progress import stream_id
 from engine.model.records import Marker, OutboxRecord, RecordKind
@@ -65,21 +66,21 @@ def to_row(event_id: str, entry_id: str, r: OutboxRecord) -> tuple[Any, ...]:
 
 def config_row(event_id: str, ev: dict[Any, Any], seats_total: int) -> tuple[Any, ...]:
     """The `event_configs` row of an event hash (insert_event_config's parameter order)."""
-    cap = ev.get("login_cap", "")
+    terms = EventConfig.of(ev)
     return (
         event_id,
-        int(ev["hold_ttl_ms"]),
-        int(ev["quarantine_ms"]),
-        ev["policy"],
+        terms.hold_ttl_ms,
+        terms.quarantine_ms,
+        str(terms.policy),
         int(ev.get("price_minor", 0)),
         int(ev["opens_at_ms"]),
         seats_total,
-        ev.get("currency", "EUR"),
-        ev.get("reversal_policy", "manual"),
+        terms.currency,
+        str(terms.reversal_policy),
         ev.get("kind") or "seats",
         ev.get("locations", ""),
-        int(cap) if cap != "" else None,
-        int(ev.get("max_party") or 0),
+        terms.login_cap,
+        terms.max_party,
         *astuple(EventDetails.of(ev)),  # ADR 0041: DETAIL_FIELDS' order
     )
 

@@ -40,11 +40,12 @@ from dataclasses import asdict, dataclass, field, replace
 
 import asyncpg
 
+from engine.model.event_config import EventConfig
 from engine.model.event_details import EventDetails
 from engine.model.holds import SeatSpec
 from engine.model.records import Marker
 from engine.model.replies import PolicyCode, QueueRestoreCode, RestoreCode
-from engine.model.states import HoldState, LatePolicy, ReversalPolicy
+from engine.model.states import HoldState
 from engine.model.stock_lines import SkuSpec, lines_of
 from engine.store import Store
 from engine.store.event_catalogue import describe
@@ -215,14 +216,8 @@ async def _create(
     seats = await store.create_event(
         event_id,
         [SeatSpec(r["seat_id"], r["rank"], r["section"], r["price_minor"]) for r in seat_rows],
-        hold_ttl_ms=config["hold_ttl_ms"],
-        quarantine_ms=config["quarantine_ms"],
-        policy=LatePolicy(config["policy"]),
+        EventConfig.of(config),
         price_minor=config["price_minor"],
-        currency=config["currency"],
-        reversal_policy=ReversalPolicy(config["reversal_policy"]),
-        max_party=config["max_party"],
-        login_cap=config["login_cap"],
     )
     price: int = config["price_minor"]
     own = {r["seat_id"]: r["price_minor"] for r in seat_rows if r["price_minor"] is not None}
@@ -240,12 +235,7 @@ async def _create_stock(
         event_id,
         config["locations"].split(","),
         [SkuSpec(sku, price) for sku, price in prices.items()],  # no count: no correction
-        hold_ttl_ms=config["hold_ttl_ms"],
-        quarantine_ms=config["quarantine_ms"],
-        policy=LatePolicy(config["policy"]),
-        currency=config["currency"],
-        reversal_policy=ReversalPolicy(config["reversal_policy"]),
-        login_cap=config["login_cap"],
+        EventConfig.of(config),
     )
     corrections = await conn.fetch(Q["event_stock_corrections"], event_id)
     on_hand = {(r["sku"], r["location"]): r["on_hand_after"] for r in corrections}  # the last

@@ -13,6 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
+from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.model.states import LatePolicy, ReversalPolicy
 from engine.store import Store
@@ -66,10 +67,12 @@ async def open_sale(
     await store.create_event(
         event_id,
         seats(n_seats),
-        hold_ttl_ms=hold_ttl_ms,
-        quarantine_ms=quarantine_ms,
-        policy=policy,
-        reversal_policy=reversal_policy,
+        EventConfig(
+            hold_ttl_ms=hold_ttl_ms,
+            quarantine_ms=quarantine_ms,
+            policy=policy,
+            reversal_policy=reversal_policy,
+        ),
     )
     sale = Sale(store, event_id)
     if now_ms is not None:

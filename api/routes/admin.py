@@ -28,6 +28,7 @@ from api.validate import (
     query_integer,
     whole,
 )
+from engine.model.event_config import EventConfig
 from engine.model.holds import Alert, Charge, Hold, SeatSpec
 from engine.model.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
 from engine.store.event_catalogue import describe
@@ -47,15 +48,9 @@ class NewEvent:
 
     event_id: str
     seats: list[SeatSpec]
-    hold_ttl_ms: int
-    quarantine_ms: int
-    policy: LatePolicy
+    config: EventConfig  # the terms it sells under
     price_minor: int
-    currency: str
-    reversal_policy: ReversalPolicy
     opens_at_ms: int | None  # None: stays a DRAFT
-    login_cap: int | None = None  # units a login may hold and buy (None: the deployment's cap)
-    max_party: int = 0  # seats one claim may ask for (0: the API's limit)
     stock: NewStock | None = None  # a stock event's locations and SKUs (then no seats)
     places: list[SeatPlace] | None = None  # the drawn map, rank order (None: too large to draw)
     details: dict[str, Any] | None = None  # name, venue, ... (ADR 0041)
@@ -82,21 +77,29 @@ def new_event(raw: bytes, content_type: str | None) -> NewEvent:
     return NewEvent(
         event_id=event_id,
         seats=seats,
-        hold_ttl_ms=whole(body, "hold_ttl_ms", 480_000),
-        quarantine_ms=whole(body, "quarantine_ms", 900_000),
-        policy=LatePolicy(one_of(body, "policy", tuple(LatePolicy), LatePolicy.QUARANTINE)),
+        config=terms(body, currency),
         price_minor=whole(body, "price_minor", 0),
-        currency=currency,
-        reversal_policy=ReversalPolicy(
-            one_of(body, "reversal_policy", tuple(ReversalPolicy), ReversalPolicy.MANUAL)
-        ),
         opens_at_ms=None if opens_at_ms is None else whole(body, "opens_at_ms"),
-        login_cap=None if body.get("login_cap") is None else whole(body, "login_cap"),
-        max_party=0 if body.get("max_party") is None else whole(body, "max_party"),
         stock=stock,
         places=None if stock else seat_layout(body["seats"], seats),
         price_levels=levels,
         details=details_of(body),
+    )
+
+
+def terms(body: dict[str, Any], currency: str) -> EventConfig:
+    """The create's terms, each absent one its default (engine/model/event_config.py)."""
+    default = EventConfig()
+    return EventConfig(
+        hold_ttl_ms=whole(body, "hold_ttl_ms", default.hold_ttl_ms),
+        quarantine_ms=whole(body, "quarantine_ms", default.quarantine_ms),
+        policy=LatePolicy(one_of(body, "policy", tuple(LatePolicy), default.policy)),
+        currency=currency,
+        reversal_policy=ReversalPolicy(
+            one_of(body, "reversal_policy", tuple(ReversalPolicy), default.reversal_policy)
+        ),
+        login_cap=None if body.get("login_cap") is None else whole(body, "login_cap"),
+        max_party=0 if body.get("max_party") is None else whole(body, "max_party"),
     )
 
 
@@ -137,25 +140,17 @@ async def create_event(request: Request) -> Response:
     admin = c.require_admin(request)
     raw = await read_body(request, c.settings.admin_body_max_bytes)
     new = await run_in_threadpool(new_event, raw, request.headers.get("content-type"))
-    common: dict[str, Any] = {
-        "hold_ttl_ms": new.hold_ttl_ms,
-        "quarantine_ms": new.quarantine_ms,
-        "policy": new.policy,
-        "currency": new.currency,
-        "reversal_policy": new.reversal_policy,
-        "login_cap": new.login_cap,
-    }
     answer: dict[str, object] = {"event_id": new.event_id}
     if new.stock is not None:
         units = await c.store.stock.create_event(
-            new.event_id, new.stock.locations, new.stock.skus, operator=admin, **common
+            new.event_id, new.stock.locations, new.stock.skus, new.config, operator=admin
         )
         answer |= {"kind": "stock", "skus": len(new.stock.skus), "units": units}
     else:
         # The seats go to Redis in chunks (engine/store/transitions.py), each a short script call of
         # its own: buyers of other events are answered between them.
         n_seats = await c.store.create_event(
-            new.event_id, new.seats, price_minor=new.price_minor, max_party=new.max_party, **common
+            new.event_id, new.seats, new.config, price_minor=new.price_minor
         )
         answer |= {"kind": "seats", "seats": n_seats}
         if new.places is not None:  # off the hot path: no script reads it (ADR 0028)

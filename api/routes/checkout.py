@@ -56,7 +56,7 @@ async def availability(request: Request) -> Response:
             "blocked": a.blocked,
             "sold": a.sold,
             "price_minor": a.price_minor,
-            "hold_ttl_ms": a.hold_ttl_ms,
+            "hold_ttl_ms": a.config.hold_ttl_ms,
             "waiting_room": room is not None,  # ADR 0029: claims then need an admission
             **a.details.view(),  # name, venue, ... (ADR 0041)
             # the clock that decides T0 and every deadline (the pages' clock: no read per call)

@@ -5,8 +5,9 @@ from typing import Any
 
 import orjson
 
+from engine.model.event_config import EventConfig
 from engine.model.event_details import EventDetails
-from engine.model.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
+from engine.model.states import ChargeState, HoldState
 from engine.model.stock_lines import is_stock_listing
 
 
@@ -150,17 +151,13 @@ class Availability:
     event_id: str
     status: str
     opens_at_ms: int
-    policy: LatePolicy
-    hold_ttl_ms: int
-    quarantine_ms: int
+    config: EventConfig  # the terms it sells under
     seats_total: int
     free: int
     held: int
     blocked: int
     sold: int
     price_minor: int
-    currency: str = "EUR"
-    reversal_policy: ReversalPolicy = ReversalPolicy.MANUAL
     kind: str = "seats"  # what the event sells: seats, or quantity stock (ADR 0022)
     details: EventDetails = field(default_factory=EventDetails)  # its name, venue, ... (ADR 0041)
 

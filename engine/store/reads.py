@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 
 from engine.model import errors, keys
 from engine.model.audit import AuditReport, audit
+from engine.model.event_config import EventConfig
 from engine.model.event_details import EventDetails
 from engine.model.holds import Alert, Availability, Charge, Hold
 from engine.model.ledger_progress import (
@@ -20,7 +21,6 @@ from engine.model.ledger_progress import (
     stream_id,
     undelivered,
 )
-from engine.model.states import LatePolicy, ReversalPolicy
 from engine.store.cluster import is_cluster, is_outage
 from engine.store.event_index import EventIndex
 from engine.store.pipeline import AutoPipeline
@@ -96,17 +96,13 @@ class Reads:
             event_id=event_id,
             status=raw["status"],
             opens_at_ms=int(raw["opens_at_ms"]),
-            policy=LatePolicy(raw["policy"]),
-            hold_ttl_ms=int(raw["hold_ttl_ms"]),
-            quarantine_ms=int(raw["quarantine_ms"]),
+            config=EventConfig.of(raw),
             seats_total=int(raw["seats_total"]),
             free=int(raw["free"]),
             held=int(raw["held"]),
             blocked=int(raw["blocked"]),
             sold=int(raw["sold"]),
             price_minor=int(raw.get("price_minor", 0)),
-            currency=raw.get("currency", "EUR"),
-            reversal_policy=ReversalPolicy(raw.get("reversal_policy", "manual")),
             kind=raw.get("kind", "seats"),
             details=EventDetails.of(raw),
         )

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.model import errors, keys
+from engine.model.event_config import EventConfig
 from engine.model.replies import CORRECTION_REFUSALS, CorrectionCode, StockAddCode, refusal
-from engine.model.states import LatePolicy, ReversalPolicy
 from engine.model.stock_lines import Correction, SkuSpec, stock_table, valid_stock_id
 from engine.store.runner import Runner
 
@@ -27,13 +27,8 @@ class Stock:
         event_id: str,
         locations: Sequence[str],
         skus: Sequence[SkuSpec],
+        config: EventConfig,
         *,
-        hold_ttl_ms: int,
-        quarantine_ms: int,
-        policy: LatePolicy = LatePolicy.QUARANTINE,
-        currency: str = "EUR",
-        reversal_policy: ReversalPolicy = ReversalPolicy.MANUAL,
-        login_cap: int | None = None,
         operator: str = "setup",
     ) -> int:
         """A DRAFT stock event with its SKUs; each initial count is a correction
@@ -42,11 +37,11 @@ class Stock:
         bad = [x for x in (*locations, *(s.sku for s in skus)) if not valid_stock_id(x)]
         if bad or not locations or len(set(locations)) != len(locations):
             raise ValueError(f"invalid or repeated stock ids: {bad or list(locations)}")
-        args = [event_id, hold_ttl_ms, quarantine_ms, str(policy), currency, str(reversal_policy)]
-        cap = "" if login_cap is None else login_cap
+        if config.max_party:
+            raise ValueError("a stock event has no party size (its lines say their quantities)")
         await self.runner.reads.index.add(event_id)  # first: a create cut short is still walked
         reply = await self.runner.run(
-            "event_create", event_id, [*args, "stock", ",".join(locations), 0, cap]
+            "event_create", event_id, [event_id, *config.script_args("stock", ",".join(locations))]
         )
         if reply[0] == "EXISTS":
             raise errors.EventExists(f"event {event_id} exists")

@@ -9,6 +9,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from engine.model import errors, keys
+from engine.model.event_config import EventConfig
 from engine.model.holds import (
     ChargeStarted,
     Claimed,
@@ -40,8 +41,6 @@ from engine.model.replies import (
 from engine.model.states import (
     ChargeState,
     HoldState,
-    LatePolicy,
-    ReversalPolicy,
 )
 from engine.model.stock_lines import StockLine, claim_want
 from engine.store.lifecycle import Lifecycle
@@ -125,24 +124,15 @@ class Store:
         self,
         event_id: str,
         seats: Iterable[SeatSpec],
+        config: EventConfig,
         *,
-        hold_ttl_ms: int,
-        quarantine_ms: int,
-        policy: LatePolicy = LatePolicy.QUARANTINE,
         price_minor: int = 0,
-        currency: str = "EUR",
-        reversal_policy: ReversalPolicy = ReversalPolicy.MANUAL,
-        max_party: int = 0,
-        login_cap: int | None = None,
     ) -> int:
-        """Create a DRAFT event, its seats' own prices, then its seats in chunks; returns the
-        number of seats. `max_party`: seats a claim may ask for (0: the API's limit); `login_cap`:
-        seats a login may hold and buy (None: the deployment's cap, 0: none)."""
-        args = [event_id, hold_ttl_ms, quarantine_ms, str(policy), currency, str(reversal_policy)]
-        cap = "" if login_cap is None else login_cap
+        """Create a DRAFT event sold under `config`, its seats' own prices, then its seats in
+        chunks; returns the number of seats."""
         await self.read.index.add(event_id)  # first: a create cut short is still walked
         reply = await self.runner.run(
-            "event_create", event_id, [*args, "seats", "", max_party, cap]
+            "event_create", event_id, [event_id, *config.script_args("seats")]
         )
         if reply[0] == EventCreateCode.EXISTS:
             raise errors.EventExists(f"event {event_id} exists")

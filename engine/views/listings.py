@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from engine.model import errors, keys
+from engine.model.event_config import FIELDS as TERMS
+from engine.model.event_config import INTEGER_FIELDS as TERM_INTEGERS
 from engine.model.event_details import DETAIL_FIELDS, EventDetails
 from engine.model.holds import Charge, Hold
 from engine.model.states import ChargeState, HoldState
@@ -32,14 +34,14 @@ EXCEPTION_STATES = frozenset(
 STEPS_MAX = 8  # HSCAN calls one page makes at most (a sparse filter may end a page short)
 EVENT_COUNTERS = ("status", "kind", "opens_at_ms", "seats_total", "free", "held", "blocked",
                   "sold", "currency")  # fmt: skip
-CONFIG_FIELDS = ("kind", "status", "policy", "hold_ttl_ms", "quarantine_ms", "currency",
-                 "reversal_policy", "price_minor", "opens_at_ms", "login_cap", "max_party",
-                 "locations", "seats_total", "policy_grace_ms", "shadow_policy", "closed_at_ms",
+# An event's row in the admin listing: its terms (engine/model/event_config.py) and the rest of
+# its hash that an operator reads; integers answered as numbers.
+CONFIG_FIELDS = ("kind", "status", *TERMS, "price_minor", "opens_at_ms", "locations",
+                 "seats_total", "policy_grace_ms", "shadow_policy", "closed_at_ms",
                  "cancelled_at_ms")  # fmt: skip
 INTEGER_FIELDS = frozenset(
-    ("hold_ttl_ms", "quarantine_ms", "price_minor", "opens_at_ms", "login_cap", "max_party",
-     "seats_total", "policy_grace_ms", "closed_at_ms", "cancelled_at_ms", "free", "held",
-     "blocked", "sold")
+    (*TERM_INTEGERS, "price_minor", "opens_at_ms", "seats_total", "policy_grace_ms",
+     "closed_at_ms", "cancelled_at_ms", "free", "held", "blocked", "sold")
 )  # fmt: skip
 
 

@@ -111,7 +111,9 @@ class ProviderReconciler:
                 if self._stopping():
                     return
                 if charge.state == ChargeState.CHARGING:
-                    currency = currency or (await self.store.read.availability(event_id)).currency
+                    currency = (
+                        currency or (await self.store.read.availability(event_id)).config.currency
+                    )
                     settled += await self._settle_stale(event_id, charge, currency)
                 elif self._watched(charge, now):
                     settled += await self._recheck_decline(event_id, charge)

@@ -30,6 +30,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from engine.model import errors, keys
+from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.store import Store
 from engine.store.replicas import ReplicaWait
@@ -57,8 +58,7 @@ async def _events(store: Store, n_events: int, seats_each: int) -> list[str]:
         await store.create_event(
             event_id,
             (SeatSpec(f"s{i}", i, "A") for i in range(seats_each)),
-            hold_ttl_ms=3_600_000,
-            quarantine_ms=60_000,
+            EventConfig(hold_ttl_ms=3_600_000, quarantine_ms=60_000),
         )
         await store.open_sale(event_id)
         ids.append(event_id)

@@ -29,6 +29,7 @@ from rich.table import Table
 from api.app import create_app
 from api.settings import ApiSettings
 from engine.model import keys
+from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.model.signing import HEADER, sign
 from engine.store import Store
@@ -115,7 +116,9 @@ async def run_mode(
 ) -> dict[str, list[float]]:
     event_id = f"cc-{mode}-{uuid.uuid4().hex[:6]}"
     seats = [SeatSpec(f"s{i}", i, "A") for i in range(sales)]
-    await store.create_event(event_id, seats, hold_ttl_ms=600_000, quarantine_ms=600_000)
+    await store.create_event(
+        event_id, seats, EventConfig(hold_ttl_ms=600_000, quarantine_ms=600_000)
+    )
     await store.open_sale(event_id)
     times: dict[str, list[float]] = {
         "claim": [],

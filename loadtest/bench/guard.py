@@ -31,6 +31,7 @@ from rich.table import Table
 from api.app import create_app
 from api.settings import ApiSettings
 from engine.config.settings import Settings
+from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.store import Store
 from loadtest.bench.persistence_cost import private_server
@@ -48,8 +49,7 @@ async def create_event(env: dict[str, str], seats: int) -> None:
     await store.create_event(
         "guard",
         [SeatSpec(f"s{i}", i, "A") for i in range(seats)],
-        hold_ttl_ms=600_000,
-        quarantine_ms=600_000,
+        EventConfig(hold_ttl_ms=600_000, quarantine_ms=600_000),
     )
     await store.open_sale("guard")
     await client.aclose()

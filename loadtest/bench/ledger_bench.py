@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from engine.model import keys
+from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.model.records import OUTBOX_FIELDS
 from engine.store import Store
@@ -83,7 +84,9 @@ async def backlog(redis: aioredis.Redis, prefix: str, records: int) -> str:
     store = Store(redis, prefix=prefix, autopipeline=False)
     event_id = f"bench-{uuid.uuid4().hex[:8]}"
     await store.create_event(
-        event_id, [SeatSpec("s0", 0.0, "A")], hold_ttl_ms=480_000, quarantine_ms=900_000
+        event_id,
+        [SeatSpec("s0", 0.0, "A")],
+        EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000),
     )
     await store.open_sale(event_id)
     stream = keys.event_key(event_id, "outbox", prefix)

@@ -29,6 +29,7 @@ from rich.table import Table
 
 import lua
 from engine.model import keys
+from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.store import Store
 from loadtest.devstack.stack import spare_port
@@ -75,8 +76,7 @@ async def prepare(port: int, seats: int) -> tuple[str, list[str]]:
     await store.create_event(
         "bench",
         (SeatSpec(f"s{i}", i) for i in range(seats)),
-        hold_ttl_ms=3_600_000,
-        quarantine_ms=60_000,
+        EventConfig(hold_ttl_ms=3_600_000, quarantine_ms=60_000),
     )
     await store.open_sale("bench")
     function = store.scripts.function("hold_claim")

@@ -17,6 +17,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.model.holds import ProviderOutcome, SeatSpec
 from engine.model.stock_lines import SkuSpec, StockLine
 from engine.store import Store
@@ -47,12 +48,18 @@ async def create(store: Store, event_id: str, kind: str, size: int) -> None:
         half = size // 2
         sku = SkuSpec("part", 100, {"east": half, "west": size - half})
         await store.stock.create_event(
-            event_id, ["east", "west"], [sku], hold_ttl_ms=600_000, quarantine_ms=600_000
+            event_id,
+            ["east", "west"],
+            [sku],
+            EventConfig(hold_ttl_ms=600_000, quarantine_ms=600_000),
         )
     else:
         seats = [SeatSpec(f"s{i}", i, "A") for i in range(size)]
         await store.create_event(
-            event_id, seats, hold_ttl_ms=600_000, quarantine_ms=600_000, price_minor=100
+            event_id,
+            seats,
+            EventConfig(hold_ttl_ms=600_000, quarantine_ms=600_000),
+            price_minor=100,
         )
     await store.open_sale(event_id)
 

@@ -12,6 +12,7 @@ from rich.progress import Progress, TaskID
 
 from engine.model import keys
 from engine.model.audit import AuditReport
+from engine.model.event_config import EventConfig
 from engine.model.holds import Claimed, SeatSpec
 from engine.store import Store
 from loadtest.bench.size_cost_readings import Phase, measured, memory, settle_lazyfree
@@ -186,8 +187,7 @@ async def load_seats(
     added = await store.create_event(
         event_id,
         seat_specs(size, progress, task),
-        hold_ttl_ms=HOLD_TTL_MS,
-        quarantine_ms=QUARANTINE_MS,
+        EventConfig(hold_ttl_ms=HOLD_TTL_MS, quarantine_ms=QUARANTINE_MS),
     )
     load_s = time.perf_counter() - started
     mem1 = await memory(store, event_id)

@@ -17,6 +17,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from engine.config.settings import Settings
+from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.model.states import HoldState
 from engine.store import Store
@@ -47,12 +48,15 @@ async def lateness(
 ) -> list[int]:
     task = p.add_task(f"{events:,} events ({sweeper_kind.__name__})", total=events)
     for i in range(events - 1):
-        await store.create_event(f"idle-{i}", [SeatSpec("s0", 0, "A")], hold_ttl_ms=60_000,
-                                 quarantine_ms=60_000)  # fmt: skip
+        await store.create_event(
+            f"idle-{i}",
+            [SeatSpec("s0", 0, "A")],
+            EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000),
+        )
         await store.open_sale(f"idle-{i}")
         p.advance(task)
     seats = [SeatSpec(f"s{i}", i, "A") for i in range(HOLDS)]
-    await store.create_event("busy", seats, hold_ttl_ms=1_000, quarantine_ms=60_000)
+    await store.create_event("busy", seats, EventConfig(hold_ttl_ms=1_000, quarantine_ms=60_000))
     await store.open_sale("busy")
     for i in range(HOLDS):
         await store.claim("busy", f"u{i}", f"h{i}")

@@ -17,6 +17,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from engine.config.settings import Settings
+from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.store import Store
 from engine.workers.looks import FULL_LOOK_S
@@ -43,12 +44,15 @@ async def one_pass(store: Store, trimmer: Trimmer, *, every: bool) -> tuple[floa
 async def measure(store: Store, events: int, p: Progress) -> dict[str, list[tuple[float, float]]]:
     task = p.add_task(f"{events:,} events", total=events + 2 * ROUNDS)
     for i in range(events - 1):
-        await store.create_event(f"idle-{i}", [SeatSpec("s0", 0, "A")], hold_ttl_ms=60_000,
-                                 quarantine_ms=60_000)  # fmt: skip
+        await store.create_event(
+            f"idle-{i}",
+            [SeatSpec("s0", 0, "A")],
+            EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000),
+        )
         await store.open_sale(f"idle-{i}")
         p.advance(task)
     seats = [SeatSpec("s0", 0, "A"), SeatSpec("s1", 1, "A")]  # a login trades its hold
-    await store.create_event("busy", seats, hold_ttl_ms=60_000, quarantine_ms=60_000)
+    await store.create_event("busy", seats, EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000))
     await store.open_sale("busy")
     p.advance(task)
     trimmer = Trimmer(store, retention_ms=0, without_ledger=True)

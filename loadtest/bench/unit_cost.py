@@ -24,6 +24,7 @@ from rich.table import Table
 
 import lua
 from engine.model import keys
+from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.model.stock_lines import SkuSpec
 from engine.store import Store
@@ -45,8 +46,7 @@ async def seat_event(store: Store, event_id: str, seats: int) -> None:
     await store.create_event(
         event_id,
         (SeatSpec(f"s{i}", i, f"r{i // ROW}") for i in range(seats)),
-        hold_ttl_ms=3_600_000,
-        quarantine_ms=60_000,
+        EventConfig(hold_ttl_ms=3_600_000, quarantine_ms=60_000),
     )
     await store.open_sale(event_id)
 
@@ -54,7 +54,7 @@ async def seat_event(store: Store, event_id: str, seats: int) -> None:
 async def stock_event(store: Store, event_id: str, units: int) -> None:
     skus = [SkuSpec(s, 100, {"east": units, "west": units}) for s in ("CHAIN", "TUBE")]
     await store.stock.create_event(
-        event_id, ["east", "west"], skus, hold_ttl_ms=3_600_000, quarantine_ms=60_000
+        event_id, ["east", "west"], skus, EventConfig(hold_ttl_ms=3_600_000, quarantine_ms=60_000)
     )
     await store.open_sale(event_id)
 

@@ -10,6 +10,7 @@ import asyncpg
 import pytest
 
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.model.states import HoldState
 from engine.store import Store
 from persistence.rebuild import RebuildRunning, rebuild, rebuild_lock_key
@@ -106,7 +107,7 @@ async def test_a_batch_read_from_a_lost_redis_is_not_written_after_the_rebuild(
     what the rebuild restored is the event's truth."""
     store = connect(private_redis)
     opened.append(store)
-    await store.create_event("ev", seats(6), hold_ttl_ms=600_000, quarantine_ms=60_000)
+    await store.create_event("ev", seats(6), EventConfig(hold_ttl_ms=600_000, quarantine_ms=60_000))
     await store.open_sale("ev")
     writer = LedgerWriter(store.client, pool, prefix=store.prefix, consumer="w")
     assert await buy(store, 0) == "CONFIRMED"

@@ -17,6 +17,7 @@ import pytest
 from api.app import create_app
 from api.settings import ApiSettings
 from engine.model import keys
+from engine.model.event_config import EventConfig
 from engine.model.signing import HEADER, sign
 from engine.model.states import HoldState
 from engine.store import Store
@@ -117,7 +118,9 @@ async def test_no_confirmation_a_buyer_read_is_lost(
 ) -> None:
     store = connect(private_redis)
     opened.append(store)
-    await store.create_event("ev", seats(BUYERS), hold_ttl_ms=600_000, quarantine_ms=60_000)
+    await store.create_event(
+        "ev", seats(BUYERS), EventConfig(hold_ttl_ms=600_000, quarantine_ms=60_000)
+    )
     await store.open_sale("ev")
     writer = LedgerWriter(store.client, pool, prefix=store.prefix, consumer="w")
     await writer.step("ev")  # the event is in the ledger before anything is sold

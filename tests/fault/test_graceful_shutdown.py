@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from engine.model import keys
+from engine.model.event_config import EventConfig
 from engine.model.ledger_progress import LEDGER_GROUP
 from engine.store import Store
 from loadtest.devstack.stack import spare_port
@@ -49,7 +50,7 @@ async def claimed_events(store: Store, *, hold_ttl_ms: int) -> list[str]:
     event_ids = [f"ev-{uuid.uuid4().hex[:8]}" for _ in range(EVENTS)]
     for event_id in event_ids:
         await store.create_event(
-            event_id, seats(HOLDS), hold_ttl_ms=hold_ttl_ms, quarantine_ms=60_000
+            event_id, seats(HOLDS), EventConfig(hold_ttl_ms=hold_ttl_ms, quarantine_ms=60_000)
         )
         await store.open_sale(event_id)
         for first in range(0, HOLDS, 100):

@@ -11,6 +11,7 @@ import pytest
 
 from engine.config.settings import Settings
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.model.holds import ProviderOutcome
 from engine.model.states import HoldState
 from engine.store import Store
@@ -40,7 +41,9 @@ async def buyer(store: Store, i: int, told: dict[str, str]) -> None:
 
 async def test_told_confirmations_survive_kill_9(durable_redis: PrivateRedis) -> None:
     store = connect(durable_redis)
-    await store.create_event("ev", seats(3000), hold_ttl_ms=600_000, quarantine_ms=60_000)
+    await store.create_event(
+        "ev", seats(3000), EventConfig(hold_ttl_ms=600_000, quarantine_ms=60_000)
+    )
     await store.open_sale("ev")
     told: dict[str, str] = {}
     rng = random.Random(5)

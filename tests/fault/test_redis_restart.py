@@ -10,6 +10,7 @@ from api.app import create_app
 from api.settings import ApiSettings
 from engine.config.settings import Settings
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.store import Store
 from engine.workers.sweeper import Sweeper
 from tests.conftest import API_TEST_ENV, seats
@@ -26,7 +27,7 @@ async def test_outage_then_noscript_recovery(private_redis: PrivateRedis) -> Non
     client = settings.redis_client()
     store = Store(client, timeout_s=1.0)  # production scripts, server clock
     await store.scripts.load_all()
-    await store.create_event("ev", seats(3), hold_ttl_ms=60_000, quarantine_ms=60_000)
+    await store.create_event("ev", seats(3), EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000))
     await store.open_sale("ev")
     assert (await store.claim("ev", "alice", "h1")).listing == "s00000"
 
@@ -38,7 +39,7 @@ async def test_outage_then_noscript_recovery(private_redis: PrivateRedis) -> Non
     assert not await store.scripts.loaded()
     with pytest.raises(errors.EventNotFound):  # FCALL -> not found -> loaded -> runs
         await store.claim("ev", "bob", "h2")
-    await store.create_event("ev", seats(3), hold_ttl_ms=60_000, quarantine_ms=60_000)
+    await store.create_event("ev", seats(3), EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000))
     await store.open_sale("ev")
     assert (await store.claim("ev", "bob", "h2")).listing == "s00000"
     await client.aclose()
@@ -50,7 +51,7 @@ async def test_sweeper_survives_an_outage(private_redis: PrivateRedis) -> None:
     )
     client = settings.redis_client()
     store = Store(client, timeout_s=0.5)
-    await store.create_event("ev", seats(2), hold_ttl_ms=50, quarantine_ms=50)
+    await store.create_event("ev", seats(2), EventConfig(hold_ttl_ms=50, quarantine_ms=50))
     await store.open_sale("ev")
     sweeper = Sweeper(store, interval_ms=20)
     stop = asyncio.Event()
@@ -58,7 +59,7 @@ async def test_sweeper_survives_an_outage(private_redis: PrivateRedis) -> None:
     private_redis.kill()
     await wait_until(lambda: sweeper.stats.errors >= 2)
     private_redis.start()
-    await store.create_event("ev", seats(2), hold_ttl_ms=50, quarantine_ms=50)
+    await store.create_event("ev", seats(2), EventConfig(hold_ttl_ms=50, quarantine_ms=50))
     await store.open_sale("ev")
     await store.claim("ev", "alice", "h1")
     await wait_until(lambda: sweeper.stats.expired == 1)
@@ -80,7 +81,7 @@ async def test_pooled_connections_to_a_restarted_redis_are_replaced_not_failed(
     )
     client = settings.redis_client()
     store = Store(client, timeout_s=2.0)
-    await store.create_event("ev", seats(40), hold_ttl_ms=60_000, quarantine_ms=60_000)
+    await store.create_event("ev", seats(40), EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000))
     await store.open_sale("ev")
     await asyncio.gather(*(store.claim("ev", f"u{i}", f"h{i}") for i in range(20)))
     await asyncio.gather(*(store.read.availability("ev") for _ in range(20)))
@@ -93,7 +94,7 @@ async def test_pooled_connections_to_a_restarted_redis_are_replaced_not_failed(
     with pytest.raises(errors.Recovering):  # this process sold it: recovering, not "not found"
         await store.claim("ev", "early", "e0")
     assert store.pipeline is not None and store.pipeline.stats.resent <= 1
-    await store.create_event("ev", seats(40), hold_ttl_ms=60_000, quarantine_ms=60_000)
+    await store.create_event("ev", seats(40), EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000))
     await store.open_sale("ev")
     reads = await asyncio.gather(*(store.read.availability("ev") for _ in range(20)))
     assert {a.free for a in reads} == {40}
@@ -129,7 +130,9 @@ async def test_the_api_boots_with_redis_down_and_serves_once_it_is_back(
         private_redis.start()
         settings = Settings(redis_url=private_redis.url)
         store = Store(settings.redis_client())
-        await store.create_event("ev", seats(2), hold_ttl_ms=60_000, quarantine_ms=60_000)
+        await store.create_event(
+            "ev", seats(2), EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000)
+        )
         await store.open_sale("ev")
         assert (await http.get("/readyz")).status_code == 200
         claimed = await http.post("/v1/events/ev/holds", json={}, headers=auth)

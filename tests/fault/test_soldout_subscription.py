@@ -10,6 +10,7 @@ from engine.config.settings import Settings
 from engine.gate.claims import GatedClaims
 from engine.gate.soldout import SoldOutMemory
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.store import Store
 from tests.conftest import seats
 from tests.fault.conftest import PrivateRedis
@@ -25,7 +26,7 @@ async def setup(server: PrivateRedis) -> tuple[Store, SoldOutMemory, "aioredis.R
     memory = SoldOutMemory(client, store.prefix, ttl_s=30.0)
     await memory.start()
     await wait_until(lambda: memory.listening)
-    await store.create_event("ev", seats(1), hold_ttl_ms=60_000, quarantine_ms=60_000)
+    await store.create_event("ev", seats(1), EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000))
     await store.open_sale("ev")
     await store.claim("ev", "winner", "w1")
     return store, memory, client

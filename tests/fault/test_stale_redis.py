@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.model.holds import ProviderOutcome
 from engine.model.states import HoldState
 from engine.providers import SimulatorProvider
@@ -41,7 +42,7 @@ async def drain(writer: LedgerWriter) -> None:
 async def sold_then_snapshot_then_sold(server: PrivateRedis, pool: asyncpg.Pool) -> list[str]:
     """h0 sold, snapshot, h1 and h2 sold: the ledger holds all three, the snapshot one."""
     store = connect(server)
-    await store.create_event("ev", seats(6), hold_ttl_ms=600_000, quarantine_ms=60_000)
+    await store.create_event("ev", seats(6), EventConfig(hold_ttl_ms=600_000, quarantine_ms=60_000))
     await store.open_sale("ev")
     writer = LedgerWriter(store.client, pool, prefix=store.prefix, consumer="before")
     assert await buy(store, 0) == "CONFIRMED"

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.store.event_catalogue import describe
 from persistence.rebuild import rebuild
@@ -95,8 +96,9 @@ async def test_the_ledger_keeps_the_details_through_a_rebuild(
 ) -> None:
     store, pool = stack_ledger.store, stack_ledger.pool
     event_id = f"ev-{uuid.uuid4().hex[:8]}"
-    await store.create_event(event_id, [SeatSpec("a", 0)], hold_ttl_ms=60_000,
-                             quarantine_ms=60_000)  # fmt: skip
+    await store.create_event(
+        event_id, [SeatSpec("a", 0)], EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000)
+    )
     await describe(store.runner, event_id, GALA)
     await store.open_sale(event_id, 0)
     await stack_ledger.drain(event_id)

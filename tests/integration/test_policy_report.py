@@ -160,4 +160,4 @@ async def test_a_rebuild_restores_the_recorded_policies(
     assert (again.state.enforced, again.state.enforced_version) == ("quarantine", 5)
     assert (again.state.shadow, again.state.shadow_version) == ("release_refund", 4)
     availability = await store.read.availability(sale.event_id)
-    assert availability.policy == "quarantine"
+    assert availability.config.policy == "quarantine"

@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.store import Store
 from engine.store.presales import Presale
 from persistence.rebuild import rebuild
@@ -36,7 +37,9 @@ async def test_the_ledger_keeps_the_codes_and_a_rebuild_puts_them_back_with_the_
     t0 = now + 3_600_000
     fans = Presale("fans", now - 60_000, t0)
     event_id = f"ps-{uuid.uuid4().hex[:8]}"
-    await store.create_event(event_id, seats(5), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    await store.create_event(
+        event_id, seats(5), EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000)
+    )
     sale = Sale(store, event_id)
     await sale.at(now)
     await store.open_sale(event_id, t0)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.store.prices import seat_prices
 from persistence.rebuild import rebuild
@@ -108,8 +109,9 @@ async def test_the_ledger_keeps_each_seats_price_and_a_rebuild_charges_the_same(
     store, pool = stack_ledger.store, stack_ledger.pool
     event_id = f"lv-{uuid.uuid4().hex[:8]}"
     specs = [SeatSpec("a", 0, "A", 9_000), SeatSpec("b", 1, "A", None), SeatSpec("c", 2, "B", 5)]
-    await store.create_event(event_id, specs, hold_ttl_ms=60_000, quarantine_ms=60_000,
-                             price_minor=700)  # fmt: skip
+    await store.create_event(
+        event_id, specs, EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000), price_minor=700
+    )
     await store.open_sale(event_id, 0)
     assert await seat_prices(store.runner, event_id, ["a", "b", "c"]) == [9_000, 700, 5]
     await stack_ledger.drain(event_id)

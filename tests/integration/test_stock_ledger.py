@@ -10,6 +10,7 @@ import asyncpg
 import pytest
 
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.model.states import ChargeState, HoldState
 from engine.model.stock_lines import SkuSpec, StockLine
 from engine.store import Store
@@ -71,7 +72,10 @@ async def stock_sale(store: Store) -> Sale:
         SkuSpec("TUBE", 900, {"east": 0, "west": 4}),
     ]
     await store.stock.create_event(
-        event_id, ["east", "west"], skus, hold_ttl_ms=TTL, quarantine_ms=900_000, login_cap=0
+        event_id,
+        ["east", "west"],
+        skus,
+        EventConfig(hold_ttl_ms=TTL, quarantine_ms=900_000, login_cap=0),
     )
     sale = Sale(store, event_id)
     # The sale's clock an hour behind Redis's: a rebuild, which happens now, comes after it.

@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 
 from engine.model import keys
+from engine.model.event_config import EventConfig
 from engine.store import Store
 from engine.waiting.errors import AdmissionUsed
 from engine.waiting.room import QueueState, RoomSettings, WaitingRoom
@@ -67,7 +68,9 @@ async def test_a_rebuilt_event_sells_with_its_room_and_every_place_as_it_was(
     store = real_store
     t0 = await store.read.server_time_ms() - 600_000  # T0 passed by the real clock too
     event_id = f"wr-{uuid.uuid4().hex[:8]}"
-    await store.create_event(event_id, seats(3), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    await store.create_event(
+        event_id, seats(3), EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000)
+    )
     sale = Sale(store, event_id)
     await sale.at(t0 - 60_000)
     room = WaitingRoom(store)
@@ -120,7 +123,9 @@ async def test_a_rebuild_records_nothing_new_and_the_ledger_keeps_the_rooms_chan
     store = real_store
     t0 = await store.read.server_time_ms() + 600_000
     event_id = f"wr-{uuid.uuid4().hex[:8]}"
-    await store.create_event(event_id, seats(2), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    await store.create_event(
+        event_id, seats(2), EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000)
+    )
     room = WaitingRoom(store)
     await room.configure(event_id, SETTINGS)
     await store.open_sale(event_id, t0)

@@ -4,6 +4,7 @@ import orjson
 import pytest
 
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.model.states import ChargeState, HoldState
 from engine.store import Store
 from tests.conftest import Sale, open_sale, seats
@@ -37,7 +38,9 @@ async def test_specific_seat_free_taken_unknown(store: Store) -> None:
 
 
 async def test_claim_before_t0_is_refused(store: Store) -> None:
-    await store.create_event("t0", seats(2), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    await store.create_event(
+        "t0", seats(2), EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000)
+    )
     sale = Sale(store, "t0")
     await sale.at(T0)
     await store.open_sale(sale.event_id, T0 + 1000)

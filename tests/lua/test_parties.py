@@ -8,6 +8,7 @@ import pytest
 from engine.gate.claims import GatedClaims
 from engine.gate.soldout import SoldOutMemory
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.model.holds import LoginLimits, SeatSpec
 from engine.model.states import HoldState
 from engine.store import Store
@@ -21,7 +22,9 @@ async def venue(store: Store, rows: dict[str, list[float]], *, now_ms: int = T0)
     """Seats named <section><rank>, e.g. A1, A2, B10."""
     event_id = f"party-{len(rows)}-{sum(map(len, rows.values()))}"
     seats = [SeatSpec(f"{sec}{int(r)}", r, sec) for sec, ranks in rows.items() for r in ranks]
-    await store.create_event(event_id, seats, hold_ttl_ms=480_000, quarantine_ms=900_000)
+    await store.create_event(
+        event_id, seats, EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000)
+    )
     sale = Sale(store, event_id)
     await sale.at(now_ms)
     await store.open_sale(event_id)
@@ -106,9 +109,10 @@ async def test_a_refused_party_leaves_single_seats_claimable_with_the_memory_on(
 
 async def test_an_event_caps_the_party_size(store: Store) -> None:
     await store.create_event(
-        "small-parties", [SeatSpec(f"A{i}", i, "A") for i in range(1, 9)],
-        hold_ttl_ms=480_000, quarantine_ms=900_000, max_party=3,
-    )  # fmt: skip
+        "small-parties",
+        [SeatSpec(f"A{i}", i, "A") for i in range(1, 9)],
+        EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000, max_party=3),
+    )
     await Sale(store, "small-parties").at(T0)
     await store.open_sale("small-parties")
     with pytest.raises(errors.PartyTooLarge) as big:
@@ -204,7 +208,9 @@ async def test_the_cap_counts_seats(store: Store) -> None:
 
 async def test_a_rebuild_restores_a_sold_party_whole_or_not_at_all(store: Store) -> None:
     seats = [SeatSpec(f"A{i}", i, "A") for i in (1, 2, 3)]
-    await store.create_event("rebuilt", seats, hold_ttl_ms=480_000, quarantine_ms=900_000)
+    await store.create_event(
+        "rebuilt", seats, EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000)
+    )
     restored = await store.restore.hold("rebuilt", "h1", "fam", "A1,A2", "c1", T0)
     assert restored == "RESTORED"
     a = await store.read.availability("rebuilt")

@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.model.records import Marker, OutboxRecord, RecordKind
 from engine.model.states import HoldState
 from engine.store import Store
@@ -25,7 +26,7 @@ async def presale_event(store: Store, n_seats: int = 10, hold_ttl_ms: int = 480_
     FAN1 (2 uses, 1 per login) and FAN2 (1 use)."""
     event_id = f"ev-{uuid.uuid4().hex[:8]}"
     await store.create_event(
-        event_id, seats(n_seats), hold_ttl_ms=hold_ttl_ms, quarantine_ms=900_000
+        event_id, seats(n_seats), EventConfig(hold_ttl_ms=hold_ttl_ms, quarantine_ms=900_000)
     )
     sale = Sale(store, event_id)
     await sale.at(NOW)

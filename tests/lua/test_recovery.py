@@ -5,6 +5,7 @@ Redis."""
 import pytest
 
 from engine.model import errors, keys
+from engine.model.event_config import EventConfig
 from engine.model.replies import FenceCode, RestoreCode
 from engine.model.states import HoldState
 from engine.store import Store
@@ -88,7 +89,9 @@ async def test_a_restored_charge_the_provider_moves_afterwards_keeps_the_audit_c
     assert declined.final
     # Redis lost the event; the rebuild puts back what the ledger has: the declined charge.
     await store.restore.drop_event(sale.event_id)
-    await store.create_event(sale.event_id, seats(2), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    await store.create_event(
+        sale.event_id, seats(2), EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000)
+    )
     again = Sale(store, sale.event_id)
     await again.at(t0 + 1_000)
     assert await store.restore.charge(sale.event_id, declined) == RestoreCode.RESTORED
@@ -114,7 +117,9 @@ async def test_a_fence_never_lands_on_a_rebuild_nor_on_an_event_that_caught_up(
     await store.restore.begin(sale.event_id, 7)
     with pytest.raises(errors.Recovering):  # the event is not there yet: recovering, not 404
         await store.read.availability(sale.event_id)
-    await store.create_event(sale.event_id, seats(2), hold_ttl_ms=60_000, quarantine_ms=60_000)
+    await store.create_event(
+        sale.event_id, seats(2), EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000)
+    )
     assert await store.fence(sale.event_id, "writer look", 7) == FenceCode.REBUILDING
     assert await store.fence(sale.event_id, "ledger refused") == FenceCode.REBUILDING
     assert await store.restore.half_built(sale.event_id)

@@ -7,6 +7,7 @@ import pytest
 from redis.exceptions import ResponseError
 
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.store import Store, prices
 from engine.store import transitions as store_module
@@ -17,7 +18,7 @@ SEATS_ADD = "event_seats_add"
 
 async def draft(store: Store, event_id: str = "ev") -> str:
     await store.create_event(
-        event_id, [SeatSpec("s0", 0.0)], hold_ttl_ms=60_000, quarantine_ms=60_000
+        event_id, [SeatSpec("s0", 0.0)], EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000)
     )
     return event_id
 
@@ -103,7 +104,12 @@ async def test_a_large_seat_map_goes_in_chunks_the_script_accepts(
     store.runner.pipeline = None  # every script call through `scripts.call`, to be counted
     n = 2 * store_module.SEATS_CHUNK_MAX + 1
     seats = [SeatSpec(f"s{i}", float(i)) for i in range(n)]
-    assert await store.create_event("big", seats, hold_ttl_ms=60_000, quarantine_ms=60_000) == n
+    assert (
+        await store.create_event(
+            "big", seats, EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000)
+        )
+        == n
+    )
     chunk = store_module.SEATS_CHUNK_MAX
     assert sizes == [chunk, chunk, 1] and chunk <= 1000
     assert await seats_total(store, "big") == n
@@ -112,7 +118,7 @@ async def test_a_large_seat_map_goes_in_chunks_the_script_accepts(
 async def test_free_seats_per_section_are_counted_without_a_scan(store: Store) -> None:
     seats = [SeatSpec(f"A{i}", i, "A") for i in range(1, 6)]
     seats += [SeatSpec(f"B{i}", 10 + i, "B") for i in range(1, 4)]
-    await store.create_event("sec", seats, hold_ttl_ms=60_000, quarantine_ms=60_000)
+    await store.create_event("sec", seats, EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000))
     await store.open_sale("sec")
     await store.claim("sec", "fam", "f1", quantity=3)  # A1-A3
     await store.claim("sec", "one", "o1", "B2")
@@ -124,7 +130,7 @@ async def test_free_seats_per_section_are_counted_without_a_scan(store: Store) -
 
 async def test_interleaved_sections_are_refused_not_miscounted(store: Store) -> None:
     seats = [SeatSpec("A1", 1, "A"), SeatSpec("B1", 2, "B"), SeatSpec("A2", 3, "A")]
-    await store.create_event("mixed", seats, hold_ttl_ms=60_000, quarantine_ms=60_000)
+    await store.create_event("mixed", seats, EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000))
     await store.open_sale("mixed")
     with pytest.raises(SectionsInterleaved):
         await section_availability(store.read, "mixed")
@@ -141,8 +147,9 @@ async def test_a_process_keeps_an_events_prices_and_answers_claims_from_them(
     monkeypatch.setattr(prices, "BOOK_SEATS_MAX", book_max)
     event_id = "priced"
     spec = [SeatSpec("a", 0, "A", 9_000), SeatSpec("b", 1, "A", 4_500), SeatSpec("c", 2, "A")]
-    await store.create_event(event_id, spec, hold_ttl_ms=60_000, quarantine_ms=60_000,
-                             price_minor=1_000)  # fmt: skip
+    await store.create_event(
+        event_id, spec, EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000), price_minor=1_000
+    )
     book = prices.PriceBook(store.runner)
     assert await book.prices(event_id, ["c", "a", "b"]) == [1_000, 9_000, 4_500]
     kept = book._tables[event_id].own

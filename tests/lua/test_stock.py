@@ -6,6 +6,7 @@ own; R-42 (capture and sweeper at the deadline) has exactly one winner."""
 import pytest
 
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.model.holds import LoginLimits, SeatSpec
 from engine.model.states import HoldState, LatePolicy
 from engine.model.stock_lines import SkuSpec, StockLine
@@ -31,7 +32,10 @@ async def warehouse(
         SkuSpec("TUBE", 900, {"east": 0, "west": 4}),
     ]
     await store.stock.create_event(
-        event_id, ["east", "west"], skus, hold_ttl_ms=TTL, quarantine_ms=900_000, policy=policy
+        event_id,
+        ["east", "west"],
+        skus,
+        EventConfig(hold_ttl_ms=TTL, quarantine_ms=900_000, policy=policy),
     )
     sale = Sale(store, event_id)
     await sale.at(T0)
@@ -118,9 +122,11 @@ async def test_the_cap_counts_units_and_an_event_may_set_its_own(store: Store) -
     with pytest.raises(errors.LimitExceeded):
         await store.claim(sale.event_id, "ann", "c1", lines=[StockLine("CHAIN", 4)])
     await store.stock.create_event(
-        "shop2", ["east"], [SkuSpec("BELL", 100, {"east": 9})], hold_ttl_ms=TTL,
-        quarantine_ms=900_000, login_cap=0,
-    )  # fmt: skip
+        "shop2",
+        ["east"],
+        [SkuSpec("BELL", 100, {"east": 9})],
+        EventConfig(hold_ttl_ms=TTL, quarantine_ms=900_000, login_cap=0),
+    )
     await Sale(store, "shop2").at(T0)
     await store.open_sale("shop2")
     cart = await store.claim("shop2", "ann", "c1", lines=[StockLine("BELL", 8)])
@@ -202,9 +208,11 @@ async def test_a_rebuild_restores_stock_and_sold_lines(store: Store) -> None:
     await store.start_charge(sale.event_id, "c1", "ann", "pay", 5_000)
     await callback(sale, "pay", "CAPTURED")
     await store.stock.create_event(
-        "again", ["east", "west"], [SkuSpec("CHAIN", 2_500)], hold_ttl_ms=TTL,
-        quarantine_ms=900_000,
-    )  # fmt: skip
+        "again",
+        ["east", "west"],
+        [SkuSpec("CHAIN", 2_500)],
+        EventConfig(hold_ttl_ms=TTL, quarantine_ms=900_000),
+    )
     assert await store.restore.stock("again", "CHAIN", "east", 5) == "RESTORED"
     assert await store.restore.stock("again", "CHAIN", "east", 5) == "EXISTS"
     code = await store.restore.hold(
@@ -225,7 +233,10 @@ async def test_a_restored_cart_keeps_its_amount_and_a_value_is_one_body_however_
     store: Store,
 ) -> None:
     await store.stock.create_event(
-        "again", ["east"], [SkuSpec("CHAIN", 2_500)], hold_ttl_ms=TTL, quarantine_ms=900_000
+        "again",
+        ["east"],
+        [SkuSpec("CHAIN", 2_500)],
+        EventConfig(hold_ttl_ms=TTL, quarantine_ms=900_000),
     )
     await store.restore.stock("again", "CHAIN", "east", 5)
     await store.restore.hold("again", "c1", "ann", "CHAIN@east*2", "pay", T0, HoldState.CONFIRMED)
@@ -242,7 +253,9 @@ async def test_a_restored_cart_keeps_its_amount_and_a_value_is_one_body_however_
 
 
 async def test_stock_answers_on_a_seat_event_name_the_kind(store: Store) -> None:
-    await store.create_event("gig", [SeatSpec("A1", 1)], hold_ttl_ms=TTL, quarantine_ms=900_000)
+    await store.create_event(
+        "gig", [SeatSpec("A1", 1)], EventConfig(hold_ttl_ms=TTL, quarantine_ms=900_000)
+    )
     with pytest.raises(errors.WrongKind) as wrong:
         await store.stock.correct("gig", "k1", "CHAIN", "east", set_to=1, reason="r", operator="o")
     assert wrong.value.public_details() == {"kind": "seats"}

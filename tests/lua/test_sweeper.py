@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from engine.model.event_config import EventConfig
 from engine.model.keys import EVENT_KEYS
 from engine.model.states import HoldState
 from engine.store import Store
@@ -132,10 +133,13 @@ async def test_a_pass_reads_the_due_index_and_visits_only_what_is_due() -> None:
     store, client = await _store(test_clock=False)
     try:
         for i in range(300):
-            await store.create_event(f"idle{i}", seats(1), hold_ttl_ms=60_000,
-                                     quarantine_ms=60_000)  # fmt: skip
+            await store.create_event(
+                f"idle{i}", seats(1), EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000)
+            )
             await store.open_sale(f"idle{i}")
-        await store.create_event("busy", seats(2), hold_ttl_ms=1_000, quarantine_ms=60_000)
+        await store.create_event(
+            "busy", seats(2), EventConfig(hold_ttl_ms=1_000, quarantine_ms=60_000)
+        )
         await store.open_sale("busy")
         await store.claim("busy", "u1", "h1")
         sweeper = Sweeper(store)

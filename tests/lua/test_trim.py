@@ -15,6 +15,7 @@ from engine.gate.claims import GatedClaims
 from engine.gate.soldout import SoldOutMemory
 from engine.model import errors
 from engine.model.audit import Invariant
+from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.model.keys import EVENT_KEYS
 from engine.model.ledger_progress import LEDGER_GROUP
@@ -304,7 +305,9 @@ async def test_trimming_an_unknown_event_is_event_not_found(store: Store) -> Non
 
 async def test_ended_holds_restored_from_the_ledger_are_indexed_and_trimmed(store: Store) -> None:
     event_id = "ev-restored"
-    await store.create_event(event_id, [SeatSpec("s1", 1.0)], hold_ttl_ms=TTL, quarantine_ms=Q)
+    await store.create_event(
+        event_id, [SeatSpec("s1", 1.0)], EventConfig(hold_ttl_ms=TTL, quarantine_ms=Q)
+    )
     restore = store.restore
     await restore.hold(event_id, "r1", "ann", "s1", "", T0, HoldState.RELEASED)
     await restore.hold(event_id, "r2", "bob", "s1", "c2", T0, HoldState.EXPIRED)  # was paying

@@ -11,6 +11,7 @@ import pytest
 
 from api.routes.waiting import POLL_SPREAD_MS_MAX, estimate_s, poll_after_ms
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.store import Store
 from engine.waiting.draw import entry_of, verify
 from engine.waiting.errors import (
@@ -44,7 +45,9 @@ async def room_sale(
 ) -> tuple[Sale, WaitingRoom]:
     """An event with a room, T0 a minute ahead of its test clock."""
     event_id = f"ev-{uuid.uuid4().hex[:8]}"
-    await store.create_event(event_id, seats(n_seats), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    await store.create_event(
+        event_id, seats(n_seats), EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000)
+    )
     sale = Sale(store, event_id)
     await sale.at(T0 - 60_000)
     room = WaitingRoom(store)
@@ -324,7 +327,9 @@ async def test_refusals_say_why(store: Store, monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(errors.EventNotFound):
         await room.join("no-such-event", "a")
     draft = f"ev-{uuid.uuid4().hex[:8]}"
-    await store.create_event(draft, seats(1), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    await store.create_event(
+        draft, seats(1), EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000)
+    )
     await room.configure(draft, FAST)
     with pytest.raises(errors.SaleNotOpen):
         await room.join(draft, "a")
@@ -344,7 +349,9 @@ async def test_the_room_of_an_event_is_remembered_only_once_it_cannot_change(
     sale, _ = await room_sale(store)  # a room: remembered at once
     assert await room.room(sale.event_id) is not None and room.skips(sale.event_id) is False
     draft = f"ev-{uuid.uuid4().hex[:8]}"
-    await store.create_event(draft, seats(1), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    await store.create_event(
+        draft, seats(1), EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000)
+    )
     assert await room.room(draft) is None and room.skips(draft) is False  # may get one
     # Open with T0 ahead and no room: "no room" holds until shortly before T0 (claims are
     # refused until T0 anyway), then it is asked again and the room set up meanwhile is found.

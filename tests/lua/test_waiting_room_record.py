@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 from engine.model import keys
+from engine.model.event_config import EventConfig
 from engine.model.records import Marker, OutboxRecord, RecordKind
 from engine.store import Store
 from engine.waiting.errors import AdmissionExpired, AdmissionUsed
@@ -71,7 +72,9 @@ def replayed_state(line: Line, ttl_ms: int, now_ms: int) -> dict[str, Any]:
 
 async def one_history(store: Store, rng: random.Random) -> list[Move]:
     event_id = f"wr-{uuid.uuid4().hex[:8]}"
-    await store.create_event(event_id, seats(4), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    await store.create_event(
+        event_id, seats(4), EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000)
+    )
     sale = Sale(store, event_id)
     now = T0 - 10_000
     await sale.at(now)
@@ -134,7 +137,9 @@ async def test_the_restore_script_refuses_an_event_on_sale_and_places_before_a_r
     store: Store,
 ) -> None:
     event_id = f"wr-{uuid.uuid4().hex[:8]}"
-    await store.create_event(event_id, seats(1), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    await store.create_event(
+        event_id, seats(1), EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000)
+    )
     on = keys.queue_keys(event_id, store.prefix)
     setup = RoomSetup(10, 100, 60_000, False, "ab" * 32)
     assert await restore_room(store.runner, on, event_id, setup, Line()) == "RESTORED"
@@ -153,7 +158,9 @@ async def test_a_second_spend_under_the_same_key_after_a_rejoin_is_a_record_of_i
     """A login spends, joins again, is admitted again and spends under the same Idempotency-Key
     (the same hold id): two spends, two decision ids, so the ledger keeps both."""
     event_id = f"wr-{uuid.uuid4().hex[:8]}"
-    await store.create_event(event_id, seats(4), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    await store.create_event(
+        event_id, seats(4), EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000)
+    )
     sale = Sale(store, event_id)
     await sale.at(T0 - 1_000)
     room = WaitingRoom(store)

@@ -31,6 +31,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from engine.model.event_config import EventConfig
 from engine.model.holds import LoginLimits
 from engine.model.states import LatePolicy, ReversalPolicy
 from engine.store import Store
@@ -110,11 +111,10 @@ class EngineMachine(ClaimRules, ProviderRules, RuleBasedStateMachine):
         await store.create_event(
             event_id,
             SEAT_MAP,
-            hold_ttl_ms=TTL,
-            quarantine_ms=QUARANTINE,
-            policy=policy,
+            EventConfig(
+                hold_ttl_ms=TTL, quarantine_ms=QUARANTINE, policy=policy, reversal_policy=reversal
+            ),
             price_minor=PRICE,
-            reversal_policy=reversal,
         )
         await backend.set_now(T0)
         if self.shadow:

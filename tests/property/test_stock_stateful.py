@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.model.holds import ProviderOutcome
 from engine.model.states import LatePolicy
 from engine.model.stock_lines import SkuSpec, StockLine
@@ -89,10 +90,14 @@ class StockMachine(RuleBasedStateMachine):
             skus = [SkuSpec(s, PRICE, dict(on_hand)) for s, on_hand in SKUS.items()]
             self.run(
                 store.stock.create_event(
-                    self.event_id, LOCATIONS, skus, hold_ttl_ms=TTL,
-                    quarantine_ms=QUARANTINE, policy=policy, login_cap=CAP,
+                    self.event_id,
+                    LOCATIONS,
+                    skus,
+                    EventConfig(
+                        hold_ttl_ms=TTL, quarantine_ms=QUARANTINE, policy=policy, login_cap=CAP
+                    ),
                 )
-            )  # fmt: skip
+            )
             self.run(client.hset(store.keys(self.event_id)[0], "test_now_ms", T0))
             self.run(store.open_sale(self.event_id))
             self.stores.append(store)

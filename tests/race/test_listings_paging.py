@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from engine.model.event_config import EventConfig
 from engine.store import Store
 from engine.views.listings import Listings
 from tests.conftest import seats
@@ -50,7 +51,9 @@ async def test_paging_100k_holds_during_claims_lists_each_once(
     store = real_store  # no per-login limits: one login per hold
     event_id = "paging"
     await store.create_event(
-        event_id, seats(holds + EXTRA_SEATS), hold_ttl_ms=3_600_000, quarantine_ms=60_000
+        event_id,
+        seats(holds + EXTRA_SEATS),
+        EventConfig(hold_ttl_ms=3_600_000, quarantine_ms=60_000),
     )
     await store.open_sale(event_id)
     started = time.monotonic()

@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.store import Store
 from engine.store.presales import Presale
 from tests.conftest import seats
@@ -23,7 +24,9 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 async def presale(store: Store, n_seats: int) -> tuple[str, Presale]:
     """An event whose T0 is an hour away, in a presale open now."""
     event_id = f"ev-{uuid.uuid4().hex[:8]}"
-    await store.create_event(event_id, seats(n_seats), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    await store.create_event(
+        event_id, seats(n_seats), EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000)
+    )
     now = await store.read.server_time_ms()
     await store.open_sale(event_id, now + 3_600_000)
     return event_id, Presale("fans", now - 1_000, now + 3_600_000)

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.model.holds import ProviderOutcome
 from engine.model.states import ChargeState, HoldState, LatePolicy
 from engine.model.stock_lines import SkuSpec, StockLine, lines_of
@@ -36,9 +37,11 @@ async def shop(store: Store, on_hand: int, *, ttl_ms: int, policy: LatePolicy) -
         SkuSpec("TUBE", 100, {"east": on_hand, "west": on_hand}),
     ]
     await store.stock.create_event(
-        "r42", ["east", "west"], skus, hold_ttl_ms=ttl_ms, quarantine_ms=60_000, policy=policy,
-        login_cap=0,
-    )  # fmt: skip
+        "r42",
+        ["east", "west"],
+        skus,
+        EventConfig(hold_ttl_ms=ttl_ms, quarantine_ms=60_000, policy=policy, login_cap=0),
+    )
     await store.open_sale("r42")
     return Sale(store, "r42")
 

@@ -14,6 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from engine.model import errors
+from engine.model.event_config import EventConfig
 from engine.store import Store
 from engine.store.scripts import Scripts
 from engine.waiting.errors import AdmissionRequired, AdmissionUsed
@@ -43,7 +44,9 @@ async def room_event(
     store: Store, n_seats: int, settings: RoomSettings, t0_in_ms: int
 ) -> tuple[str, WaitingRoom, int]:
     event_id = f"ev-{uuid.uuid4().hex[:8]}"
-    await store.create_event(event_id, seats(n_seats), hold_ttl_ms=480_000, quarantine_ms=900_000)
+    await store.create_event(
+        event_id, seats(n_seats), EventConfig(hold_ttl_ms=480_000, quarantine_ms=900_000)
+    )
     room = WaitingRoom(store)
     assert await room.configure(event_id, settings)
     t0 = await store.read.server_time_ms() + t0_in_ms

@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from engine.model.audit import Invariant
+from engine.model.event_config import EventConfig
 from engine.model.keys import EVENT_KEYS
 from engine.model.stock_lines import SkuSpec, StockLine
 from engine.store import Store
@@ -92,9 +93,11 @@ async def test_each_check_catches_its_own_violation(
 async def stock_sold_and_held(store: Store) -> Sale:
     """A stock event: 2 CHAIN@east sold to h1, 1 held by h2, 2 available."""
     await store.stock.create_event(
-        "shop", ["east"], [SkuSpec("CHAIN", 100, {"east": 5})], hold_ttl_ms=60_000,
-        quarantine_ms=60_000,
-    )  # fmt: skip
+        "shop",
+        ["east"],
+        [SkuSpec("CHAIN", 100, {"east": 5})],
+        EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000),
+    )
     sale = Sale(store, "shop")
     await sale.at(T0)
     await store.open_sale("shop")
