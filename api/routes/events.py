@@ -14,15 +14,15 @@ from api.context import ctx, endpoint, path_id
 from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.validate import obj, query_integer, text, whole
+from engine.model.event_config import FIELDS as TERMS
 from engine.model.event_details import DETAIL_FIELDS
 from engine.store.event_catalogue import describe, public_events
 
 # Every field of an event's create (api/routes/admin.py): its details change while a draft.
 EVENT_FIELDS = frozenset(
     (
-        "event_id", "kind", "seats", "hold_ttl_ms", "quarantine_ms", "policy", "price_minor",
-        "currency", "reversal_policy", "opens_at_ms", "login_cap", "max_party", "locations",
-        "skus", "price_levels", *DETAIL_FIELDS,
+        "event_id", "kind", "seats", *TERMS, "price_minor", "opens_at_ms", "locations", "skus",
+        "price_levels", *DETAIL_FIELDS,
     )
 )  # fmt: skip
 URL_RE = re.compile(r"^https?://[^\s/]+\S*$")
