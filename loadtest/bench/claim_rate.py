@@ -6,7 +6,12 @@ Starts the stack (API with N uvicorn workers), creates an event with enough seat
 never run out, and drives both endpoints with wrk (a separate C process, so the load generator
 does not compete with Python for the GIL). Each claim is a real one: a fresh hold id, and one
 login per wrk connection, so every request also releases that login's previous hold (one
-active checkout per login). Prints requests/s, latency percentiles and the ratio."""
+active checkout per login). Prints requests/s, latency percentiles and the ratio.
+
+`--api-tree DIR` runs the API from another checkout (`git worktree add DIR REV`): an earlier
+commit measured with today's tools beside today's bare claim (docs/benchmarks-journal.md
+section 38 measured every stop so). `--api-env VAR=VALUE` gives the API a variable: one piece
+switched off (`ONSALE_ACCESS_LOG=0`, `ONSALE_EARLY_LANE=0`, ...)."""
 
 import argparse
 import os
@@ -193,6 +198,15 @@ def main() -> int:
         "that login's previous hold",
     )
     add_redis_aof(ap)
+    ap.add_argument(
+        "--api-tree", type=Path, default=None,
+        help="run the API from this checkout (e.g. `git worktree add DIR REV`): an earlier "
+        "commit measured beside today's bare claim, with today's tools",
+    )  # fmt: skip
+    ap.add_argument(
+        "--api-env", type=lambda kv: tuple(kv.split("=", 1)), action="append", default=[],
+        metavar="VAR=VALUE", help="a variable for the API (repeatable): one piece switched off",
+    )  # fmt: skip
     ap.add_argument("--profile", default="", help="py-spy raw stacks file (needs --workers 1)")
     ap.add_argument("--profile-top", type=int, default=30)
     args = ap.parse_args()
@@ -234,7 +248,8 @@ def measure(args: argparse.Namespace, redis_url: str) -> Rows:
         api_workers=args.workers,
         # Capacity of the claim path: each connection is one login claiming without pause, which
         # the per-login limits would answer 429 after its burst (they still run, at no limit).
-        extra_env={"ONSALE_CLAIMS_PER_S": "0", "ONSALE_LOGIN_CAP": "0"},
+        extra_env={"ONSALE_CLAIMS_PER_S": "0", "ONSALE_LOGIN_CAP": "0", **dict(args.api_env)},
+        api_tree=args.api_tree,
     )
     stack.start()
     try:

@@ -115,6 +115,9 @@ class LocalStack:
     ledger_metrics_port: int = field(default_factory=spare_port)
     worker_metrics_port: int = field(default_factory=spare_port)
     procs: list[tuple[str, subprocess.Popen[bytes], IO[bytes]]] = field(default_factory=list)
+    # The API from another checkout (an earlier commit's tree, measured with today's tools):
+    # run from that directory, its own command module (`onsale.cli`, or `engine.cli` before it).
+    api_tree: Path | None = None
 
     @property
     def api_url(self) -> str:
@@ -171,9 +174,14 @@ class LocalStack:
         out = open(self.log_dir / f"{name}.log", mode)  # noqa: SIM115 - closed in stop()
         # Its own process group: a stop or a kill reaches the processes it started too (the
         # API's workers), which would otherwise keep its port and answer the next phase.
+        tree = self.api_tree if name == "api" else None
+        if tree is not None:
+            module = "onsale.cli" if (tree / "onsale" / "cli.py").exists() else "engine.cli"
+            env = {**env, "PYTHONPATH": str(tree)}
         proc = subprocess.Popen(
             [sys.executable, "-m", module, *args],
             env=env,
+            cwd=tree,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
