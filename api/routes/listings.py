@@ -6,6 +6,7 @@ import contextlib
 import csv
 import io
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -98,37 +99,47 @@ async def event_config(request: Request) -> Response:
     return json_response(await Listings(c.store.read).config(event_id))
 
 
+@dataclass(frozen=True, slots=True)
+class StateListing:
+    """An admin's page of records in some states: the event, the states asked for (`state`,
+    repeated; any of `allowed`), the cursor and the page size."""
+
+    listings: Listings
+    event_id: str
+    cursor: str | None
+    limit: int
+    states: frozenset[str]
+
+    @classmethod
+    def asked(cls, request: Request, allowed: tuple[str, ...]) -> "StateListing":
+        c = ctx(request)
+        c.require_admin(request)
+        event_id = path_id(request, "event_id")
+        states = states_of(request, allowed)
+        cursor, limit = paging(request)
+        return cls(Listings(c.store.read), event_id, cursor, limit, states)
+
+
 @endpoint("admin_list_holds")
 async def list_holds(request: Request) -> Response:
-    c = ctx(request)
-    c.require_admin(request)
-    event_id = path_id(request, "event_id")
-    states = states_of(request, tuple(HoldState))
-    cursor, limit = paging(request)
-    page = await Listings(c.store.read).holds(event_id, cursor, limit, states)
-    return listing(event_id, page, "holds", [hold_row(h) for h in page.items])
+    a = StateListing.asked(request, tuple(HoldState))
+    page = await a.listings.holds(a.event_id, a.cursor, a.limit, a.states)
+    return listing(a.event_id, page, "holds", [hold_row(h) for h in page.items])
 
 
 @endpoint("admin_list_charges")
 async def list_charges(request: Request) -> Response:
-    c = ctx(request)
-    c.require_admin(request)
-    event_id = path_id(request, "event_id")
-    states = states_of(request, tuple(ChargeState))
-    cursor, limit = paging(request)
-    page = await Listings(c.store.read).charges(event_id, cursor, limit, states)
-    return listing(event_id, page, "charges", [charge_view(ch) for ch in page.items])
+    a = StateListing.asked(request, tuple(ChargeState))
+    page = await a.listings.charges(a.event_id, a.cursor, a.limit, a.states)
+    return listing(a.event_id, page, "charges", [charge_view(ch) for ch in page.items])
 
 
 @endpoint("admin_list_exceptions")
 async def list_exceptions(request: Request) -> Response:
     """Charges whose money needs an operator's eye, each with its hold's state and seats."""
-    c = ctx(request)
-    c.require_admin(request)
-    event_id = path_id(request, "event_id")
-    states = states_of(request, tuple(sorted(EXCEPTION_STATES)))
-    cursor, limit = paging(request)
-    page, holds = await Listings(c.store.read).exceptions(event_id, cursor, limit, states)
+    a = StateListing.asked(request, tuple(sorted(EXCEPTION_STATES)))
+    event_id = a.event_id
+    page, holds = await a.listings.exceptions(event_id, a.cursor, a.limit, a.states)
     rows = []
     for ch in page.items:
         h = holds.get(ch.hold_id)
