@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -20,7 +20,9 @@ from api.identity import Identity, bearer_bytes
 from api.limits import AddressLimiter
 from api.logs import AccessLog, echo, request_id_from
 from api.metrics import Metrics
+from api.responses import read_json
 from api.settings import ApiSettings
+from api.validate import obj, only
 from engine.config.logs import REQUEST_ID, writes_json
 from engine.gate.claims import GatedClaims
 from engine.gate.soldout import SoldOutMemory
@@ -80,6 +82,30 @@ def path_id(request: Request, name: str) -> str:
     if not keys.valid_id(value):
         raise ApiError(400, "invalid_request", f"{name} must match [A-Za-z0-9_.:-]{{1,64}}")
     return value
+
+
+class AdminPost(NamedTuple):
+    """An admin's request about one event with a JSON object body: who acts, on what event,
+    with what body (its fields checked against the route's when it names them)."""
+
+    c: Context
+    admin: str
+    event_id: str
+    body: dict[str, Any]
+
+
+async def admin_post(
+    request: Request, fields: frozenset[str] | None = None, what: str = "", *, empty: bool = False
+) -> AdminPost:
+    """The checks every such request makes, in their order: the admin credential, the event id,
+    the body (an empty one is `{}` where `empty`), its unknown fields (400 naming the first)."""
+    c = ctx(request)
+    admin = c.require_admin(request)
+    event_id = path_id(request, "event_id")
+    body = obj(await read_json(request, c.settings.body_max_bytes, allow_empty=empty))
+    if fields is not None:
+        only(body, fields, what)
+    return AdminPost(c, admin, event_id, body)
 
 
 def answered(

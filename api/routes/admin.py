@@ -10,9 +10,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from api.context import ctx, endpoint, path_id
+from api.context import admin_post, ctx, endpoint, path_id
 from api.errors import ApiError
-from api.responses import json_response, parse_json, read_body, read_json
+from api.responses import json_response, parse_json, read_body
 from api.routes.events import EVENT_FIELDS, details_of
 from api.routes.seatmap import PLACE_FIELDS, price_table, seat_layout, seat_price
 from api.routes.stock import NewStock, new_stock
@@ -164,11 +164,7 @@ async def create_event(request: Request) -> Response:
 
 @endpoint("admin_open_sale")
 async def open_sale(request: Request) -> Response:
-    c = ctx(request)
-    c.require_admin(request)
-    event_id = path_id(request, "event_id")
-    body = obj(await read_json(request, c.settings.body_max_bytes, allow_empty=True))
-    only(body, OPEN_FIELDS, "open")
+    c, _admin, event_id, body = await admin_post(request, OPEN_FIELDS, "open", empty=True)
     reschedule = body.get("reschedule", False)
     if not isinstance(reschedule, bool):
         raise ApiError(400, "invalid_request", "reschedule must be true or false")

@@ -10,10 +10,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from api.context import ctx, endpoint, path_id
+from api.context import admin_post, ctx, endpoint
 from api.errors import ApiError
-from api.responses import json_response, read_json
-from api.validate import obj, query_integer, text, whole
+from api.responses import json_response
+from api.validate import query_integer, text, whole
 from engine.model.event_config import FIELDS as TERMS
 from engine.model.event_details import DETAIL_FIELDS
 from engine.store.event_catalogue import describe, public_events
@@ -72,10 +72,7 @@ async def list_events(request: Request) -> Response:
 async def describe_event(request: Request) -> Response:
     """Change a draft event's details; anything else of an event is fixed at its create (409
     not_changeable names it), and an event out of draft keeps its details (409 details_fixed)."""
-    c = ctx(request)
-    c.require_admin(request)
-    event_id = path_id(request, "event_id")
-    body = obj(await read_json(request, c.settings.body_max_bytes))
+    c, _admin, event_id, body = await admin_post(request)
     fixed = sorted(k for k in body if k not in DETAIL_FIELDS and k in EVENT_FIELDS)
     unknown = sorted(k for k in body if k not in DETAIL_FIELDS and k not in EVENT_FIELDS)
     if unknown:

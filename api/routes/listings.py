@@ -12,13 +12,13 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from api.context import ctx, endpoint, path_id
+from api.context import admin_post, ctx, endpoint, path_id
 from api.errors import ApiError
-from api.responses import json_response, read_json
+from api.responses import json_response
 from api.routes.admin import charge_view
 from api.routes.hold_views import order_view
 from api.routes.stock import lines_view
-from api.validate import LIMITS, obj, only, query_integer, whole
+from api.validate import LIMITS, query_integer, whole
 from engine.model import errors
 from engine.model.holds import Charge, Hold
 from engine.model.states import ChargeState, HoldState
@@ -272,11 +272,7 @@ async def cancel_sale(request: Request) -> Response:
     """Closed, every hold ended, the captured money of every sold seat on the refund queue.
     200 once nothing is held, blocked or sold; 202 with `remaining` when this request's share
     of the work is done and more remains (post again). Repeats are idempotent."""
-    c = ctx(request)
-    admin = c.require_admin(request)
-    event_id = path_id(request, "event_id")
-    body = obj(await read_json(request, c.settings.body_max_bytes, allow_empty=True))
-    only(body, CANCEL_FIELDS, "cancel")
+    c, admin, event_id, body = await admin_post(request, CANCEL_FIELDS, "cancel", empty=True)
     batch = whole(body, "batch", CANCEL_BATCH)
     progress = await c.store.lifecycle.cancel(event_id, admin, batch=batch)
     answer = {

@@ -6,7 +6,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from api.context import ctx, endpoint, path_id
+from api.context import admin_post, ctx, endpoint, path_id
 from api.errors import ApiError
 from api.refund_now import refund_after
 from api.responses import json_response, read_json
@@ -83,11 +83,7 @@ async def retry_refund(request: Request) -> Response:
     worker still asks the provider whose money it is before refunding, so a retry cannot return
     money that is not this charge's; a disowned refund is parked again. Idempotent. Only for a
     charge in REFUNDING (409 not_refunding, with its state, otherwise)."""
-    c = ctx(request)
-    c.require_admin(request)
-    event_id = path_id(request, "event_id")
-    body = obj(await read_json(request, c.settings.body_max_bytes))
-    only(body, RETRY_FIELDS, "refund retry")
+    c, _admin, event_id, body = await admin_post(request, RETRY_FIELDS, "refund retry")
     charge_id = body.get("charge_id")
     if not isinstance(charge_id, str) or not keys.valid_charge_id(charge_id.removeprefix(ORPHAN)):
         raise ApiError(400, "invalid_request", "charge_id must be a charge id (orphan/ allowed)")

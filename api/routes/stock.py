@@ -9,11 +9,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from api.context import ctx, endpoint, path_id
+from api.context import admin_post, ctx, endpoint, path_id
 from api.errors import ApiError
-from api.responses import json_response, read_json
+from api.responses import json_response
 from api.routes.seatmap import board_of
-from api.validate import LIMITS, ident, integer, items, obj, only, stock_ident, text, whole
+from api.validate import LIMITS, ident, integer, items, only, stock_ident, text, whole
 from engine.model.stock_lines import COUNTERS, HeldLine, SkuSpec, StockLine, lines_of
 from engine.views.sections import section_availability
 
@@ -157,10 +157,8 @@ async def sections(request: Request) -> Response:
 async def correct_stock(request: Request) -> Response:
     """Set or adjust one location's on-hand count, idempotent by correction id: 201 applied,
     200 the replay of one applied before (the figures it left)."""
-    c = ctx(request)
-    admin = c.require_admin(request)
-    event_id = path_id(request, "event_id")
-    new = new_correction(obj(await read_json(request, c.settings.body_max_bytes)), admin)
+    c, admin, event_id, body = await admin_post(request)
+    new = new_correction(body, admin)
     done = await c.store.stock.correct(
         event_id, new.correction_id, new.sku, new.location,
         set_to=new.set_to, adjust_by=new.adjust_by, reason=new.reason, operator=new.operator,

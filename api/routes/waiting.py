@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from api.context import ctx, endpoint, path_id
+from api.context import admin_post, ctx, endpoint, path_id
 from api.responses import json_response, read_json
 from api.validate import LIMITS, obj, only, query_integer, whole
 from engine.waiting.errors import AdmissionRequired
@@ -156,11 +156,7 @@ async def me(request: Request) -> Response:
 @endpoint("admin_set_waiting_room")
 async def configure(request: Request) -> Response:
     """Give the event a room, or change its settings, until T0 (201: a new room)."""
-    c = ctx(request)
-    c.require_admin(request)
-    event_id = path_id(request, "event_id")
-    body = obj(await read_json(request, c.settings.body_max_bytes, allow_empty=True))
-    only(body, ROOM_FIELDS, "waiting_room")
+    _c, _admin, event_id, body = await admin_post(request, ROOM_FIELDS, "waiting_room", empty=True)
     settings = RoomSettings(
         admit_per_s=None if body.get("admit_per_s") is None else whole(body, "admit_per_s"),
         admit_factor_pct=whole(body, "admit_factor_pct", FACTOR_PCT),
