@@ -1,16 +1,24 @@
 """The naive ceiling of a Python HTTP + redis-py stack, for side-by-side comparison with the
-real claim endpoint: `GET /trivial` returns a constant JSON body; `POST /bare-claim` parses the
-JSON body and runs one EVALSHA of a minimal claim (pop the best free seat, record its owner).
-Same server configuration as `onsale serve` (uvicorn, uvloop, httptools, orjson).
+real claim endpoint: `GET /trivial` (and `/healthz`) returns a constant JSON body; `POST
+/bare-claim` (and the claim's own path) parses the JSON body and runs one EVALSHA of a minimal
+claim (pop the best free seat, record its owner), answering 201 or, sold out, 409 with the
+engine's error body. Same server configuration as `onsale serve` (uvicorn, uvloop, httptools,
+orjson).
 
     uvicorn --factory loadtest.bench.bare_app:create_app --port 8200   (ONSALE_REDIS_URL,
     BARE_PREFIX)
-"""
+
+`served(...)` loads the seats and runs it with N workers for a tool's run (the claim rate's
+reference, and the T0 burst's `--target bare`)."""
 
 import contextlib
 import os
+import signal
+import subprocess
+import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from typing import NamedTuple
 
 import orjson
 import redis.asyncio as aioredis
@@ -27,17 +35,28 @@ return {'OK', seat[1]}
 """
 
 TRIVIAL = orjson.dumps({"ok": True})
+SOLD_OUT = orjson.dumps({"error": {"code": "sold_out"}})  # the engine's refusal, as it says it
+
+
+def keys_of(prefix: str) -> tuple[str, str]:
+    """The free seats (a sorted set) and their owners (a hash), in one slot."""
+    return f"{prefix}:{{bare}}:free", f"{prefix}:{{bare}}:owners"
 
 
 def create_app() -> Starlette:
     url = os.environ.get("ONSALE_REDIS_URL", "redis://127.0.0.1:6379/0")
     prefix = os.environ.get("BARE_PREFIX", "onsale:bench:bare")
-    keys = [f"{prefix}:{{bare}}:free", f"{prefix}:{{bare}}:owners"]
+    keys = list(keys_of(prefix))
     state: dict[str, object] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        client = aioredis.from_url(url, decode_responses=True, max_connections=64)
+        # A burst of thousands waits for one of 64 connections (a plain pool would fail the
+        # 65th request with "Too many connections"): what a competent naive app does.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url, decode_responses=True, max_connections=64, timeout=60
+        )
+        client = aioredis.Redis(connection_pool=pool)
         state["script"] = client.register_script(MINIMAL_CLAIM)
         yield
         await client.aclose()
@@ -48,15 +67,16 @@ def create_app() -> Starlette:
     async def bare_claim(request: Request) -> Response:
         orjson.loads(await request.body() or b"{}")
         reply = await state["script"](keys=keys, args=[uuid.uuid4().hex])  # type: ignore[operator]
+        if reply[0] != "OK":
+            return Response(SOLD_OUT, status_code=409, media_type="application/json")
         return Response(
-            orjson.dumps({"result": reply[0]}),
-            status_code=201 if reply[0] == "OK" else 409,
-            media_type="application/json",
+            orjson.dumps({"result": reply[0]}), status_code=201, media_type="application/json"
         )
 
     return Starlette(
         routes=[
             Route("/trivial", trivial, methods=["GET"]),
+            Route("/healthz", trivial, methods=["GET"]),  # what the burst's clients open with
             Route("/bare-claim", bare_claim, methods=["POST"]),
             # The claim's own path: the same wrk script (a token per request) drives both, so
             # the load generator's work and the request's bytes are the same on each side.
@@ -64,3 +84,56 @@ def create_app() -> Starlette:
         ],
         lifespan=lifespan,
     )
+
+
+class Served(NamedTuple):
+    url: str
+    pid: int  # uvicorn's main process: its workers are under it
+
+
+@contextlib.contextmanager
+def served(redis_url: str, prefix: str, seats: int, workers: int) -> Iterator[Served]:
+    """The bare app on a spare port with `workers` uvicorn workers (`onsale serve`'s
+    configuration), `seats` free seats loaded first; yields its URL and main pid. Stopped with
+    its whole process group, and its port free, on the way out; its keys deleted."""
+    import redis as redis_sync
+
+    from loadtest.devstack.stack import signal_group, spare_port, wait_healthy, wait_port_free
+
+    r = redis_sync.Redis.from_url(redis_url)
+    free, owners = keys_of(prefix)
+    for start in range(0, seats, 10_000):
+        r.zadd(free, {f"s{i}": i for i in range(start, min(seats, start + 10_000))})
+    port = spare_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "uvicorn", "--factory", "loadtest.bench.bare_app:create_app",
+            "--port", str(port), "--workers", str(workers), "--loop", "uvloop", "--http",
+            "httptools", "--log-level", "warning", "--no-access-log",
+        ],
+        env={**os.environ, "ONSALE_REDIS_URL": redis_url, "BARE_PREFIX": prefix},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its workers are signalled with it (signal_group)
+    )  # fmt: skip
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", proc, 10.0, path="/trivial")
+        yield Served(f"http://127.0.0.1:{port}", proc.pid)
+    finally:
+        signal_group(proc, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        finally:
+            signal_group(proc, signal.SIGKILL)
+            wait_port_free(port, 10.0)
+        r.delete(free, owners)
+        r.close()
+
+
+def sold(redis_url: str, prefix: str) -> dict[str, int]:
+    """What a run left: seats given (owners) and seats still free."""
+    import redis as redis_sync
+
+    free, owners = keys_of(prefix)
+    with redis_sync.Redis.from_url(redis_url) as r:
+        return {"held": int(r.hlen(owners)), "free": int(r.zcard(free))}

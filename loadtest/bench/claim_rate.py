@@ -17,7 +17,6 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,10 +28,12 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
+from loadtest.bench import bare_app
 from loadtest.bench.cpu_meter import CpuMeter
 from loadtest.bench.wrk_load import LOGINS_PER_S, claim_script, wrk
-from loadtest.burst.main import add_redis_aof, engine_redis
+from loadtest.burst.main import add_redis_aof
 from loadtest.burst.report import durability
+from loadtest.burst.targets import engine_redis
 from loadtest.devstack.stack import LocalStack
 
 PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -44,56 +45,12 @@ def run_bare(
     """The naive ceiling (loadtest/bench/bare_app.py), same uvicorn configuration, same run,
     its claim driven by the claim's own wrk `script` (the same requests: a token each, which
     the bare endpoint does not read)."""
-    import redis as redis_sync
-
-    from loadtest.devstack.stack import signal_group, spare_port, wait_healthy, wait_port_free
-
-    r = redis_sync.Redis.from_url(redis_url)
-    free = f"{prefix}:{{bare}}:free"
-    for start in range(0, args.seats, 10_000):
-        r.zadd(free, {f"s{i}": i for i in range(start, min(args.seats, start + 10_000))})
-    port = spare_port()
-    env = {**os.environ, "ONSALE_REDIS_URL": redis_url, "BARE_PREFIX": prefix}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "--factory",
-            "loadtest.bench.bare_app:create_app",
-            "--port",
-            str(port),
-            "--workers",
-            str(args.workers),
-            "--loop",
-            "uvloop",
-            "--http",
-            "httptools",
-            "--log-level",
-            "warning",
-            "--no-access-log",
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its workers are signalled with it (signal_group)
-    )
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}", proc, 10.0, path="/trivial")
-        url = f"http://127.0.0.1:{port}"
-        meter = CpuMeter({"api": lambda: [proc.pid], "redis": lambda: [redis_pid(redis_url)]})
+    with bare_app.served(redis_url, prefix, args.seats, args.workers) as (url, pid):
+        meter = CpuMeter({"api": lambda: [pid], "redis": lambda: [redis_pid(redis_url)]})
         return {
             "trivial": wrk(f"{url}/trivial", args.seconds, args.connections, meter=meter),
             "claim": wrk(url, args.seconds, args.connections, script, meter),
         }
-    finally:
-        signal_group(proc, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        finally:
-            signal_group(proc, signal.SIGKILL)
-            wait_port_free(port, 10.0)
-        r.close()
 
 
 def profiled(stack: LocalStack, args: argparse.Namespace, script: str) -> dict[str, float]:
@@ -152,7 +109,7 @@ def run_pg(args: argparse.Namespace) -> dict[str, float]:
     same uvicorn configuration and worker count, on a private database dropped afterwards."""
     import asyncio
 
-    from loadtest.burst.main import PG_SERVER_DSN
+    from loadtest.burst.targets import PG_SERVER_DSN
     from loadtest.pg_baseline import server as pg_baseline
     from persistence import database as db
 

@@ -6,8 +6,9 @@ on two cores they would measure each other).
 1. Claim script vs SET on private Redis servers (persistence_cost, redis-benchmark).
 2. Claim endpoint vs /healthz, the bare JSON+EVALSHA endpoint and the PostgreSQL baseline,
    with one and with two uvicorn workers (claim_rate, wrk).
-3-4. The T0 burst, engine and PostgreSQL baseline alternated, `--trials` times each, in both
-   shapes: 10,000 clients on 80 seats and on 10,000 seats (burst).
+3-4. The T0 burst, the engine, the PostgreSQL baseline and the bare JSON+EVALSHA claim
+   alternated, `--trials` times each, in both shapes: 10,000 clients on 80 seats and on 10,000
+   seats (burst).
 5. Write-behind: the 10k-on-10k burst with the ledger writer, then every hold expires at once;
    and the writer itself on a backlog, staged batches against row by row (ledger_bench).
 6. Cost against size: 80, 10k, 100k, 1M seats (size_cost).
@@ -15,8 +16,8 @@ The engine runs at Redis `appendfsync always` against PostgreSQL's synchronous c
 tools' defaults), with a no-persistence column for the bursts and the sustained claims. Each
 tool prints its own tables; their JSON lands in DIR, each with its durability; the summary at
 the end gives the burst medians, their ratio to the trivial burst of the same run and the
-engine / baseline ratios, with the date, the machine and the command. Needs wrk and
-redis-benchmark."""
+engine's time against the baseline's and the bare claim's, with the date, the machine and the
+command. Needs wrk and redis-benchmark."""
 
 import argparse
 import os
@@ -34,6 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 SHAPES = ((10_000, 80), (10_000, 10_000))
+BURST_TARGETS = ("engine", "pg", "bare", "engine-no-aof")
 Bursts = dict[tuple[str, int], list[dict[str, object]]]  # (target, seats) -> each trial's JSON
 
 
@@ -116,13 +118,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_bursts(console: Console, out: Path, clients: int, trials: int) -> Bursts:
-    """The T0 burst in each shape, engine and PostgreSQL baseline alternated, `trials` times."""
+    """The T0 burst in each shape, the engine, the PostgreSQL baseline and the bare claim
+    alternated, `trials` times."""
     bursts: Bursts = {}
     for _clients, seats in SHAPES:
         for trial in range(trials):
             # engine at AOF always (the burst tool's default) and PostgreSQL alternated; the
             # engine without persistence once per shape, for the other column
-            for target in ("engine", "pg", *(("engine-no-aof",) if trial == 0 else ())):
+            for target in ("engine", "pg", "bare", *(("engine-no-aof",) if trial == 0 else ())):
                 path = out / f"burst_{target}_{seats}_{trial}.json"
                 path.unlink(missing_ok=True)
                 run(
@@ -170,7 +173,7 @@ def summary(
     ledger_run: dict[str, object],
     out: Path,
 ) -> None:
-    t = Table(title="T0 burst, 2 workers each, medians over the trials (engine vs PostgreSQL)")
+    t = Table(title="T0 burst, 2 workers each, medians over the trials (engine, PostgreSQL, bare)")
     for col in (
         "shape",
         "target",
@@ -181,20 +184,19 @@ def summary(
         "invariants",
         "vs trivial burst",
         "API CPU vs trivial",
-        "baseline / engine (all answered)",
+        "engine / this (all answered)",
     ):
         t.add_column(col, justify="right")
     rows: dict[str, object] = {}
+    engine_vs: dict[str, float] = {}  # the engine's time against each reference's, per shape
     for _clients, seats in SHAPES:
-        medians = {}
-        for target in ("engine", "pg", "engine-no-aof"):
-            runs = bursts[(target, seats)]
-            m = medians_of(runs)
-            medians[target] = m
-            rows[f"{target}_{seats}"] = m
-        ratio = medians["pg"]["all_answered_ms"] / max(medians["engine"]["all_answered_ms"], 1)
-        for target in ("engine", "pg", "engine-no-aof"):
-            m = medians[target]
+        medians = {target: medians_of(bursts[(target, seats)]) for target in BURST_TARGETS}
+        rows |= {f"{target}_{seats}": m for target, m in medians.items()}
+        engine_ms = medians["engine"]["all_answered_ms"]
+        for target in ("pg", "bare"):
+            ratio = engine_ms / max(medians[target]["all_answered_ms"], 1)
+            engine_vs[f"{target}_{seats}"] = ratio
+        for target, m in medians.items():
             t.add_row(
                 f"{seats:,} seats",
                 f"{target} ({m['durability']})",
@@ -205,7 +207,7 @@ def summary(
                 "ok" if m["invariants_ok"] else "[red]VIOLATED",
                 f"{m['vs_trivial']:.2f}",
                 f"{m['cpu_vs_trivial']:.2f}",
-                f"{ratio:.2f}" if target == "pg" else "",
+                f"{engine_vs[f'{target}_{seats}']:.2f}" if f"{target}_{seats}" in engine_vs else "",
             )
     console.print(t)
     ledger = ledger_run.get("ledger") or {}
@@ -213,7 +215,10 @@ def summary(
     meta = machine()
     console.print(f"measured {meta['date']} on {meta['machine']}")
     (out / "summary.json").write_bytes(
-        orjson.dumps({**meta, "bursts": rows, "ledger": ledger}, option=orjson.OPT_INDENT_2)
+        orjson.dumps(
+            {**meta, "bursts": rows, "engine_vs": engine_vs, "ledger": ledger},
+            option=orjson.OPT_INDENT_2,
+        )
     )
     console.print(f"results in {out}/")
 

@@ -40,6 +40,7 @@ from engine.model import keys
 from engine.store import Store
 from loadtest.bench.persistence_cost import private_server
 from loadtest.burst import main as burst
+from loadtest.burst import targets
 from loadtest.burst.client import BurstClient
 from loadtest.devstack.invariants import check_burst
 from loadtest.devstack.stack import LocalStack
@@ -195,13 +196,13 @@ async def reached_claim_script(redis: "redis_asyncio.Redis", prefix: str, event_
 
 async def plain_phase(args: argparse.Namespace, stack: LocalStack, store: Store) -> dict[str, Any]:
     """loadtest/burst/main.py's burst on an event without a room."""
-    await asyncio.to_thread(stack.create_event, burst.EVENT_ID, args.seats, hold_ttl_ms=600_000)
-    target = burst.Target(stack.api_url, stack.token_secret, check=None)  # type: ignore[arg-type]
+    await asyncio.to_thread(stack.create_event, targets.EVENT_ID, args.seats, hold_ttl_ms=600_000)
+    target = targets.Target(stack.api_url, stack.token_secret, check=None)  # type: ignore[arg-type]
     before = await script_calls(store.client)
     clients, t0 = await burst.release_burst(target, args.clients, Console(stderr=True))
     calls = await script_calls(store.client) - before
     answers = Counter(c.answer for c in clients)
-    verdict = await check_burst(store, burst.EVENT_ID, answers, args.clients, args.seats)
+    verdict = await check_burst(store, targets.EVENT_ID, answers, args.clients, args.seats)
     won = [(n, c) for n, c in enumerate(clients) if c.answer == "201"]
     done = [(c.done - t0) * 1000 for c in clients]
     return {
@@ -211,7 +212,7 @@ async def plain_phase(args: argparse.Namespace, stack: LocalStack, store: Store)
         "final_p50_ms": statistics.median(done),
         "claim_requests": args.clients,
         "claim_script_logins": await reached_claim_script(
-            store.client, store.prefix, burst.EVENT_ID
+            store.client, store.prefix, targets.EVENT_ID
         ),
         "script_calls": calls,
         "requests": {"claim": args.clients},

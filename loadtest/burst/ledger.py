@@ -3,7 +3,6 @@ of the burst expires at once and its EXPIRED decision is mirrored into the ledge
 with --ledger-drain the writer's own pace on a backlog."""
 
 import asyncio
-import os
 import time
 
 import asyncpg
@@ -73,7 +72,7 @@ async def ledger_drain(
         if not await redis.zcard(deadlines) and await redis.xlen(backlog) >= before + expected:
             break
         await asyncio.sleep(0.2)
-    settings = LedgerSettings.from_env({**os.environ, "ONSALE_PG_DSN": stack.ledger_dsn})
+    settings = LedgerSettings.from_env(stack.env())  # the stack's own Redis and ledger
     pool = await create_pool(stack.ledger_dsn, size_max=2, timeout_s=10)
     writer = LedgerWriter(
         redis, pool, prefix=prefix, consumer="drain", batch_max=settings.batch_max

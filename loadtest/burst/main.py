@@ -1,176 +1,44 @@
 """The lean T0 burst generator: N clients, each on its own connection, opened before T0 and
 released together at T0 against one event, every answer and latency recorded.
 
-    python -m loadtest.burst.main [--target engine|pg] [--clients 10000] [--seats 80] [--workers 2]
-                             [--redis-aof always|everysec|no|shared] [--parties SHARE]
-                             [--json out.json]
+    python -m loadtest.burst.main [--target engine|pg|bare] [--clients 10000] [--seats 80]
+        [--workers 2] [--redis-aof always|everysec|no|shared] [--parties SHARE] [--json out.json]
 
 --target engine (the default) starts the stack (API with --workers uvicorn workers, simulator,
-worker) on spare ports and creates the event through the admin API. --target pg creates a
-private database on the server of ONSALE_PG_DSN (dropped afterwards), loads the same seats into
-the PostgreSQL baseline (loadtest/pg_baseline/server.py) and serves it with --workers uvicorn
-workers, configured as `onsale serve`. Then the same burst on either: one connection per client (a
-GET /healthz each, kept alive), wait for every connection, release all clients at once, each sends
-one best-available claim (with --parties, that share of clients asks for a party of 2 to 6 seats
-instead). Before the claims, the same clients send one GET /healthz each, all at once: the trivial
-burst, on the same server in the same run, that the claim burst is compared with. The engine runs on
-a private Redis with AOF `appendfsync always` by default (the production setting; the baseline's
-PostgreSQL syncs every commit): --redis-aof picks another policy or the shared server. After the
-run, loadtest/devstack/invariants.py checks the target's own state (the engine's audit, or the
-baseline's) and the answers."""
+worker) on spare ports and creates the event through the admin API. --target pg creates a private
+database on the server of ONSALE_PG_DSN (dropped afterwards), loads the same seats into the
+PostgreSQL baseline (loadtest/pg_baseline/server.py) and serves it with --workers uvicorn workers,
+configured as `onsale serve`; --target bare the bare JSON+EVALSHA claim (loadtest/bench/bare_app.py)
+on a Redis as the engine's (loadtest/burst/targets.py). Then the same burst on each: one connection
+per client (a GET /healthz each, kept alive), wait for every connection, release all clients at
+once, each sends one best-available claim (with --parties, that share of clients asks for a party of
+2 to 6 seats instead). Before the claims, the same clients send one GET /healthz each, all at once:
+the trivial burst, on the same server in the same run, that the claim burst is compared with. The
+engine runs on a private Redis with AOF `appendfsync always` by default (the production setting; the
+baseline's PostgreSQL syncs every commit): --redis-aof picks another policy or the shared server.
+After the run, loadtest/devstack/invariants.py checks the target's own state (the engine's audit, or
+the baseline's) and the answers."""
 
 import argparse
 import asyncio
-import contextlib
-import os
 import random
 import resource
-import tempfile
 import time
-import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import orjson
-import redis.asyncio as redis_asyncio
 import uvloop
 from rich.console import Console
 from rich.progress import Progress
 
 from api.identity import DemoTokens
-from engine.store import Store
-from loadtest.bench.persistence_cost import private_server
 from loadtest.burst.client import BurstClient, claim_request
-from loadtest.burst.ledger import ledger_drain, ledger_stats
 from loadtest.burst.report import ENGINE_COUNTERS, burst_result, print_report
-from loadtest.devstack.invariants import Verdict, check_burst, check_burst_pg
-from loadtest.devstack.stack import LocalStack, tree_cpu_s
-from loadtest.pg_baseline import server as pg_baseline
-from persistence import database
-
-EVENT_ID = "burst"
-HOLD_TTL_MS = 600_000  # by default no hold ends during a run
-PG_SERVER_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-SHARED_REDIS = "redis://127.0.0.1:6379/0"
-AOF_FLAGS = {
-    "no": ["--appendonly", "no"],
-    "everysec": ["--appendonly", "yes", "--appendfsync", "everysec"],
-    "always": ["--appendonly", "yes", "--appendfsync", "always"],
-}
-
-
-@dataclass(frozen=True)
-class Target:
-    """A server answering the claim of EVENT_ID, and the check of its state after the run."""
-
-    api_url: str
-    token_secret: str
-    check: Callable[[Counter[str]], Awaitable[Verdict]]
-    ledger: Callable[[int], Awaitable[dict[str, float]]] | None = None
-    admin_token: str = ""  # the engine's: its /metrics tell what reached Redis
-    server_pid: int = 0  # the API's main process (its workers are under it): its CPU is read
-
-
-@contextlib.contextmanager
-def engine_redis(args: argparse.Namespace) -> Iterator[str]:
-    """The engine's Redis for a tool's run (this one and loadtest/bench/claim_rate.py): a private
-    server with the AOF policy asked for ("always" is the production setting, docs/deploy.md,
-    the one that compares fairly with PostgreSQL's synchronous commit), or the shared one."""
-    if args.redis_aof == "shared":
-        yield os.environ.get("ONSALE_REDIS_URL", SHARED_REDIS)
-        return
-    with private_server(AOF_FLAGS[args.redis_aof]) as port:
-        yield f"redis://127.0.0.1:{port}/0"
-
-
-@contextlib.asynccontextmanager
-async def engine_target(args: argparse.Namespace) -> AsyncIterator[Target]:
-    with engine_redis(args) as redis_url:
-        async with engine_on(args, redis_url) as target:
-            yield target
-
-
-@contextlib.asynccontextmanager
-async def engine_on(args: argparse.Namespace, redis_url: str) -> AsyncIterator[Target]:
-    prefix = f"onsale:bench:{uuid.uuid4().hex[:8]}"
-    server_dsn = os.environ.get("ONSALE_PG_DSN", PG_SERVER_DSN)
-    ledger_db = f"onsale_bench_ledger_{uuid.uuid4().hex[:8]}" if args.ledger else ""
-    if ledger_db:
-        await database.create_database(server_dsn, ledger_db)
-    stack = LocalStack(
-        redis_url=redis_url,
-        key_prefix=prefix,
-        api_workers=args.workers,
-        log_dir=Path(tempfile.mkdtemp(prefix="onsale-burst-")),
-        ledger_dsn=database.dsn_for(server_dsn, ledger_db) if ledger_db else "",
-    )
-    await asyncio.to_thread(stack.start)
-    redis = redis_asyncio.from_url(redis_url, decode_responses=True)
-    store = Store(redis, prefix=prefix)
-    try:
-        await asyncio.to_thread(
-            stack.create_event, EVENT_ID, args.seats, hold_ttl_ms=args.hold_ttl_ms
-        )
-
-        async def check(answers: Counter[str]) -> Verdict:
-            return await check_burst(store, EVENT_ID, answers, args.clients, args.seats)
-
-        async def ledger(expected: int) -> dict[str, float]:
-            live = await ledger_stats(stack.ledger_dsn, expected)
-            if not args.ledger_drain:
-                return live
-            return {**live, **await ledger_drain(stack, redis, EVENT_ID, prefix, expected)}
-
-        yield Target(
-            stack.api_url,
-            stack.token_secret,
-            check,
-            ledger if ledger_db else None,
-            stack.admin_token,
-            stack.pid("api"),
-        )
-    finally:
-        await asyncio.to_thread(stack.stop)
-        if ledger_db:
-            await database.drop_database(server_dsn, ledger_db)
-        async for key in redis.scan_iter(match=f"{prefix}:*"):
-            await redis.delete(key)
-        await redis.aclose()
-
-
-@contextlib.asynccontextmanager
-async def pg_target(args: argparse.Namespace) -> AsyncIterator[Target]:
-    server_dsn = os.environ.get("ONSALE_PG_DSN", PG_SERVER_DSN)
-    database_name = f"onsale_bench_pg_{uuid.uuid4().hex[:8]}"
-    await database.create_database(server_dsn, database_name)
-    try:
-        dsn = database.dsn_for(server_dsn, database_name)
-        await pg_baseline.setup(dsn, EVENT_ID, args.seats, hold_ttl_ms=HOLD_TTL_MS)
-        server = pg_baseline.BaselineServer(
-            pg_dsn=dsn,
-            workers=args.workers,
-            log_dir=Path(tempfile.mkdtemp(prefix="onsale-burst-pg-")),
-        )
-        await asyncio.to_thread(server.start)
-        try:
-
-            async def check(answers: Counter[str]) -> Verdict:
-                audit = await pg_baseline.audit(dsn, EVENT_ID)
-                return check_burst_pg(audit, answers, args.clients, args.seats)
-
-            pid = server.proc.pid if server.proc is not None else 0
-            yield Target(server.url, server.token_secret, check, server_pid=pid)
-        finally:
-            await asyncio.to_thread(server.stop)
-    finally:
-        await database.drop_database(server_dsn, database_name)
-
-
-TARGETS = {"engine": engine_target, "pg": pg_target}
+from loadtest.burst.targets import AOF_FLAGS, EVENT_ID, HOLD_TTL_MS, TARGETS, Target
+from loadtest.devstack.stack import tree_cpu_s
 
 
 def party_sizes(clients_n: int, share: float, seed: int = 12) -> list[int]:

@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from engine.store import Store
-from loadtest.burst.main import PG_SERVER_DSN
+from loadtest.burst.targets import PG_SERVER_DSN
 from loadtest.demo.main import nightly_report
 from loadtest.demo.report import refund_bound_table
 from loadtest.demo.scenario import PRICE, seat_map

@@ -46,6 +46,9 @@ def test_burst_generator_smoke() -> None:
         pytest.param("pg", 50, 10, 1, marks=pytest.mark.postgres, id="pg-sold-out"),
         pytest.param("pg", 40, 200, 2, marks=pytest.mark.postgres, id="pg-seats-to-spare"),
         pytest.param("engine", 40, 200, 1, id="engine-seats-to-spare"),
+        # the bare JSON+EVALSHA claim, the reference of a claim that writes (issue 33)
+        pytest.param("bare", 300, 10, 1, id="bare-sold-out"),  # more than its 64 connections
+        pytest.param("bare", 40, 200, 1, id="bare-seats-to-spare"),
     ],
 )
 def test_burst_generator_targets_smoke(

@@ -36,9 +36,16 @@ def test_medians_and_the_cpu_ratio(tmp_path: Path) -> None:
         for target in ("engine", "pg", "engine-no-aof")
         for _c, seats in SHAPES
     }
-    console = Console(record=True, width=200)
+    bare = [trial(800, 1.1, 1.2, {"201": 80, "sold_out": 9920})] * 3
+    bursts |= {("bare", seats): bare for _c, seats in SHAPES}
+    console = Console(record=True, width=240)
     summary(console, bursts, {"ledger": {"rows_per_s": 7000.0}}, tmp_path)
-    assert "API CPU vs trivial" in console.export_text()
+    text = console.export_text()
+    assert "API CPU vs trivial" in text and "engine / this" in text
     saved = orjson.loads((tmp_path / "summary.json").read_bytes())
     assert saved["bursts"]["engine_80"]["cpu_vs_trivial"] == 1.5
+    # The engine's time against each reference's, shape by shape (issue 33: <= 1.05x the
+    # bare claim's on 10,000 seats)
+    assert saved["engine_vs"]["bare_10000"] == 1000 / 800
+    assert saved["engine_vs"]["pg_80"] == 1.0
     assert saved["date"] and saved["machine"] and saved["ledger"] == {"rows_per_s": 7000.0}
