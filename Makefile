@@ -101,8 +101,9 @@ locust-flow: venv up
 bench: venv up
 	$(SERVICES) && $(BIN)/python -m loadtest.bench.main $(BENCH_ARGS)
 
-## The claim path's cost against the figures checked in (loadtest/bench/bench_guard.json): 20,000
-## claims in process on a private Redis at appendfsync always; fails when a figure is 15% over.
+## The claim path's cost against the bare claim's in the same run, held to the ratios checked in
+## (loadtest/bench/bench_guard.json): 20,000 claims of each in process on a private Redis at
+## appendfsync always, three fresh servers; fails when a ratio is 15% over.
 bench-guard: venv
 	$(BIN)/python -m loadtest.bench.guard $(GUARD_ARGS)
 
