@@ -124,9 +124,11 @@ def test_bench_guard_smoke(tmp_path: Path) -> None:
     recorded = json.loads(figures.read_text())
     assert "recorded" in out and recorded["api_cpu_us_per_claim"] > 0
     # What it holds: the claim against the bare claim of the same run (the hour of the machine
-    # moves both); a guard far below today's ratios fails, naming the figure.
+    # moves both); a guard far below today's ratios fails, naming the figure (300 claims on a
+    # busy machine move a ratio by a third from one run to the next: a hundredth of it, not
+    # half, is what no run reaches).
     assert recorded["api_cpu_vs_bare"] > 0 and recorded["redis_vs_bare"] > 1
-    figures.write_text(json.dumps({**recorded, "redis_vs_bare": recorded["redis_vs_bare"] / 2}))
+    figures.write_text(json.dumps({**recorded, "redis_vs_bare": recorded["redis_vs_bare"] / 100}))
     failed = subprocess.run(
         [sys.executable, "-m", *args], capture_output=True, text=True, timeout=300
     )  # fmt: skip
