@@ -226,6 +226,12 @@ class ApiSettings:
         rollover."""
         return tuple(x for x in (self.webhook_secret, self.webhook_secret_previous) if x)
 
+    @property
+    def pages_sign_in(self) -> JwtSettings | None:
+        """The provider the browser pages sign in through (ADR 0050): the JWT settings when
+        they name the pages' public client; None when the pages have no sign-in."""
+        return self.jwt if self.jwt is not None and self.jwt.oidc_client_id else None
+
     def __post_init__(self) -> None:
         if (self.jwt is None) == (not self.demo_login):
             refuse(

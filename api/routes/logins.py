@@ -19,10 +19,14 @@ async def auth_config(request: Request) -> Response:
     discovery document names the endpoints, and the pages' public client), and whether the
     demo's name login is on."""
     settings = ctx(request).settings
-    jwt = settings.jwt
+    provider = settings.pages_sign_in
     oidc = None
-    if jwt is not None and jwt.oidc_client_id:
-        oidc = {"issuer": jwt.issuer, "client_id": jwt.oidc_client_id, "scope": OIDC_SCOPE}
+    if provider is not None:
+        oidc = {
+            "issuer": provider.issuer,
+            "client_id": provider.oidc_client_id,
+            "scope": OIDC_SCOPE,
+        }
     return json_response({"demo_login": settings.demo_login, "oidc": oidc})
 
 

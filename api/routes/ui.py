@@ -61,8 +61,8 @@ def csp(stripe: StripeSettings | None, issuer: str = "") -> str:
 
 def _with_headers(request: Request, response: Response) -> Response:
     settings = ctx(request).settings
-    signs_in = settings.jwt is not None and settings.jwt.oidc_client_id
-    issuer = settings.jwt.issuer if signs_in and settings.jwt is not None else ""
+    provider = settings.pages_sign_in
+    issuer = provider.issuer if provider is not None else ""
     response.headers["Content-Security-Policy"] = csp(settings.engine.stripe, issuer)
     for name, value in PAGE_HEADERS.items():
         response.headers[name] = value
