@@ -147,23 +147,26 @@ end
 -- its score there has come, so a score is never later than the event's first work of that kind
 -- (an earlier one only makes a worker look once for nothing; lua/event_reindex.lua sets it
 -- right). `ZADD LT`, at most once per index and call for one score or a later one.
+local function indexed_id()  -- the event's id, from its keys (no ctx in put_charge)
+  EVENT_ID = EVENT_ID or string.match(K_EVENT, '{([^}]*)}:event$')
+  return EVENT_ID
+end
+
 local function index_by(index, at)
   local written = INDEXED[index]
   if written and written <= at then return end
-  EVENT_ID = EVENT_ID or string.match(K_EVENT, '{([^}]*)}:event$')  -- (no ctx in put_charge)
-  redis.call('ZADD', index, 'LT', at, EVENT_ID)
+  redis.call('ZADD', index, 'LT', at, indexed_id())
   INDEXED[index] = at
 end
 
 -- The event's score in `index` exactly the first entry of `own`, or out of it when `own` is
 -- empty (a worker found it with nothing to do, or work was removed).
 local function index_exactly(index, own)
-  EVENT_ID = EVENT_ID or string.match(K_EVENT, '{([^}]*)}:event$')
   local first = redis.call('ZRANGE', own, 0, 0, 'WITHSCORES')
   if first[2] then
-    redis.call('ZADD', index, first[2], EVENT_ID)
+    redis.call('ZADD', index, first[2], indexed_id())
   else
-    redis.call('ZREM', index, EVENT_ID)
+    redis.call('ZREM', index, indexed_id())
   end
   INDEXED[index] = nil
 end

@@ -129,6 +129,9 @@ def event_keys(event_id: str, prefix: str = PREFIX) -> list[str]:
 # event's slot), since a script touches one slot.
 DUE, TRIMS, REFUNDS, WATCHES = "due", "trims", "refunds", "watches"
 INDEXES = (DUE, TRIMS, REFUNDS, WATCHES)
+# The event's own zset each index besides the due index follows (its score: that zset's first;
+# the due index follows two, deadlines and quarantines).
+FOLLOWS = {TRIMS: "ended", REFUNDS: "refunds", WATCHES: "watch"}
 
 
 def index_key(kind: str, event_id: str, prefix: str = PREFIX, *, cluster: bool = False) -> str:

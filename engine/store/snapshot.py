@@ -19,10 +19,6 @@ WHOLE = (
 )  # fmt: skip
 
 
-# The indexes across events besides the due index, and the event's own zset each follows.
-FOLLOWED = {keys.TRIMS: "ended", keys.REFUNDS: "refunds", keys.WATCHES: "watch"}
-
-
 async def snapshot(
     client: "aioredis.Redis", prefix: str, event_id: str, index_keys: dict[str, str]
 ) -> Snapshot:
@@ -36,7 +32,7 @@ async def snapshot(
         pipe.zscore(index_keys[keys.DUE], event_id)
         pipe.zrange(keys.event_key(event_id, "deadlines", prefix), 0, 0, withscores=True)
         pipe.zrange(keys.event_key(event_id, "quarantines", prefix), 0, 0, withscores=True)
-        for kind, own in FOLLOWED.items():
+        for kind, own in keys.FOLLOWS.items():
             pipe.zscore(index_keys[kind], event_id)
             pipe.zrange(keys.event_key(event_id, own, prefix), 0, 0, withscores=True)
         replies: list[Any] = await pipe.execute()
@@ -48,7 +44,7 @@ async def snapshot(
             float(replies[18 + 2 * i]) if replies[18 + 2 * i] is not None else None,
             float(replies[19 + 2 * i][0][1]) if replies[19 + 2 * i] else None,
         )
-        for i, kind in enumerate(FOLLOWED)
+        for i, kind in enumerate(keys.FOLLOWS)
     }
     earliest = [float(x[0][1]) for x in (first_deadline, first_end) if x]
     return Snapshot(

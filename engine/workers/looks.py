@@ -13,8 +13,6 @@ if TYPE_CHECKING:
     from engine.store import Store
 
 FULL_LOOK_S = 60.0
-# Each index's entries come from this zset of the event's own.
-OWN = {keys.TRIMS: "ended", keys.REFUNDS: "refunds", keys.WATCHES: "watch"}
 
 
 class Look(NamedTuple):
@@ -25,7 +23,7 @@ class Look(NamedTuple):
 
 class Looks:
     def __init__(self, store: "Store", kind: str, every_s: float = FULL_LOOK_S) -> None:
-        assert kind in OWN, kind
+        assert kind in keys.FOLLOWS, kind
         self.store, self.kind, self.every_s = store, kind, every_s
         self.full_look_at = -every_s  # the first pass looks at every event
 
@@ -37,6 +35,6 @@ class Looks:
         if now - self.full_look_at >= self.every_s:
             self.full_look_at = now
             every = await self.store.read.event_ids()
-            own = await self.store.read.with_entries_upto(every, OWN[self.kind], upto_ms)
+            own = await self.store.read.with_entries_upto(every, keys.FOLLOWS[self.kind], upto_ms)
             return Look(own, False, checked=True)
         return Look(await self.store.read.indexed(self.kind, upto_ms), True)
