@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
+from engine.model.orders import order_number
 from tests.integration import conftest as integration
 from tests.integration.conftest import Stack
 
@@ -94,3 +95,16 @@ def signed_in(
     if on_sale:
         expect(page.locator("#countdown")).to_have_text("On sale now")
     return page
+
+
+def pay_and_read_the_order(page: Page, event_id: str, login: str, confirmed: str) -> str:
+    """Hold what is picked, pay, and see `confirmed` said: the order's number shown is the one
+    its hold makes (engine/model/orders.py) and its QR code is drawn. Returns the number."""
+    page.click("#hold-picked")
+    page.click("#pay")
+    expect(page.locator("#hold-message")).to_contain_text(confirmed, timeout=15_000)
+    number = page.locator("#order-number").inner_text()
+    hold_id = page.evaluate(f"localStorage.getItem('onsale.hold.{event_id}.{login}')")
+    assert number == order_number(event_id, hold_id)
+    assert page.evaluate("document.getElementById('order-qr').naturalWidth") > 0
+    return number

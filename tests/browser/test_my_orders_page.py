@@ -7,8 +7,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
 
-from engine.model.orders import order_number
-from tests.browser.conftest import new_profile, seat, signed_in
+from tests.browser.conftest import new_profile, pay_and_read_the_order, seat, signed_in
 from tests.integration.conftest import Stack
 from tests.integration.test_webhooks_http import hooks
 
@@ -29,15 +28,7 @@ def test_a_seat_bought_is_found_under_my_orders_with_its_number_and_code(
     page = signed_in(new_profile(browser, stack, contexts), event_id, "rui", errors=errors)
     expect(page.locator("#orders-panel")).to_be_hidden()  # none yet
     page.click(seat("s2"))
-    page.click("#hold-picked")
-    page.click("#pay")
-    expect(page.locator("#hold-message")).to_contain_text(
-        "Confirmed: Section A, seat s2", timeout=15_000
-    )
-    number = page.locator("#order-number").inner_text()
-    hold_id = page.evaluate(f"localStorage.getItem('onsale.hold.{event_id}.rui')")
-    assert number == order_number(event_id, hold_id)
-    assert page.evaluate("document.getElementById('order-qr').naturalWidth") > 0
+    number = pay_and_read_the_order(page, event_id, "rui", "Confirmed: Section A, seat s2")
     mine = page.locator("#my-orders li")
     expect(mine).to_have_count(1)
     expect(mine).to_have_text(f"{number} · s2 · €45.00")

@@ -12,8 +12,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from engine.model.orders import order_number
-from tests.browser.conftest import new_profile, seat
+from tests.browser.conftest import new_profile, pay_and_read_the_order, seat
 from tests.integration.conftest import Stack, running_stack
 from tests.oidc.provider import ADMIN_CLAIM, AUDIENCE, OpenIdProvider
 
@@ -117,15 +116,9 @@ def test_a_buyer_picks_the_event_by_name_buys_two_seats_by_row_and_number_and_fi
     expect(page.locator("#title")).to_have_text(f"Gala {event_id[-4:]}")
     for number in ("4", "5"):
         page.get_by_role("checkbox", name=f"Section Stalls, row 2, seat {number}").click()
-    page.click("#hold-picked")
-    page.click("#pay")
-    expect(page.locator("#hold-message")).to_contain_text(
-        "Confirmed: Section Stalls, row 2, seats 4, 5", timeout=15_000
+    number = pay_and_read_the_order(
+        page, event_id, "eve-9", "Confirmed: Section Stalls, row 2, seats 4, 5"
     )
-    number = page.locator("#order-number").inner_text()
-    hold_id = page.evaluate(f"localStorage.getItem('onsale.hold.{event_id}.eve-9')")
-    assert number == order_number(event_id, hold_id)
-    assert page.evaluate("document.getElementById('order-qr').naturalWidth") > 0
     mine = page.locator("#my-orders li")
     page.reload()  # the orders are the ledger's: read again, signed in silently
     expect(page.locator("#who")).to_have_text("Signed in as eve-9")
