@@ -13,7 +13,7 @@ import statistics
 import uuid
 
 from rich.console import Console
-from rich.progress import Progress
+from rich.progress import Progress, TaskID
 from rich.table import Table
 
 from engine.config.settings import Settings
@@ -43,11 +43,10 @@ class VisitEvery(Sweeper):
         return await each_event(await self.store.read.event_ids(), self.sweep_event, self.stats)
 
 
-async def lateness(
-    store: Store, events: int, sweeper_kind: type[Sweeper], p: Progress
-) -> list[int]:
-    task = p.add_task(f"{events:,} events ({sweeper_kind.__name__})", total=events)
-    for i in range(events - 1):
+async def idle_events(store: Store, count: int, p: Progress, task: TaskID) -> None:
+    """`count` open events of one seat each, nothing held: what most of a platform's events
+    are at any moment (the trim pass's bench makes the same)."""
+    for i in range(count):
         await store.create_event(
             f"idle-{i}",
             [SeatSpec("s0", 0, "A")],
@@ -55,6 +54,13 @@ async def lateness(
         )
         await store.open_sale(f"idle-{i}")
         p.advance(task)
+
+
+async def lateness(
+    store: Store, events: int, sweeper_kind: type[Sweeper], p: Progress
+) -> list[int]:
+    task = p.add_task(f"{events:,} events ({sweeper_kind.__name__})", total=events)
+    await idle_events(store, events - 1, p, task)
     seats = [SeatSpec(f"s{i}", i, "A") for i in range(HOLDS)]
     await store.create_event("busy", seats, EventConfig(hold_ttl_ms=1_000, quarantine_ms=60_000))
     await store.open_sale("busy")

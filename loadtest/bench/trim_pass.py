@@ -22,6 +22,7 @@ from engine.model.holds import SeatSpec
 from engine.store import Store
 from engine.workers.looks import FULL_LOOK_S
 from engine.workers.trim import Trimmer
+from loadtest.bench.sweep_lag import idle_events
 
 ROUNDS = 7
 
@@ -43,14 +44,7 @@ async def one_pass(store: Store, trimmer: Trimmer, *, every: bool) -> tuple[floa
 
 async def measure(store: Store, events: int, p: Progress) -> dict[str, list[tuple[float, float]]]:
     task = p.add_task(f"{events:,} events", total=events + 2 * ROUNDS)
-    for i in range(events - 1):
-        await store.create_event(
-            f"idle-{i}",
-            [SeatSpec("s0", 0, "A")],
-            EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000),
-        )
-        await store.open_sale(f"idle-{i}")
-        p.advance(task)
+    await idle_events(store, events - 1, p, task)
     seats = [SeatSpec("s0", 0, "A"), SeatSpec("s1", 1, "A")]  # a login trades its hold
     await store.create_event("busy", seats, EventConfig(hold_ttl_ms=60_000, quarantine_ms=60_000))
     await store.open_sale("busy")
