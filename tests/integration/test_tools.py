@@ -143,6 +143,17 @@ def test_claim_parts_smoke() -> None:
         assert name in out, out
 
 
+def test_script_parts_smoke() -> None:
+    """Every variant of the claim script runs its claims on its own server; the table names the
+    whole script, each removed part and the bare reference."""
+    out = run_tool(
+        "loadtest.bench.script_parts", "--rounds", "1", "--requests", "100", "--seats", "1000"
+    )
+    for name in ("the claim script (hold_claim)", "without the deadline (ZADD)",
+                 "bare claim script", "against the bare claim script"):  # fmt: skip
+        assert name in out, out
+
+
 def test_sweep_lag_smoke() -> None:
     out = run_tool("loadtest.bench.sweep_lag", "--events", "3", "--compare")
     assert "VisitEvery" in out and "Sweeper" in out
