@@ -69,8 +69,8 @@ def bench(port: int, requests: int, clients: int, *command: str) -> float:
     return float(m[-1])
 
 
-async def prepare(port: int, seats: int) -> tuple[str, list[str]]:
-    client = aioredis.Redis(port=port, decode_responses=True)
+async def make_event(client: aioredis.Redis, seats: int) -> Store:
+    """The event "bench" of `seats` seats, open, with this checkout's library loaded."""
     store = Store(client)
     await store.scripts.load_all()
     await store.create_event(
@@ -79,7 +79,12 @@ async def prepare(port: int, seats: int) -> tuple[str, list[str]]:
         EventConfig(hold_ttl_ms=3_600_000, quarantine_ms=60_000),
     )
     await store.open_sale("bench")
-    function = store.scripts.function("hold_claim")
+    return store
+
+
+async def prepare(port: int, seats: int) -> tuple[str, list[str]]:
+    client = aioredis.Redis(port=port, decode_responses=True)
+    function = (await make_event(client, seats)).scripts.function("hold_claim")
     await client.aclose()
     return function, keys.script_keys("bench")
 

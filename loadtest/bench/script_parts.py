@@ -31,12 +31,9 @@ from rich.table import Table
 
 import lua
 from engine.model import keys
-from engine.model.event_config import EventConfig
-from engine.model.holds import SeatSpec
-from engine.store import Store
 from loadtest.bench.bare_app import MINIMAL_CLAIM, keys_of
 from loadtest.bench.claim_ab import library_of
-from loadtest.bench.persistence_cost import CLAIM_LIMITS, MODES, private_server
+from loadtest.bench.persistence_cost import CLAIM_LIMITS, MODES, make_event, private_server
 
 LUA = Path(lua.__file__).parent
 WARMUP = 500
@@ -119,7 +116,7 @@ def claim_of(tree: Path, args: argparse.Namespace) -> Load:
     """hold_claim of `tree`'s library, on an event of `args.seats` seats made by this checkout."""
 
     async def load(client: aioredis.Redis) -> Callable[[int], list[str]]:
-        await prepare_event(client, args.seats)
+        await make_event(client, args.seats)
         name, text = library_of(tree)
         await client.function_flush()  # the same function names when `tree` is this lua/
         await client.function_load(text)
@@ -143,17 +140,6 @@ def bare_of(args: argparse.Namespace) -> Load:
         return lambda i: ["EVALSHA", sha, "2", free, owners, f"h{i}"]
 
     return load
-
-
-async def prepare_event(client: aioredis.Redis, seats: int) -> None:
-    store = Store(client)
-    await store.scripts.load_all()
-    await store.create_event(
-        "bench",
-        (SeatSpec(f"s{i}", i) for i in range(seats)),
-        EventConfig(hold_ttl_ms=3_600_000, quarantine_ms=60_000),
-    )
-    await store.open_sale("bench")
 
 
 async def run(args: argparse.Namespace, root: Path) -> dict[str, list[float]]:
