@@ -107,6 +107,7 @@ def test_ledger_bench_smoke() -> None:
 def test_token_cost_smoke() -> None:
     out = run_tool("loadtest.bench.token_cost", "--rounds", "1", "--loops", "20")
     assert "JWT RS256" in out and "JWT ES256" in out and "demo" in out
+    assert "segments µs" in out  # PyJWT's strict base64url decoding of the three segments
 
 
 def test_confirm_cost_smoke() -> None:
