@@ -20,20 +20,29 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
 import orjson
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
 from loadtest.bench import bare_app
 from loadtest.bench.cpu_meter import CpuMeter
-from loadtest.bench.wrk_load import LOGINS_PER_S, claim_script, wrk
+from loadtest.bench.wrk_load import (
+    JWT_LOGINS_PER_S,
+    LOGINS_PER_S,
+    claim_script,
+    demo_tokens,
+    wrk,
+)
 from loadtest.burst.main import add_redis_aof
 from loadtest.burst.report import durability
 from loadtest.burst.targets import engine_redis
+from loadtest.devstack.identity_provider import IdentityProvider
 from loadtest.devstack.stack import LocalStack
 
 PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -124,7 +133,7 @@ def run_pg(args: argparse.Namespace) -> dict[str, float]:
         )
         server.start()
         try:
-            script = claim_script(server.token_secret, logins(args))
+            script = claim_script(demo_tokens(server.token_secret, logins(args)))
             return wrk(server.url, args.seconds, args.connections, script)
         finally:
             server.stop()
@@ -135,7 +144,20 @@ def run_pg(args: argparse.Namespace) -> dict[str, float]:
 def logins(args: argparse.Namespace) -> int:
     if args.logins == "per-connection":
         return int(args.connections)
-    return LOGINS_PER_S * int(args.seconds)
+    return (JWT_LOGINS_PER_S if args.tokens == "jwt" else LOGINS_PER_S) * int(args.seconds)
+
+
+def jwt_tokens(provider: IdentityProvider, logins: int) -> list[str]:
+    """An RS256 token of `provider` for each of `logins` logins (about 0.3 ms each)."""
+    with Progress() as progress:
+        task = progress.add_task("signing RS256 tokens", total=logins)
+        tokens = []
+        for i in range(logins):
+            tokens.append(provider.token(f"u{i}", exp=int(time.time()) + 3_600))
+            if i % 500 == 0:
+                progress.update(task, completed=i)
+        progress.update(task, completed=logins)
+    return tokens
 
 
 def main() -> int:
@@ -164,11 +186,19 @@ def main() -> int:
         "--api-env", type=lambda kv: tuple(kv.split("=", 1)), action="append", default=[],
         metavar="VAR=VALUE", help="a variable for the API (repeatable): one piece switched off",
     )  # fmt: skip
+    ap.add_argument(
+        "--tokens", choices=("demo", "jwt"), default="demo",
+        help="demo: the name-only login's tokens (itsdangerous); jwt: RS256 JWTs of a local "
+        "identity provider, checked as in production (a new login's first check, about 60 µs)",
+    )  # fmt: skip
     ap.add_argument("--profile", default="", help="py-spy raw stacks file (needs --workers 1)")
     ap.add_argument("--profile-top", type=int, default=30)
     args = ap.parse_args()
     if args.profile and (args.workers != 1 or not Path(PY_SPY).exists()):
         print("--profile needs --workers 1 and py-spy on PATH", file=sys.stderr)
+        return 2
+    if args.pg and args.tokens == "jwt":
+        print("--pg needs demo tokens: the baseline checks no JWT", file=sys.stderr)
         return 2
     if shutil.which("wrk") is None:
         print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
@@ -198,6 +228,8 @@ def measure(args: argparse.Namespace, redis_url: str) -> Rows:
     auto-pipelining off, the bare app's two endpoints and, with --pg, the PostgreSQL baseline.
     The stack's keys are deleted afterwards."""
     prefix = f"onsale:bench:{uuid.uuid4().hex[:8]}"
+    # --tokens jwt: the API checks RS256 JWTs of a local provider, as in production (ADR 0019).
+    provider = IdentityProvider() if args.tokens == "jwt" else None
     stack = LocalStack(
         redis_url=redis_url,
         key_prefix=prefix,
@@ -205,13 +237,21 @@ def measure(args: argparse.Namespace, redis_url: str) -> Rows:
         api_workers=args.workers,
         # Capacity of the claim path: each connection is one login claiming without pause, which
         # the per-login limits would answer 429 after its burst (they still run, at no limit).
-        extra_env={"ONSALE_CLAIMS_PER_S": "0", "ONSALE_LOGIN_CAP": "0", **dict(args.api_env)},
+        extra_env={
+            "ONSALE_CLAIMS_PER_S": "0", "ONSALE_LOGIN_CAP": "0",
+            **(provider.api_env() if provider else {}), **dict(args.api_env),
+        },
         api_tree=args.api_tree,
-    )
+    )  # fmt: skip
     stack.start()
     try:
         stack.create_event("bench", args.seats, hold_ttl_ms=600_000)
-        script = claim_script(stack.token_secret, logins(args))
+        tokens = (
+            jwt_tokens(provider, logins(args))
+            if provider
+            else demo_tokens(stack.token_secret, logins(args))
+        )
+        script = claim_script(tokens)
         meter = CpuMeter(
             {"api": lambda: [stack.pid("api")], "redis": lambda: [redis_pid(redis_url)]}
         )
@@ -233,6 +273,8 @@ def measure(args: argparse.Namespace, redis_url: str) -> Rows:
             rows["pg_claim"] = run_pg(args)
     finally:
         stack.stop()
+        if provider is not None:
+            provider.close()
         import redis
 
         r = redis.Redis.from_url(redis_url)
@@ -258,7 +300,8 @@ def durability_pg() -> str:
 def print_report(args: argparse.Namespace, rows: Rows) -> None:
     t = Table(
         title=f"claim vs trivial endpoint, {args.workers} uvicorn worker(s), "
-        f"{args.connections} connections, {args.seconds}s each (wrk); logins {args.logins}; "
+        f"{args.connections} connections, {args.seconds}s each (wrk); logins {args.logins}, "
+        f"{args.tokens} tokens; "
         f"engine: {durability(args)}, baseline: {durability_pg()}"
     )
     for col in ("endpoint", "req/s", "p50 ms", "p99 ms", "non-2xx"):

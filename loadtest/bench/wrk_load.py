@@ -6,6 +6,7 @@ claim's requests: a new login's token per claim, or a few logins that claim agai
 import re
 import subprocess
 import tempfile
+from collections.abc import Iterable
 
 from api.identity import DemoTokens
 from loadtest.bench.cpu_meter import CpuMeter
@@ -35,21 +36,28 @@ end
 """
 WRK_THREADS = 2
 # Logins per second of a run, more than this machine claims (about 7,000/s; the bare endpoint
-# about 10,000/s): every claim is a new login's, and a short run signs few tokens.
+# about 10,000/s): every claim is a new login's, and a short run signs few tokens. Production
+# tokens (RS256 JWTs) take about 0.3 ms each to sign, and their claims go slower: fewer.
 LOGINS_PER_S = 25_000
+JWT_LOGINS_PER_S = 9_000
 
 
-def claim_script(token_secret: str, logins: int) -> str:
-    """A wrk script claiming on event "bench", cycling through `logins` logins (tokens): one per
-    claim (the realistic shape: each buyer holds one hold) when there are more logins than
-    claims, or a few that each claim again and again (each claim then also releases the
-    login's previous hold)."""
-    tokens = DemoTokens(token_secret, ttl_s=3_600)
+def claim_script(tokens: Iterable[str]) -> str:
+    """A wrk script claiming on event "bench" with `tokens`, one per claim in turn, cycling:
+    more tokens than claims makes every claim a new login's (the realistic shape: each buyer
+    holds one hold); a few makes each login claim again and again (each claim then also
+    releases the login's previous hold)."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as t:
-        t.write("\n".join(tokens.issue(f"u{i}") for i in range(logins)))
+        t.write("\n".join(tokens))
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(WRK_CLAIM % (WRK_THREADS, t.name, "bench"))
     return f.name
+
+
+def demo_tokens(token_secret: str, logins: int) -> list[str]:
+    """A demo token (the name-only login) for each of `logins` logins."""
+    tokens = DemoTokens(token_secret, ttl_s=3_600)
+    return [tokens.issue(f"u{i}") for i in range(logins)]
 
 
 def wrk(

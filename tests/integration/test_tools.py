@@ -252,6 +252,20 @@ def test_burst_with_ledger_smoke(tmp_path: Path) -> None:
     assert result["trivial_all_answered_ms"] > 0 and result["durability"].endswith("always")
 
 
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="needs wrk (make up installs it)")
+def test_claim_rate_with_production_tokens_smoke(tmp_path: Path) -> None:
+    """--tokens jwt: the API checks RS256 JWTs of a local provider, the demo login off; every
+    claim is answered 201 (a token it could not check would be 401: non-2xx)."""
+    out = tmp_path / "claim_rate.json"
+    run_tool(
+        *("loadtest.bench.claim_rate", "--workers", "1", "--seconds", "1", "--connections", "8"),
+        *("--seats", "20000", "--tokens", "jwt", "--json", str(out)),
+    )
+    rows = json.loads(out.read_text())["rows"]
+    assert rows["claim"]["rps"] > 0 and rows["claim"]["non2xx"] == 0, rows["claim"]
+    assert rows["claim_no_autopipeline"]["non2xx"] == 0
+
+
 @pytest.mark.postgres
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="needs wrk (make up installs it)")
 def test_claim_rate_smoke(tmp_path: Path) -> None:
