@@ -94,7 +94,7 @@ VARIANTS = (
 
 
 async def _engine(v: Variant, claims: int, port: int) -> float:
-    env = api_env(f"redis://127.0.0.1:{port}/0", **v.env)
+    env = api_env(f"redis://127.0.0.1:{port}/0", limits=True, **v.env)  # a new login a claim
     await create_event(env, claims + WARMUP + 200)
     signer = URLSafeTimedSerializer(env["ONSALE_TOKEN_SECRET"], salt="onsale-login")
     tokens = [f"Bearer {signer.dumps({'l': f'g{i}'})}".encode() for i in range(claims + WARMUP)]

@@ -43,6 +43,7 @@ from loadtest.burst.main import add_redis_aof
 from loadtest.burst.report import durability
 from loadtest.burst.targets import engine_redis
 from loadtest.devstack.identity_provider import IdentityProvider
+from loadtest.devstack.scratch import NO_LOGIN_LIMITS
 from loadtest.devstack.stack import LocalStack
 
 PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -141,6 +142,13 @@ def run_pg(args: argparse.Namespace) -> dict[str, float]:
         asyncio.run(db.drop_database(server_dsn, database))
 
 
+def limits_env(args: argparse.Namespace) -> dict[str, str]:
+    """The per-login limits at their production defaults when every claim is a new login's
+    (they refuse none and the claim script runs them); off when each connection is one login
+    claiming without pause, which they would answer 429 after its burst."""
+    return dict(NO_LOGIN_LIMITS) if args.logins == "per-connection" else {}
+
+
 def logins(args: argparse.Namespace) -> int:
     if args.logins == "per-connection":
         return int(args.connections)
@@ -235,11 +243,8 @@ def measure(args: argparse.Namespace, redis_url: str) -> Rows:
         key_prefix=prefix,
         log_dir=Path(tempfile.mkdtemp()),
         api_workers=args.workers,
-        # Capacity of the claim path: each connection is one login claiming without pause, which
-        # the per-login limits would answer 429 after its burst (they still run, at no limit).
         extra_env={
-            "ONSALE_CLAIMS_PER_S": "0", "ONSALE_LOGIN_CAP": "0",
-            **(provider.api_env() if provider else {}), **dict(args.api_env),
+            **limits_env(args), **(provider.api_env() if provider else {}), **dict(args.api_env),
         },
         api_tree=args.api_tree,
     )  # fmt: skip

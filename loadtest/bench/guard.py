@@ -7,7 +7,9 @@ that touches the claim path, and quote its figures.
 A private Redis at `appendfsync always`; the API app in this process, driven straight through ASGI
 (no socket, no HTTP client: the HTTP server's parsing is not in the figure); one event of `claims` +
 500 seats; every claim a new login's (tokens minted before the clock starts), one after the other,
-on each of `rounds` fresh servers (medians). Then the bare JSON+EVALSHA claim
+on each of `rounds` fresh servers (medians), the per-login rate limit and cap at their production
+defaults (they refuse none of these claims, and the claim script runs them). Then the bare
+JSON+EVALSHA claim
 (loadtest/bench/bare_app.py) driven the same way on the same server. Four figures: this process's
 CPU time per claim (the API code and the redis client, the access log written to stderr included)
 and Redis's own time per claim call (INFO commandstats, `fcall`), and the same two of the bare claim
@@ -127,6 +129,12 @@ async def drive(
     return round(cpu_s * 1e6 / claims, 1), round(float(stats.get("usec_per_call", 0.0)), 2)
 
 
+def workload_env(redis_url: str) -> dict[str, str]:
+    """The guard's API: the per-login limits at their production defaults (every claim is a new
+    login's: they refuse none, and the claim script runs them as in production)."""
+    return api_env(redis_url, limits=True)
+
+
 async def workload(env: dict[str, str], claims: int, port: int) -> dict[str, float]:
     await create_event(env, claims + WARMUP + 200)
     signer = URLSafeTimedSerializer(env["ONSALE_TOKEN_SECRET"], salt="onsale-login")
@@ -178,7 +186,7 @@ def measure_once(claims: int) -> dict[str, float]:
     try:
         with private_server(DURABLE) as port:
             url = f"redis://127.0.0.1:{port}/0"
-            now = asyncio.run(workload(api_env(url), claims, port))
+            now = asyncio.run(workload(workload_env(url), claims, port))
             return now | asyncio.run(bare_workload(url, claims, port))
     except Exception:
         Console().print_exception()

@@ -42,17 +42,23 @@ async def store_and_ledger(
         await client.aclose()
 
 
-def api_env(redis_url: str, **extra: str) -> dict[str, str]:
+# The per-login limits switched off: for tests and workloads in which one login claims again
+# and again, which the limits would refuse.
+NO_LOGIN_LIMITS = {"ONSALE_CLAIMS_PER_S": "0", "ONSALE_LOGIN_CAP": "0"}
+
+
+def api_env(redis_url: str, *, limits: bool = False, **extra: str) -> dict[str, str]:
     """The environment of an API made in process for a benchmark or a test: demo logins, fresh
-    secrets, no per-login limits, decisions told at once (no ledger), a provider nowhere."""
+    secrets, decisions told at once (no ledger), a provider nowhere, and no per-login limits
+    unless `limits` (then their production defaults: a benchmark whose every claim is a new
+    login's measures what production runs)."""
     return {
         "ONSALE_REDIS_URL": redis_url,
         "ONSALE_TOKEN_SECRET": secrets.token_urlsafe(32),
         "ONSALE_ADMIN_TOKEN": secrets.token_urlsafe(32),
         "ONSALE_WEBHOOK_SECRET": secrets.token_urlsafe(32),
         "ONSALE_DEMO_LOGIN": "1",
-        "ONSALE_CLAIMS_PER_S": "0",
-        "ONSALE_LOGIN_CAP": "0",
+        **({} if limits else NO_LOGIN_LIMITS),
         "ONSALE_PROVIDER_URL": "http://127.0.0.1:9",
         "ONSALE_CONFIRM_AFTER": "redis",
         **extra,
