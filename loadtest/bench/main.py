@@ -5,7 +5,8 @@ on two cores they would measure each other).
 
 1. Claim script vs SET on private Redis servers (persistence_cost, redis-benchmark).
 2. Claim endpoint vs /healthz, the bare JSON+EVALSHA endpoint and the PostgreSQL baseline,
-   with one and with two uvicorn workers (claim_rate, wrk).
+   with one and with two uvicorn workers (claim_rate, wrk); and with production tokens (RS256
+   JWTs of a local identity provider) instead of the demo login's.
 3-4. The T0 burst, the engine, the PostgreSQL baseline and the bare JSON+EVALSHA claim
    alternated, `--trials` times each, in both shapes: 10,000 clients on 80 seats and on 10,000
    seats (burst).
@@ -85,6 +86,12 @@ def main(argv: list[str] | None = None) -> int:
             *("--redis-aof", aof, "--seats", "5000" if q else "200000"),
             *("--json", str(out / f"claim_rate_w{workers}_{aof}.json")),
         )
+    run(
+        console,
+        "2. the claim with production tokens (RS256 JWTs, a new login each), 2 workers, AOF always",
+        *("loadtest.bench.claim_rate", "--workers", "2", "--seconds", seconds, "--tokens", "jwt"),
+        *("--seats", "5000" if q else "200000", "--json", str(out / "claim_rate_w2_jwt.json")),
+    )
     bursts = run_bursts(console, out, clients, args.trials)
     ledger_path = out / "burst_ledger.json"
     run(
