@@ -78,20 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         *("loadtest.bench.persistence_cost", "--requests", "2000" if q else "100000"),
         *("--seats", "5000" if q else "300000"),
     )
-    for workers, aof in (("1", "always"), ("2", "always"), ("2", "no")):
-        run(
-            console,
-            f"2. claim endpoint vs references, {workers} worker(s), Redis AOF {aof}",
-            *("loadtest.bench.claim_rate", "--workers", workers, "--seconds", seconds, "--pg"),
-            *("--redis-aof", aof, "--seats", "5000" if q else "200000"),
-            *("--json", str(out / f"claim_rate_w{workers}_{aof}.json")),
-        )
-    run(
-        console,
-        "2. the claim with production tokens (RS256 JWTs, a new login each), 2 workers, AOF always",
-        *("loadtest.bench.claim_rate", "--workers", "2", "--seconds", seconds, "--tokens", "jwt"),
-        *("--seats", "5000" if q else "200000", "--json", str(out / "claim_rate_w2_jwt.json")),
-    )
+    run_claim_rates(console, out, q, seconds)
     bursts = run_bursts(console, out, clients, args.trials)
     ledger_path = out / "burst_ledger.json"
     run(
@@ -122,6 +109,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     summary(console, bursts, orjson.loads(ledger_path.read_bytes()), out)
     return 0
+
+
+def run_claim_rates(console: Console, out: Path, q: bool, seconds: str) -> None:
+    """2. The sustained claim beside its references: one and two workers, both durabilities;
+    then with production tokens."""
+    for workers, aof in (("1", "always"), ("2", "always"), ("2", "no")):
+        run(
+            console,
+            f"2. claim endpoint vs references, {workers} worker(s), Redis AOF {aof}",
+            *("loadtest.bench.claim_rate", "--workers", workers, "--seconds", seconds, "--pg"),
+            *("--redis-aof", aof, "--seats", "5000" if q else "200000"),
+            *("--json", str(out / f"claim_rate_w{workers}_{aof}.json")),
+        )
+    run(
+        console,
+        "2. the claim with production tokens (RS256 JWTs, a new login each), 2 workers, AOF always",
+        *("loadtest.bench.claim_rate", "--workers", "2", "--seconds", seconds, "--tokens", "jwt"),
+        *("--seats", "5000" if q else "200000", "--json", str(out / "claim_rate_w2_jwt.json")),
+    )
 
 
 def run_bursts(console: Console, out: Path, clients: int, trials: int) -> Bursts:
