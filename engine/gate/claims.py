@@ -5,12 +5,12 @@ one of the event's places in flight until its answer, which widens the window wh
 turns a SOLD_OUT into a memory. Without one (the workers, the tools), a claim is the store's."""
 
 import time
-from collections.abc import Sequence
+from typing import Unpack
 
 from engine.gate.soldout import SoldOutMemory
 from engine.model import errors, keys
 from engine.model.holds import Claimed
-from engine.model.stock_lines import StockLine
+from engine.model.stock_lines import Goods
 from engine.store import Store
 
 WON: list[str] = [
@@ -24,36 +24,22 @@ class GatedClaims:
         self.store, self.memory = store, memory
 
     async def claim(
-        self,
-        event_id: str,
-        login: str,
-        hold_id: str,
-        seat_id: str | None = None,
-        *,
-        seats: Sequence[str] = (),
-        quantity: int = 1,
-        lines: Sequence[StockLine] = (),
-        access_code: str = "",
+        self, event_id: str, login: str, hold_id: str, seat_id: str | None = None, *,
         admitted: bool = False,  # already holds a place at the gate (api/claim_front/asgi_lane.py)
-    ) -> Claimed:
+        **goods: Unpack[Goods],
+    ) -> Claimed:  # fmt: skip
         """Store.claim's claim, asked at the gate first (`admitted`: the claim's place in
         flight was taken already, in the refusal lane)."""
         memory = self.memory
         if memory is None:
-            return await self.store.claim(
-                event_id, login, hold_id, seat_id, seats=seats, quantity=quantity, lines=lines,
-                access_code=access_code,
-            )  # fmt: skip
+            return await self.store.claim(event_id, login, hold_id, seat_id, **goods)
         if not keys.valid_id(hold_id) or not login:
             raise ValueError("hold_id and login are required")
         if await memory.admit(event_id, hold_id, self.store.timeout_s, admitted):
             raise errors.SoldOut(f"claim {hold_id}: SOLD_OUT (remembered)", reply=[])
         sent_at = time.monotonic()
         try:
-            claimed = await self.store.claim(
-                event_id, login, hold_id, seat_id, seats=seats, quantity=quantity, lines=lines,
-                access_code=access_code,
-            )  # fmt: skip
+            claimed = await self.store.claim(event_id, login, hold_id, seat_id, **goods)
         except errors.SoldOut as exc:
             memory.release(event_id, ANSWERED)
             memory.sold_out(event_id, restocks_of(exc), sent_at)

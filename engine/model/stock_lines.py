@@ -5,7 +5,7 @@ checks. No Redis here: the facet that changes stock is engine/store/stock.py."""
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 COUNTERS = ("on_hand", "available", "held", "blocked", "sold")
 # SKU and location ids: the key alphabet without the separators of a hold's lines ('@', '*').
@@ -30,12 +30,25 @@ class StockLine:
         return f"{self.sku}*{self.quantity}{at}"
 
 
-def claim_want(seat_id: str | None, seats: Sequence[str], quantity: int,
-               lines: Sequence[StockLine]) -> str:  # fmt: skip
+class Goods(TypedDict, total=False):
+    """What a claim asks for besides one named seat, declared once for every claim front
+    (engine/store/transitions.py Store.claim, engine/gate/claims.py GatedClaims.claim): those
+    seats (all of them), a quantity of the best seats, or stock lines; and a presale's access
+    code. None of them: the one seat named, or the best free one."""
+
+    seats: Sequence[str]
+    quantity: int
+    lines: Sequence[StockLine]
+    access_code: str
+
+
+def claim_want(seat_id: str | None, goods: Goods) -> str:
     """What hold_claim is asked for (its ARGV[3]): stock lines, seats, a party, or the best."""
+    lines = goods.get("lines", ())
     if lines:
         return "+" + ",".join(line.asked for line in lines)
-    return ",".join(seats) or seat_id or (f"#{quantity}" if quantity > 1 else "")
+    quantity = goods.get("quantity", 1)
+    return ",".join(goods.get("seats", ())) or seat_id or (f"#{quantity}" if quantity > 1 else "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,8 @@ as EngineError subclasses (engine/model/errors.py). Reads are `store.read` (engi
 putting an event back from the ledger is `store.restore` (engine/store/restore.py), and the audit of
 the invariants is engine/model/audit.py. Nothing else in the engine talks to Redis."""
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, Unpack
 
 import redis.asyncio as aioredis
 
@@ -42,7 +42,7 @@ from engine.model.states import (
     ChargeState,
     HoldState,
 )
-from engine.model.stock_lines import StockLine, claim_want
+from engine.model.stock_lines import Goods, claim_want
 from engine.store.lifecycle import Lifecycle
 from engine.store.notes import Notes
 from engine.store.order_refunds import OrderRefunds
@@ -172,25 +172,17 @@ class Store:
     # -- holds ----------------------------------------------------------------------------
 
     async def claim(
-        self,
-        event_id: str,
-        login: str,
-        hold_id: str,
-        seat_id: str | None = None,
-        *,
-        seats: Sequence[str] = (),
-        quantity: int = 1,
-        lines: Sequence[StockLine] = (),
-        access_code: str = "",
-    ) -> Claimed:
+        self, event_id: str, login: str, hold_id: str, seat_id: str | None = None,
+        **goods: Unpack[Goods],
+    ) -> Claimed:  # fmt: skip
         """Claim `seat_id` (or all of `seats`), or else the `quantity` best free seats (adjacent
         when a block is free), or the stock `lines` of a stock event (all or nothing, ADR 0022).
         `hold_id` is the idempotency key (a window's hold id is made from it). Before T0, in a
         presale window, `access_code` is spent (ADR 0049)."""
         if not keys.valid_id(hold_id) or not login:
             raise ValueError("hold_id and login are required")
-        want = claim_want(seat_id, seats, quantity, lines)
-        args = [hold_id, login, want, *self._claim_limits, access_code]
+        want = claim_want(seat_id, goods)
+        args = [hold_id, login, want, *self._claim_limits, goods.get("access_code", "")]
         reply = await self.runner.run("hold_claim", event_id, args)
         code = ClaimCode(reply[0])
         if code in (ClaimCode.OK, ClaimCode.REPLAY):
