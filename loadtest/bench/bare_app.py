@@ -27,6 +27,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from loadtest.devstack.services import redis_url
+
 MINIMAL_CLAIM = """
 local seat = redis.call('ZPOPMIN', KEYS[1])
 if #seat == 0 then return {'SOLD_OUT'} end
@@ -44,7 +46,7 @@ def keys_of(prefix: str) -> tuple[str, str]:
 
 
 def create_app() -> Starlette:
-    url = os.environ.get("ONSALE_REDIS_URL", "redis://127.0.0.1:6379/0")
+    url = redis_url()
     prefix = os.environ.get("BARE_PREFIX", "onsale:bench:bare")
     keys = list(keys_of(prefix))
     state: dict[str, object] = {}

@@ -14,7 +14,6 @@ section 38 measured every stop so). `--api-env VAR=VALUE` gives the API a variab
 switched off (`ONSALE_ACCESS_LOG=0`, `ONSALE_EARLY_LANE=0`, ...)."""
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
@@ -44,6 +43,7 @@ from loadtest.burst.report import durability
 from loadtest.burst.targets import engine_redis
 from loadtest.devstack.identity_provider import IdentityProvider
 from loadtest.devstack.scratch import NO_LOGIN_LIMITS
+from loadtest.devstack.services import pg_server_dsn
 from loadtest.devstack.stack import LocalStack
 
 PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -119,11 +119,10 @@ def run_pg(args: argparse.Namespace) -> dict[str, float]:
     same uvicorn configuration and worker count, on a private database dropped afterwards."""
     import asyncio
 
-    from loadtest.burst.targets import PG_SERVER_DSN
     from loadtest.pg_baseline import server as pg_baseline
     from persistence import database as db
 
-    server_dsn = os.environ.get("ONSALE_PG_DSN", PG_SERVER_DSN)
+    server_dsn = pg_server_dsn()
     database = f"onsale_bench_pg_{uuid.uuid4().hex[:8]}"
     asyncio.run(db.create_database(server_dsn, database))
     try:

@@ -16,7 +16,6 @@ records read and PostgreSQL's transaction) rather than on Redis (XREADGROUP, XAC
 
 import argparse
 import asyncio
-import os
 import time
 import uuid
 from typing import Any
@@ -31,6 +30,7 @@ from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.model.records import OUTBOX_FIELDS
 from engine.store import Store
+from loadtest.devstack import services
 from persistence import database, ledger_apply
 from persistence.migrate import migrate
 from persistence.writer import LedgerWriter
@@ -112,8 +112,7 @@ async def drain(
 
 
 async def main_async(records: int, batch: int, rounds: int) -> dict[str, list[dict[str, float]]]:
-    admin_dsn = os.environ.get("ONSALE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
-    redis_url = os.environ.get("ONSALE_REDIS_URL", "redis://127.0.0.1:6379/0")
+    admin_dsn, redis_url = services.pg_server_dsn(), services.redis_url()
     dsn = await database.create_database(admin_dsn, f"onsale_bench_{uuid.uuid4().hex[:8]}")
     redis = aioredis.from_url(redis_url, decode_responses=True)
     prefix = f"onsale:bench:{uuid.uuid4().hex[:8]}"

@@ -41,7 +41,6 @@ shares only the machine's CPUs."""
 import argparse
 import asyncio
 import contextlib
-import os
 import shutil
 import subprocess
 import sys
@@ -63,6 +62,7 @@ from engine.store import Store
 from engine.store.scripts import Scripts
 from loadtest.bench.size_cost_measure import SizeResult, measure_size
 from loadtest.bench.size_cost_report import print_table
+from loadtest.devstack.services import redis_url
 from loadtest.devstack.stack import spare_port
 
 STORE_TIMEOUT_S = 60.0  # generous: the audit of a 1M-seat event reads every seat
@@ -203,10 +203,7 @@ def main() -> int:
         return 2
     console = Console()
     with contextlib.ExitStack() as stack:
-        if args.own_server:
-            url = stack.enter_context(own_server())
-        else:
-            url = os.environ.get("ONSALE_REDIS_URL", "redis://127.0.0.1:6379/0")
+        url = stack.enter_context(own_server()) if args.own_server else redis_url()
         results, facts = asyncio.run(run(args, url, console))
     print_table(results, args.claims, console)
     if args.json:

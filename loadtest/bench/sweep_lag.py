@@ -8,7 +8,6 @@ both scripts on every event each pass."""
 
 import argparse
 import asyncio
-import os
 import statistics
 import uuid
 
@@ -16,13 +15,13 @@ from rich.console import Console
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from engine.config.settings import Settings
 from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.model.states import HoldState
 from engine.store import Store
 from engine.store.loops import each_event
 from engine.workers.sweeper import Sweeper, due_events
+from loadtest.devstack.services import redis_client
 
 HOLDS = 16
 INTERVAL_MS = 50
@@ -81,8 +80,7 @@ async def lateness(
 
 
 async def main_async(counts: list[int], compare: bool) -> None:
-    settings = Settings.from_env(os.environ)
-    client = settings.redis_client()
+    client = redis_client()
     console = Console()
     rows = []
     kinds: list[type[Sweeper]] = [Sweeper, LookEvery, VisitEvery] if compare else [Sweeper]

@@ -7,7 +7,6 @@ pipelined look at every event's ended holds. Each pass's wall time and the Redis
 
 import argparse
 import asyncio
-import os
 import statistics
 import time
 import uuid
@@ -16,13 +15,13 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from engine.config.settings import Settings
 from engine.model.event_config import EventConfig
 from engine.model.holds import SeatSpec
 from engine.store import Store
 from engine.workers.looks import FULL_LOOK_S
 from engine.workers.trim import Trimmer
 from loadtest.bench.sweep_lag import idle_events
+from loadtest.devstack.services import redis_client
 
 ROUNDS = 7
 
@@ -59,7 +58,7 @@ async def measure(store: Store, events: int, p: Progress) -> dict[str, list[tupl
 
 
 async def main_async(counts: list[int]) -> None:
-    client = Settings.from_env(os.environ).redis_client()
+    client = redis_client()
     console = Console()
     table = Table(title=f"one trim pass, median of {ROUNDS} alternated")
     for col in ("events", "look", "wall ms", "Redis CPU ms"):

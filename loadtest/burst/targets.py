@@ -5,7 +5,6 @@ EVENT_ID and a check of its own state after the run."""
 import argparse
 import asyncio
 import contextlib
-import os
 import tempfile
 import uuid
 from collections import Counter
@@ -20,14 +19,13 @@ from loadtest.bench import bare_app
 from loadtest.bench.persistence_cost import private_server
 from loadtest.burst.ledger import ledger_drain, ledger_stats
 from loadtest.devstack.invariants import Verdict, check_burst, check_burst_pg
+from loadtest.devstack.services import pg_server_dsn, redis_url
 from loadtest.devstack.stack import LocalStack
 from loadtest.pg_baseline import server as pg_baseline
 from persistence import database
 
 EVENT_ID = "burst"
 HOLD_TTL_MS = 600_000  # by default no hold ends during a run
-PG_SERVER_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-SHARED_REDIS = "redis://127.0.0.1:6379/0"
 AOF_FLAGS = {
     "no": ["--appendonly", "no"],
     "everysec": ["--appendonly", "yes", "--appendfsync", "everysec"],
@@ -53,7 +51,7 @@ def engine_redis(args: argparse.Namespace) -> Iterator[str]:
     server with the AOF policy asked for ("always" is the production setting, docs/deploy.md,
     the one that compares fairly with PostgreSQL's synchronous commit), or the shared one."""
     if args.redis_aof == "shared":
-        yield os.environ.get("ONSALE_REDIS_URL", SHARED_REDIS)
+        yield redis_url()
         return
     with private_server(AOF_FLAGS[args.redis_aof]) as port:
         yield f"redis://127.0.0.1:{port}/0"
@@ -69,7 +67,7 @@ async def engine_target(args: argparse.Namespace) -> AsyncIterator[Target]:
 @contextlib.asynccontextmanager
 async def engine_on(args: argparse.Namespace, redis_url: str) -> AsyncIterator[Target]:
     prefix = f"onsale:bench:{uuid.uuid4().hex[:8]}"
-    server_dsn = os.environ.get("ONSALE_PG_DSN", PG_SERVER_DSN)
+    server_dsn = pg_server_dsn()
     ledger_db = f"onsale_bench_ledger_{uuid.uuid4().hex[:8]}" if args.ledger else ""
     if ledger_db:
         await database.create_database(server_dsn, ledger_db)
@@ -116,7 +114,7 @@ async def engine_on(args: argparse.Namespace, redis_url: str) -> AsyncIterator[T
 
 @contextlib.asynccontextmanager
 async def pg_target(args: argparse.Namespace) -> AsyncIterator[Target]:
-    server_dsn = os.environ.get("ONSALE_PG_DSN", PG_SERVER_DSN)
+    server_dsn = pg_server_dsn()
     database_name = f"onsale_bench_pg_{uuid.uuid4().hex[:8]}"
     await database.create_database(server_dsn, database_name)
     try:

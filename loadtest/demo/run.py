@@ -21,6 +21,7 @@ from engine.config.settings import Settings
 from engine.config.variables import MissingSetting
 from engine.store import Store
 from loadtest.demo.ledger import demo_database
+from loadtest.devstack import services
 from loadtest.devstack.stack import QUICK_SETTLE_ENV, LocalStack
 
 SETTLE_TIMEOUT_S = 30.0  # refunds and callbacks still in flight once the buyers are done
@@ -168,7 +169,7 @@ def run_command(play: Callable[[Settings, str, str], Coroutine[Any, Any, int]]) 
     except MissingSetting as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 2
-    pg_dsn = os.environ.get("ONSALE_PG_DSN", "")
+    pg_dsn = services.named_pg_server_dsn()
     database = os.environ.get("ONSALE_DEMO_DATABASE", "onsale_demo")
     try:
         return asyncio.run(play(settings, pg_dsn, database))

@@ -2,7 +2,6 @@
 prefix of the configured Redis (ONSALE_REDIS_URL) and a migrated scratch database on
 ONSALE_PG_DSN's server; both gone afterwards."""
 
-import os
 import secrets
 import uuid
 from collections.abc import AsyncIterator
@@ -10,8 +9,8 @@ from contextlib import asynccontextmanager
 
 import asyncpg
 
-from engine.config.settings import Settings
 from engine.store import Store
+from loadtest.devstack import services
 from persistence import database
 from persistence.migrate import migrate
 
@@ -20,10 +19,10 @@ from persistence.migrate import migrate
 async def store_and_ledger(
     name: str, pool_max: int = 4
 ) -> AsyncIterator[tuple[Store, asyncpg.Pool]]:
-    client = Settings.from_env(os.environ).redis_client()
+    client = services.redis_client()
     store = Store(client, prefix=f"onsale:{name}:{uuid.uuid4().hex[:8]}")
     await store.scripts.load_all()
-    server = os.environ["ONSALE_PG_DSN"]
+    server = services.pg_server_dsn()
     try:
         async with database.scratch_database(
             server, f"onsale_{name}_{uuid.uuid4().hex[:8]}"

@@ -30,10 +30,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from engine.store import Store
-from loadtest.burst.targets import PG_SERVER_DSN
 from loadtest.demo.main import nightly_report
 from loadtest.demo.report import refund_bound_table
 from loadtest.demo.scenario import PRICE, seat_map
+from loadtest.devstack import services
 from loadtest.devstack.invariants import FlowSeen, Verdict, check_burst, check_flow
 from loadtest.devstack.stack import QUICK_SETTLE_ENV, LocalStack
 from loadtest.locust.report import print_report
@@ -64,7 +64,7 @@ def run_time(value: str) -> str:
 def stack_for(
     args: argparse.Namespace, prefix: str, log_dir: Path, ledger_dsn: str = ""
 ) -> LocalStack:
-    redis_url = os.environ.get("ONSALE_REDIS_URL", "redis://127.0.0.1:6379/0")
+    redis_url = services.redis_url()
     if args.scenario == "burst":
         return LocalStack(redis_url, prefix, log_dir, api_workers=args.workers)
     # The purchase flow meets every kind of provider behaviour, with short timers so that
@@ -227,7 +227,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     prefix = f"onsale:bench:{uuid.uuid4().hex[:8]}"
     # The purchase flow runs with a ledger, so that the nightly reconciliation can run at the end
     # (a capture after a decline whose webhook was lost is found there, as in production).
-    pg_server = os.environ.get("ONSALE_PG_DSN", PG_SERVER_DSN)
+    pg_server = services.pg_server_dsn()
     ledger_db = f"onsale_locust_{uuid.uuid4().hex[:8]}" if args.scenario == "flow" else ""
     ledger_dsn = await database.create_database(pg_server, ledger_db) if ledger_db else ""
     stack = stack_for(args, prefix, out / "logs", ledger_dsn)
