@@ -42,6 +42,9 @@ class Goods(TypedDict, total=False):
     access_code: str
 
 
+GOODS = Goods.__optional_keys__
+
+
 def claim_want(seat_id: str | None, goods: Goods) -> str:
     """What hold_claim is asked for (its ARGV[3]): stock lines, seats, a party, or the best."""
     lines = goods.get("lines", ())

@@ -42,7 +42,7 @@ from engine.model.states import (
     ChargeState,
     HoldState,
 )
-from engine.model.stock_lines import Goods, claim_want
+from engine.model.stock_lines import GOODS, Goods, claim_want
 from engine.store.lifecycle import Lifecycle
 from engine.store.notes import Notes
 from engine.store.order_refunds import OrderRefunds
@@ -181,6 +181,8 @@ class Store:
         presale window, `access_code` is spent (ADR 0049)."""
         if not keys.valid_id(hold_id) or not login:
             raise ValueError("hold_id and login are required")
+        if not goods.keys() <= GOODS:  # a misspelt keyword is an error, never "the best seat"
+            raise TypeError(f"claim() got unexpected arguments {sorted(goods.keys() - GOODS)}")
         want = claim_want(seat_id, goods)
         args = [hold_id, login, want, *self._claim_limits, goods.get("access_code", "")]
         reply = await self.runner.run("hold_claim", event_id, args)

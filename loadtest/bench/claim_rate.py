@@ -215,7 +215,9 @@ def main() -> int:
     print_report(args, rows)
     if args.json:
         out = {"workers": args.workers, "rows": rows, "durability": durability(args)}
-        Path(args.json).write_bytes(orjson.dumps(out | {"logins": args.logins}))
+        Path(args.json).write_bytes(
+            orjson.dumps(out | {"logins": args.logins, "tokens": args.tokens})
+        )
     return 0
 
 

@@ -24,6 +24,15 @@ async def test_best_available_takes_seats_by_rank_then_sold_out(store: Store) ->
     await sale.audit_ok()
 
 
+async def test_a_misspelt_claim_argument_is_an_error_not_the_best_seat(store: Store) -> None:
+    """What a claim asks for is one declaration (engine/model/stock_lines.py Goods): a keyword it
+    lacks is refused before anything is asked of Redis, never read as "no seats named"."""
+    sale = await open_sale(store, 2, now_ms=T0)
+    with pytest.raises(TypeError, match="seat"):
+        await store.claim(sale.event_id, "alice", "h1", seat="s00001")  # type: ignore[call-arg]
+    assert (await store.read.availability(sale.event_id)).free == 2
+
+
 async def test_specific_seat_free_taken_unknown(store: Store) -> None:
     sale = await open_sale(store, 3, now_ms=T0)
     c = await store.claim(sale.event_id, "alice", "h1", "s00002")

@@ -154,11 +154,12 @@ async def test_hold_pairs(store: Store, state: HoldState) -> None:
 
 
 async def pair_result(pair: Awaitable[str | None], event: object) -> str | None:
-    """The pair's result, an error in it named by its event."""
+    """The pair's result; an error in it is a wrong pair too, named by its event (the state's
+    other pairs still run)."""
     try:
         return await pair
     except Exception as exc:
-        raise AssertionError(f"the pair with {event} failed: {exc!r}") from exc
+        return f"the pair with {event} failed: {exc!r}"
 
 
 async def charge_in(store: Store, state: ChargeState) -> Sale:

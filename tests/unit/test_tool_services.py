@@ -11,7 +11,10 @@ import pytest
 from loadtest.devstack import services
 
 ROOT = Path(__file__).resolve().parents[2]
-READ = re.compile(r'environ(\.get\(|\[)"ONSALE_(REDIS_URL|PG_DSN)"(?!\]\s*=[^=])')
+READ = re.compile(
+    r"""(environ\.get\(|getenv\(|environ\[)["']ONSALE_(REDIS_URL|PG_DSN)["'](?!\]\s*=[^=])"""
+    r"|\bSettings\.from_env\(os\.environ\)"
+)
 
 
 def test_the_variables_when_set_else_the_local_ports(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,4 +41,7 @@ def test_no_tool_reads_them_itself() -> None:
 def test_the_check_sees_a_read_not_a_write() -> None:
     assert READ.search('url = os.environ.get("ONSALE_REDIS_URL", "x")')
     assert READ.search('dsn = os.environ["ONSALE_PG_DSN"]')
+    assert READ.search("url = os.getenv('ONSALE_REDIS_URL')")
+    assert READ.search("settings = Settings.from_env(os.environ)")
+    assert not READ.search("settings = BaselineSettings.from_env(os.environ)")
     assert not READ.search('os.environ["ONSALE_REDIS_URL"] = url')
