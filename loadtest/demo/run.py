@@ -165,7 +165,7 @@ def run_command(play: Callable[[Settings, str, str], Coroutine[Any, Any, int]]) 
     is missing), the ledger's server (ONSALE_PG_DSN, none: no ledger) and database
     (ONSALE_DEMO_DATABASE), then `play(settings, pg_dsn, database)`'s exit code."""
     try:
-        settings = services.engine_settings()
+        settings = Settings.from_env(os.environ)  # named, or a clear error (not a default)
     except MissingSetting as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 2
