@@ -40,6 +40,13 @@ TRIVIAL = orjson.dumps({"ok": True})
 SOLD_OUT = orjson.dumps({"error": {"code": "sold_out"}})  # the engine's refusal, as it says it
 
 
+def free_seats(seats: int) -> Iterator[dict[str, int]]:
+    """The bare claim's `seats` free seats ("s<i>" ranked i), as ZADD mappings of at most
+    10,000 each (one command per mapping)."""
+    for start in range(0, seats, 10_000):
+        yield {f"s{i}": i for i in range(start, min(seats, start + 10_000))}
+
+
 def keys_of(prefix: str) -> tuple[str, str]:
     """The free seats (a sorted set) and their owners (a hash), in one slot."""
     return f"{prefix}:{{bare}}:free", f"{prefix}:{{bare}}:owners"
@@ -104,8 +111,8 @@ def served(redis_url: str, prefix: str, seats: int, workers: int) -> Iterator[Se
 
     r = redis_sync.Redis.from_url(redis_url)
     free, owners = keys_of(prefix)
-    for start in range(0, seats, 10_000):
-        r.zadd(free, {f"s{i}": i for i in range(start, min(seats, start + 10_000))})
+    for mapping in free_seats(seats):
+        r.zadd(free, mapping)
     port = spare_port()
     proc = subprocess.Popen(
         [

@@ -37,7 +37,7 @@ from rich.table import Table
 
 from api.app import create_app
 from api.settings import ApiSettings
-from loadtest.bench.bare_app import MINIMAL_CLAIM
+from loadtest.bench.bare_app import MINIMAL_CLAIM, free_seats, keys_of
 from loadtest.bench.bare_app import create_app as create_bare_app
 from loadtest.bench.guard import DURABLE, WARMUP, Lifespan, create_event, post
 from loadtest.bench.persistence_cost import private_server
@@ -116,12 +116,13 @@ async def _bare(v: Variant, claims: int, port: int) -> float:
     os.environ["ONSALE_REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
     os.environ["BARE_PREFIX"] = "bench"
     if v.bare.startswith("POST"):
-        seats = claims + WARMUP + 200
-        redis.Redis(port=port).zadd("bench:{bare}:free", {f"s{i}": i for i in range(seats)})
+        with redis.Redis(port=port) as server:
+            for mapping in free_seats(claims + WARMUP + 200):
+                server.zadd(keys_of("bench")[0], mapping)
     if v.direct:
         client = aioredis.Redis(port=port, decode_responses=True, max_connections=64)
         script = client.register_script(MINIMAL_CLAIM)
-        keys = ["bench:{bare}:free", "bench:{bare}:owners"]
+        keys = list(keys_of("bench"))
         calls = [
             functools.partial(script, keys=keys, args=[uuid.uuid4().hex])
             for _ in range(claims + WARMUP)

@@ -9,15 +9,14 @@ A private Redis at `appendfsync always`; the API app in this process, driven str
 500 seats; every claim a new login's (tokens minted before the clock starts), one after the other,
 on each of `rounds` fresh servers (medians), the per-login rate limit and cap at their production
 defaults (they refuse none of these claims, and the claim script runs them). Then the bare
-JSON+EVALSHA claim
-(loadtest/bench/bare_app.py) driven the same way on the same server. Four figures: this process's
-CPU time per claim (the API code and the redis client, the access log written to stderr included)
-and Redis's own time per claim call (INFO commandstats, `fcall`), and the same two of the bare claim
-(`evalsha`); and what the guard holds, their ratios: the claim's API CPU and Redis time against the
-bare claim's of the same run. It fails (exit 1) when a ratio is more than 15% above the one in
-loadtest/bench/bench_guard.json (the absolute figures move with the hour of the machine: they are
-printed, not held); `--record` writes today's figures there instead. A benchmark, not a test: CI
-does not run it."""
+JSON+EVALSHA claim (loadtest/bench/bare_app.py) driven the same way on the same server. Four
+figures: this process's CPU time per claim (the API code and the redis client, the access log
+written to stderr included) and Redis's own time per claim call (INFO commandstats, `fcall`), and
+the same two of the bare claim (`evalsha`); and what the guard holds, their ratios: the claim's
+API CPU and Redis time against the bare claim's of the same run. It fails (exit 1) when a ratio
+is more than 15% above the one in loadtest/bench/bench_guard.json (the absolute figures move with
+the hour of the machine: they are printed, not held); `--record` writes today's figures there
+instead. A benchmark, not a test: CI does not run it."""
 
 import argparse
 import asyncio
@@ -153,9 +152,8 @@ async def bare_workload(redis_url: str, claims: int, port: int) -> dict[str, flo
     os.environ |= {"ONSALE_REDIS_URL": redis_url, "BARE_PREFIX": prefix}
     free, _owners = bare_app.keys_of(prefix)
     with redis.Redis(port=port) as server:
-        for start in range(0, claims + WARMUP, 10_000):
-            seats = range(start, min(claims + WARMUP, start + 10_000))
-            server.zadd(free, {f"s{i}": i for i in seats})
+        for mapping in bare_app.free_seats(claims + WARMUP):
+            server.zadd(free, mapping)
         auths = [b"-"] * (claims + WARMUP)  # the bare claim reads no token
         cpu_us, redis_us = await drive(
             bare_app.create_app(), "/bare-claim", auths, server, "evalsha"

@@ -31,7 +31,7 @@ from rich.table import Table
 
 import lua
 from engine.model import keys
-from loadtest.bench.bare_app import MINIMAL_CLAIM, keys_of
+from loadtest.bench.bare_app import MINIMAL_CLAIM, free_seats, keys_of
 from loadtest.bench.claim_ab import library_of
 from loadtest.bench.persistence_cost import CLAIM_LIMITS, MODES, make_event, private_server
 
@@ -133,9 +133,8 @@ def bare_of(args: argparse.Namespace) -> Load:
 
     async def load(client: aioredis.Redis) -> Callable[[int], list[str]]:
         free, owners = keys_of("bench")
-        for start in range(0, args.seats, 10_000):
-            stop = min(args.seats, start + 10_000)
-            await client.zadd(free, {f"s{i}": i for i in range(start, stop)})
+        for mapping in free_seats(args.seats):
+            await client.zadd(free, mapping)
         sha = await client.script_load(MINIMAL_CLAIM)
         return lambda i: ["EVALSHA", sha, "2", free, owners, f"h{i}"]
 
