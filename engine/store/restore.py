@@ -19,9 +19,8 @@ class Restore:
         """Delete every key of the event (a rebuild with --force starts from nothing)."""
         names = [*keys.EVENT_KEYS, *keys.EXTRA_KEYS]
         await self._read(self.client.delete(*(self._key(event_id, n) for n in names)))
-        for index in self._script_keys(event_id)[
-            len(keys.EVENT_KEYS) :
-        ]:  # every index across events
+        indexes = self._script_keys(event_id)[len(keys.EVENT_KEYS) :]  # every index across events
+        for index in indexes:
             await self._read(self.client.zrem(index, event_id))
         await self.reads.index.remove(event_id)
 
