@@ -1,8 +1,8 @@
 """The OpenAPI document served at /openapi.json (and kept in docs/openapi.json: `make openapi`).
 
 Every operation has a stable camelCase operationId, a summary, typed request and answer schemas
-(components, with examples: api/openapi_requests.py, openapi_schemas.py, openapi_admin.py,
-openapi_webhooks.py) and its error answers, each listing the codes it may carry
+(components, with examples: the answers declared as types in api/contract/ (ADR 0054), the
+rest still written here: api/openapi_requests.py, openapi_admin.py, openapi_webhooks.py, ...) and its error answers, each listing the codes it may carry
 (`x-error-codes`, from api/errors.py STATUS). Every limit the server enforces is stated from the
 table the validators use (api/validate.py LIMITS). tests/integration/test_openapi.py checks that
 it names exactly the routes the app serves and validates the app's answers against it;
@@ -14,6 +14,9 @@ from typing import Any
 
 import orjson
 
+from api.contract.atoms import STATE_SCHEMAS
+from api.contract.derive import nullable
+from api.contract.document import SCHEMAS as ANSWER_SCHEMAS
 from api.openapi_admin import ADMIN_SCHEMAS
 from api.openapi_events import DESCRIBE, EVENT_PATHS, EVENT_SCHEMAS
 from api.openapi_listings import ADMIN_PATHS, LISTING_PATHS, LISTING_SCHEMAS
@@ -25,11 +28,9 @@ from api.openapi_parts import (
     IDEMPOTENCY_KEY,
     OPS,
     PATHED,
-    STATE_SCHEMAS,
     STORE,
     answer,
     json_body,
-    nullable,
     operation,
     path,
     query,
@@ -38,7 +39,6 @@ from api.openapi_parts import (
 from api.openapi_presales import PRESALE_PATHS, PRESALE_SCHEMAS, document_access_code
 from api.openapi_refunds import REFUND_PATHS, REFUND_SCHEMAS
 from api.openapi_requests import REQUEST_SCHEMAS
-from api.openapi_schemas import BUYER_SCHEMAS
 from api.openapi_ui import UI_PATHS, UI_SCHEMAS
 from api.openapi_waiting import WAITING_PATHS, WAITING_SCHEMAS, document_admission
 from api.openapi_webhooks import WEBHOOK_PATHS, WEBHOOK_SCHEMAS
@@ -299,7 +299,7 @@ AUTH_CONFIG = record(
     description="How the browser pages sign in (ADR 0050).",
 )
 SCHEMAS: dict[str, Any] = {"Error": ERROR_SCHEMA, "AuthConfig": AUTH_CONFIG}
-PARTS = (STATE_SCHEMAS, REQUEST_SCHEMAS, BUYER_SCHEMAS, ADMIN_SCHEMAS, WEBHOOK_SCHEMAS,
+PARTS = (STATE_SCHEMAS, REQUEST_SCHEMAS, ANSWER_SCHEMAS, ADMIN_SCHEMAS, WEBHOOK_SCHEMAS,
          WAITING_SCHEMAS, UI_SCHEMAS, REFUND_SCHEMAS, EVENT_SCHEMAS, LISTING_SCHEMAS,
          PRESALE_SCHEMAS)  # fmt: skip
 for part in PARTS:

@@ -5,6 +5,7 @@ listings (ADR 0025). Answers may gain properties."""
 
 from typing import Any
 
+from api.contract.derive import nullable
 from api.openapi_parts import (
     AMOUNT,
     AT_MS,
@@ -24,7 +25,6 @@ from api.openapi_parts import (
     STOCK_ID,
     STR,
     array,
-    nullable,
     record,
     ref,
 )

@@ -4,6 +4,7 @@ list and the change of a draft's details; and a buyer's own orders (api/routes/m
 
 from typing import Any
 
+from api.contract.derive import nullable
 from api.openapi_parts import (
     ADMIN,
     AMOUNT,
@@ -24,7 +25,6 @@ from api.openapi_parts import (
     STR,
     answer,
     json_body,
-    nullable,
     operation,
     path,
     query,

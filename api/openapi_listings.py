@@ -6,6 +6,7 @@ them to its paths. Their answers are component schemas of api/openapi_admin.py, 
 
 from typing import Any
 
+from api.contract.document import SCHEMAS as ANSWERS
 from api.openapi_parts import (
     ADMIN,
     AT_MS,
@@ -26,15 +27,15 @@ from api.openapi_parts import (
     record,
     ref,
 )
-from api.openapi_schemas import ORDER
 from api.settings import ApiSettings
 from engine.model.states import ChargeState, HoldState
 from engine.views.listings import EXCEPTION_STATES
 
 DECIDED = 1767261620000
-# An operator's order row: who and when, then the buyer's order (api/openapi_schemas.py ORDER)
+# An operator's order row: who and when, then the buyer's order (api/contract/holds.py Order)
 # without its QR code (the buyer's alone, ADR 0042), and the seats as printed at the venue.
 BUYERS_ONLY = ("qr",)
+ORDER = ANSWERS["Order"]
 ORDER_ROW = record(
     {
         "hold_id": ID,

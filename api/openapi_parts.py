@@ -6,13 +6,11 @@ status from the one map (api/errors.py STATUS); every state from the transition 
 from collections.abc import Iterable
 from typing import Any
 
-from api.durable import CONFIRMING
+from api.contract.derive import nullable
 from api.errors import STATUS
 from api.settings import ApiSettings
 from api.validate import LIMITS
 from engine.model import errors
-from engine.model.records import Marker
-from engine.model.states import ChargeState, HoldState
 from engine.views.sections import SectionsInterleaved
 
 ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}$"}
@@ -29,25 +27,6 @@ REFUNDED = {
     "description": "minor units that parts of the order given back returned (ADR 0043)",
 }
 CURRENCY = {"type": "string", "pattern": "^[A-Z]{3}$", "description": "ISO 4217"}
-# The states of the two transition tables (engine/model/states.py), each one named type for clients.
-STATE_SCHEMAS: dict[str, dict[str, Any]] = {
-    "HoldState": {"type": "string", "enum": [*HoldState], "example": HoldState.RESERVED.value},
-    "HoldViewState": {
-        "type": "string",
-        "enum": [*HoldState, CONFIRMING],
-        "description": "A hold's state as its buyer reads it: CONFIRMING is sold, not yet in the "
-        "ledger (ADR 0016); CONFIRMED once it is.",
-        "example": HoldState.CONFIRMED.value,
-    },
-    "ChargeState": {"type": "string", "enum": [*ChargeState], "example": "CHARGING"},
-    "RecordMarker": {
-        "type": "string",
-        "enum": [*Marker],
-        "description": "A ledger decision's `to` that is not a hold's or a charge's state "
-        "(docs/spec.md): e.g. REFUND_ONLY, a charge marked resolve-by-refund.",
-        "example": Marker.REFUND_ONLY.value,
-    },
-}
 CURSOR_NEXT = {
     "type": "string",
     "nullable": True,
@@ -78,13 +57,6 @@ def ref(name: str) -> dict[str, Any]:
 HOLD_STATE = ref("HoldState")
 VIEW_STATE = ref("HoldViewState")
 CHARGE_STATE = ref("ChargeState")
-
-
-def nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` or null (a reference is wrapped: OpenAPI 3.0 ignores a $ref's siblings)."""
-    if "$ref" in schema:
-        return {"allOf": [schema], "nullable": True}
-    return {**schema, "nullable": True}
 
 
 def array(items: dict[str, Any], **more: Any) -> dict[str, Any]:

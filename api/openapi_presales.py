@@ -5,6 +5,7 @@ PRESALE_SCHEMAS to its components, and calls `document_access_code` on its paths
 
 from typing import Any
 
+from api.contract.derive import nullable
 from api.openapi_parts import (
     ADMIN,
     AT_MS,
@@ -18,7 +19,6 @@ from api.openapi_parts import (
     array,
     json_body,
     limit,
-    nullable,
     operation,
     path,
     query,

@@ -4,6 +4,7 @@ exceptions view reports. api/openapi.py adds them to its paths and schemas."""
 
 from typing import Any
 
+from api.contract.derive import nullable
 from api.openapi_parts import (
     ADMIN,
     BODY,
@@ -20,7 +21,6 @@ from api.openapi_parts import (
     array,
     json_body,
     limit,
-    nullable,
     operation,
     path,
     record,

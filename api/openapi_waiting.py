@@ -5,6 +5,7 @@ components, and calls `document_admission` on its paths."""
 
 from typing import Any
 
+from api.contract.derive import nullable
 from api.openapi_parts import (
     ADMIN,
     AT_MS,
@@ -18,7 +19,6 @@ from api.openapi_parts import (
     answer,
     json_body,
     limit,
-    nullable,
     operation,
     path,
     query,

@@ -4,6 +4,7 @@ Limits come from api/validate.py LIMITS."""
 
 from typing import Any
 
+from api.contract.derive import nullable
 from api.openapi_parts import (
     ADMIN,
     AT_MS,
@@ -15,7 +16,6 @@ from api.openapi_parts import (
     array,
     json_body,
     limit,
-    nullable,
     operation,
     path,
     record,

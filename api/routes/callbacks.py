@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.context import ctx, endpoint
+from api.contract import holds as answers
 from api.durable import wait_durable
 from api.errors import ApiError
 from api.refund_now import decided_refund, refund_after
@@ -43,7 +44,10 @@ async def provider_callback(request: Request) -> Response:
         raise ApiError(503, "provider_not_answering", "the provider did not answer") from None
     if isinstance(parsed, Ignored):
         c.metrics.decisions.labels("callback_ignored").inc()
-        return json_response({"decision": "IGNORED", "duplicate": False, "reason": parsed.reason})
+        ignored: answers.CallbackAnswer = {
+            "decision": "IGNORED", "duplicate": False, "reason": parsed.reason
+        }  # fmt: skip
+        return json_response(ignored)
     message = parsed.message
     # Keep the raw callback for replay and audit before acting on it.
     await c.store.notes.keep_raw_callback(
@@ -63,21 +67,22 @@ async def provider_callback(request: Request) -> Response:
     else:
         result = await c.store.apply_reversal(parsed.event_id, message)
         c.metrics.decisions.labels(f"reversal_{result.decision.lower()}").inc()
-    answer = json_response(
-        {
-            "decision": result.decision,
-            "duplicate": not result.first_seen,
-            **await states_now(c.store, parsed.event_id, result),
-            "recorded": {"charge_state": result.charge_state, "hold_state": result.hold_state},
-            "problems": result.problems or None,
-        }
-    )
+    now = await states_now(c.store, parsed.event_id, result)
+    body: answers.CallbackAnswer = {
+        "decision": result.decision,
+        "duplicate": not result.first_seen,
+        "charge_state": now["charge_state"],
+        "hold_state": now["hold_state"],
+        "recorded": {"charge_state": result.charge_state, "hold_state": result.hold_state},
+        "problems": result.problems or None,
+    }
+    answer = json_response(body)
     if decided_refund(result):
         return refund_after(answer, c, parsed.event_id, result.charge_id)
     return answer
 
 
-async def states_now(store: Store, event_id: str, result: OutcomeResult) -> dict[str, object]:
+async def states_now(store: Store, event_id: str, result: OutcomeResult) -> answers.StatesRecorded:
     """The charge's and the hold's states now. A duplicate is answered with the decision
     recorded the first time, and its `recorded` states are that moment's: money or the seat
     may have moved since (a refund, a dispute), which these say."""

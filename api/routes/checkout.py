@@ -14,13 +14,16 @@ from starlette.responses import Response
 
 from api.claim_front.ticket import take_place
 from api.context import ctx, endpoint, path_id
+from api.contract import catalogue
+from api.contract import holds as answers
 from api.durable import sale_durable
 from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.routes import waiting
+from api.routes.events import details_view
 from api.routes.hold_views import goods_view, hold_view
 from api.routes.seatmap import board_of
-from api.routes.stock import LINES_MAX, cart_of, lines_view
+from api.routes.stock import LINES_MAX, cart_of
 from api.validate import (
     LIMITS,
     access_code,
@@ -45,24 +48,23 @@ async def availability(request: Request) -> Response:
     event_id = path_id(request, "event_id")
     a = await c.store.read.availability(event_id)
     room = await waiting.rooms(request).room(event_id)
-    return json_response(
-        {
-            "event_id": event_id,
-            "status": a.status,
-            "opens_at_ms": a.opens_at_ms,
-            "seats_total": a.seats_total,
-            "free": a.free,
-            "held": a.held,
-            "blocked": a.blocked,
-            "sold": a.sold,
-            "price_minor": a.price_minor,
-            "hold_ttl_ms": a.config.hold_ttl_ms,
-            "waiting_room": room is not None,  # ADR 0029: claims then need an admission
-            **a.details.view(),  # name, venue, ... (ADR 0041)
-            # the clock that decides T0 and every deadline (the pages' clock: no read per call)
-            "server_time_ms": await board_of(request).server_time_ms(),
-        }
-    )
+    answer: catalogue.EventAvailability = {
+        "event_id": event_id,
+        "status": a.status,
+        "opens_at_ms": a.opens_at_ms,
+        "seats_total": a.seats_total,
+        "free": a.free,
+        "held": a.held,
+        "blocked": a.blocked,
+        "sold": a.sold,
+        "price_minor": a.price_minor,
+        "hold_ttl_ms": a.config.hold_ttl_ms,
+        "waiting_room": room is not None,  # ADR 0029: claims then need an admission
+        **details_view(a.details),  # name, venue, ... (ADR 0041)
+        # the clock that decides T0 and every deadline (the pages' clock: no read per call)
+        "server_time_ms": await board_of(request).server_time_ms(),
+    }
+    return json_response(answer)
 
 
 @endpoint("free_seats")
@@ -73,7 +75,8 @@ async def free_seats(request: Request) -> Response:
     seats = await c.store.read.free_seats(event_id, limit)
     if not seats:  # sold out, or no such event: availability tells (404 event_not_found)
         await c.store.read.availability(event_id)
-    return json_response({"seats": seats})
+    answer: catalogue.FreeSeats = {"seats": seats}
+    return json_response(answer)
 
 
 PARTY_MAX = int(LIMITS["quantity"].high)  # seats one claim may ask for
@@ -155,27 +158,18 @@ async def claim_input(
     return event_id, wanted, hold_id
 
 
-def claimed_response(
-    claimed: Claimed, amount: int | None = None, prices: Sequence[int] = ()
-) -> Response:
-    """`amount`: a cart's (a stock hold: its lines instead of seats); `prices`: each seat's."""
-    seats = claimed.seat_ids
-    body: dict[str, object] = {
+def claimed_response(claimed: Claimed, prices: Sequence[int] = ()) -> Response:
+    """The claim's answer: what the hold owns (a cart's lines and amount; seats, with `prices`
+    each seat's and their sum, as the charge will ask: ADR 0038)."""
+    body: answers.Claimed = {
         "hold_id": claimed.hold_id,
-        "seat_id": seats[0] if seats else claimed.listing,  # the first (or only) seat
-        "seat_ids": list(seats),
+        **goods_view(claimed, prices),
         "expires_ms": claimed.expires_ms,
         "state": claimed.state,
         # Two tabs: the login's previous hold, released by this claim (None if there was
         # none); the other tab reads it RELEASED with reason replaced_by_new_claim.
         "replaced_hold_id": claimed.replaced or None,
     }
-    if amount is not None:
-        body |= {"seat_id": None, "seat_ids": [], "lines": lines_view(claimed.listing)}
-        body["amount"] = amount
-    elif prices:  # what the seats cost, as the charge will ask (ADR 0038)
-        body["seat_prices"] = dict(zip(seats, prices, strict=True))
-        body["amount"] = sum(prices)
     return json_response(body, 200 if claimed.replay else 201)
 
 
@@ -212,8 +206,8 @@ async def claim(request: Request) -> Response:
     c.metrics.claimed("replay" if claimed.replay else "ok")
     c.store.read.saw(event_id)  # from now on, this event missing from Redis is a recovery
     if claimed.is_stock:  # a cart (or its replay): its lines and amount
-        return claimed_response(claimed, claimed.amount)
-    return claimed_response(claimed, prices=await c.store.prices.prices(event_id, claimed.seat_ids))
+        return claimed_response(claimed)
+    return claimed_response(claimed, await c.store.prices.prices(event_id, claimed.seat_ids))
 
 
 async def owned_hold(request: Request) -> tuple[str, str, Hold]:
@@ -237,11 +231,12 @@ async def hold_status(request: Request) -> Response:
     if durable and h.state == HoldState.CONFIRMED:  # its order names the event's currency
         (currency,) = await c.store.read.event_fields(event_id, "currency")
     prices = [] if h.is_stock else await seat_prices(c.store.runner, event_id, h.seat_ids)
-    view = hold_view(
-        event_id, h, charges, durable=durable, currency=currency or "EUR", prices=prices
-    )
     now_ms = await board_of(request).server_time_ms()  # the clock of its deadline
-    return json_response({**view, "server_time_ms": now_ms})
+    view = hold_view(
+        event_id, h, charges, durable=durable, currency=currency or "EUR", prices=prices,
+        now_ms=now_ms,
+    )  # fmt: skip
+    return json_response(view)
 
 
 # A hold that ended otherwise cannot be given up: the 409 names why (and carries its state).
@@ -263,11 +258,15 @@ async def release(request: Request) -> Response:
     event_id, login_name, h = await owned_hold(request)
     state = await c.store.release(event_id, h.hold_id, login_name)
     if state == HoldState.RELEASED:
-        return json_response({"hold_id": h.hold_id, "state": state})
+        released: answers.HoldReleased = {"hold_id": h.hold_id, "state": "RELEASED"}
+        return json_response(released)
     if state == HoldState.QUARANTINED:
         h = await c.store.read.hold(event_id, h.hold_id)  # quarantined by this very call, maybe
-        body = {"hold_id": h.hold_id, "state": state, "given_up": True}
-        return json_response({**body, "quarantine_until_ms": h.until_ms}, 202)
+        given_up: answers.HoldGivenUp = {
+            "hold_id": h.hold_id, "state": "QUARANTINED", "given_up": True,
+            "quarantine_until_ms": h.until_ms,
+        }  # fmt: skip
+        return json_response(given_up, 202)
     refusal = RELEASE_REFUSALS.get(state, errors.HoldExpired)
     raise refusal(f"release of hold {h.hold_id}: {state}", state=state)
 
@@ -315,25 +314,23 @@ async def start_charge(request: Request) -> Response:
         except ProviderRefused as exc:
             # The provider's own words (its URL, its error text) are not the buyer's business.
             raise ApiError(502, "provider_unavailable", "the payment provider refused") from exc
-    return json_response(
-        {
-            "charge_id": charge_id,
-            "hold_id": h.hold_id,
-            "state": started.state,
-            "amount": price,
-            "currency": currency,
-            "provider_status": provider_status,
-            # The buyer's page confirms the payment with the provider (Stripe.js) with this;
-            # None for a provider that needs nothing (the simulator) or an unverified answer.
-            "client_secret": client_secret or None,
-            "payment_form": payment_form(c.settings.engine.stripe) if client_secret else None,
-            "expires_ms": h.expires_ms,
-        },
-        202,
-    )
+    answer: answers.ChargeStarted = {
+        "charge_id": charge_id,
+        "hold_id": h.hold_id,
+        "state": started.state,
+        "amount": price,
+        "currency": currency,
+        "provider_status": provider_status,
+        # The buyer's page confirms the payment with the provider (Stripe.js) with this;
+        # None for a provider that needs nothing (the simulator) or an unverified answer.
+        "client_secret": client_secret or None,
+        "payment_form": payment_form(c.settings.engine.stripe) if client_secret else None,
+        "expires_ms": h.expires_ms,
+    }
+    return json_response(answer, 202)
 
 
-def payment_form(stripe: StripeSettings | None) -> dict[str, str] | None:
+def payment_form(stripe: StripeSettings | None) -> answers.PaymentForm | None:
     """What the buyer's page needs to take the card itself (ADR 0039): Stripe.js and the
     deployment's publishable key (public by design); None when none is configured."""
     if stripe is None or not stripe.publishable_key:
@@ -354,4 +351,5 @@ async def abandon_charge(request: Request) -> Response:
         raise ApiError(400, "invalid_request", "charge_id is not a charge id of ours")
     # A charge that is not in flight answers 409 charge_captured or charge_not_in_flight.
     await c.store.abandon_charge(event_id, h.hold_id, login_name, charge_id)
-    return json_response({"charge_id": charge_id, "abandoned": True})
+    answer: answers.ChargeAbandoned = {"charge_id": charge_id, "abandoned": True}
+    return json_response(answer)

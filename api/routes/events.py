@@ -11,11 +11,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from api.context import admin_post, ctx, endpoint
+from api.contract import atoms
 from api.errors import ApiError
 from api.responses import json_response
 from api.validate import query_integer, text, whole
 from engine.model.event_config import FIELDS as TERMS
-from engine.model.event_details import DETAIL_FIELDS
+from engine.model.event_details import DETAIL_FIELDS, EventDetails
 from engine.store.event_catalogue import describe, public_events
 
 # Every field of an event's create (api/routes/admin.py): its details change while a draft.
@@ -90,3 +91,12 @@ ROUTES = [
     Route("/v1/events", list_events, methods=["GET"]),
     Route("/v1/admin/events/{event_id}", describe_event, methods=["PATCH"]),
 ]
+
+
+def details_view(d: EventDetails) -> atoms.EventDetails:
+    """What people recognise an event by, as every event read answers it: null when not given."""
+    return {
+        "name": d.name or None, "venue": d.venue or None, "description": d.description or None,
+        "image_url": d.image_url or None, "starts_at_ms": d.starts_at_ms or None,
+        "time_zone": d.time_zone or None, "locale": d.locale or None,
+    }  # fmt: skip

@@ -5,6 +5,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.context import ctx, endpoint
+from api.contract import service as answers
 from api.errors import ApiError
 from api.identity import valid_login
 from api.responses import json_response, read_json
@@ -41,7 +42,8 @@ async def login(request: Request) -> Response:
     assert name is not None
     event_id = ident(body, "event_id", required=False)
     token = c.identity.issue_demo(name, [event_id] if event_id else [])
-    return json_response({"token": token, "login": name, "event_id": event_id})
+    answer: answers.LoginToken = {"token": token, "login": name, "event_id": event_id}
+    return json_response(answer)
 
 
 @endpoint("revoke_login")

@@ -6,6 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.context import ctx, endpoint
+from api.contract import service as answers
 from api.openapi import OPENAPI
 from api.responses import json_response
 from engine.store import Store
@@ -13,13 +14,15 @@ from engine.store import Store
 
 @endpoint("healthz")
 async def healthz(request: Request) -> Response:
-    return json_response({"ok": True})
+    answer: answers.Health = {"ok": True}
+    return json_response(answer)
 
 
 @endpoint("readyz")
 async def readyz(request: Request) -> Response:
     """Ready when Redis answers and every script is loaded."""
-    return json_response({"ok": True, "scripts": await ctx(request).store.ready()})
+    answer: answers.Readiness = {"ok": True, "scripts": await ctx(request).store.ready()}
+    return json_response(answer)
 
 
 @endpoint("metrics")

@@ -10,6 +10,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.context import admin_post, ctx, endpoint, path_id
+from api.contract import catalogue as answers
+from api.contract import holds
 from api.errors import ApiError
 from api.responses import json_response
 from api.routes.seatmap import board_of
@@ -88,7 +90,7 @@ def cart_of(raw: Any, lines_max: int) -> tuple[StockLine, ...]:
     return tuple(out)
 
 
-def lines_view(listed: str | tuple[HeldLine, ...]) -> list[dict[str, object]]:
+def lines_view(listed: str | tuple[HeldLine, ...]) -> list[holds.HeldLine]:
     held = lines_of(listed) if isinstance(listed, str) else listed
     return [{"sku": x.sku, "location": x.location, "quantity": x.quantity} for x in held]
 
@@ -99,17 +101,26 @@ async def stock_table(request: Request) -> Response:
     c = ctx(request)
     event_id = path_id(request, "event_id")
     table = await c.store.stock.table(event_id)  # EventNotFound, WrongKind for a seat event
-    skus = []
+    skus: list[answers.StockSku] = []
     for sku, entry in sorted(table.items()):
         locations = [
-            {"location": loc, **{name: counts.get(name, 0) for name in COUNTERS}}
-            for loc, counts in sorted(entry["locations"].items())
+            location_view(loc, counts) for loc, counts in sorted(entry["locations"].items())
         ]
-        available = sum(int(x["available"]) for x in locations)
-        row = {"sku": sku, "price_minor": entry["price_minor"], "available": available}
-        skus.append({**row, "locations": locations})
+        available = sum(x["available"] for x in locations)
+        skus.append(
+            {"sku": sku, "price_minor": entry["price_minor"], "available": available,
+             "locations": locations}
+        )  # fmt: skip
     now_ms = await board_of(request).server_time_ms()  # the pages' clock: no read per call
-    return json_response({"event_id": event_id, "skus": skus, "server_time_ms": now_ms})
+    answer: answers.StockTable = {"event_id": event_id, "skus": skus, "server_time_ms": now_ms}
+    return json_response(answer)
+
+
+def location_view(location: str, counts: dict[str, int]) -> answers.StockLocation:
+    """One location's counters of a SKU (0 for one the hash does not hold yet)."""
+    on_hand, available, held, blocked, sold = (counts.get(name, 0) for name in COUNTERS)
+    return {"location": location, "on_hand": on_hand, "available": available, "held": held,
+            "blocked": blocked, "sold": sold}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +159,10 @@ async def sections(request: Request) -> Response:
     c = ctx(request)
     event_id = path_id(request, "event_id")
     counts = await section_availability(c.store.read, event_id)
-    return json_response(
-        {"sections": [{"section": s.section, "seats": s.seats, "free": s.free} for s in counts]}
-    )
+    answer: answers.Sections = {
+        "sections": [{"section": s.section, "seats": s.seats, "free": s.free} for s in counts]
+    }
+    return json_response(answer)
 
 
 @endpoint("admin_stock_correction")

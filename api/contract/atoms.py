@@ -1,0 +1,83 @@
+"""The field types every answer is made of: ids, times, amounts, a currency, a seat's prices
+and what people recognise an event by (ADR 0041). A pattern or a description said here is said
+once for every answer that uses the type (api/contract/derive.py turns them into schemas)."""
+
+from typing import Annotated, Any, TypedDict
+
+from msgspec import Meta
+
+from api.durable import CONFIRMING
+from engine.model.records import Marker
+from engine.model.states import ChargeState, HoldState
+
+Id = Annotated[str, Meta(pattern="^[A-Za-z0-9_.:-]{1,64}$")]
+StockId = Annotated[str, Meta(pattern="^[A-Za-z0-9_.-]{1,64}$")]  # SKUs and locations
+# A charge id is minted by the server: <event id>~<24 hex> (engine/model/keys.py charge_key).
+ChargeId = Annotated[str, Meta(pattern="^[A-Za-z0-9_.:-]{1,64}(~[0-9a-f]{24})?$")]
+AtMs = Annotated[int, Meta(description="ms since the epoch, by the server (Redis) clock")]
+Amount = Annotated[int, Meta(description="minor units of the currency (4500: 45.00)")]
+Refunded = Annotated[
+    int, Meta(description="minor units that parts of the order given back returned (ADR 0043)")
+]
+Currency = Annotated[str, Meta(pattern="^[A-Z]{3}$", description="ISO 4217")]
+SeatPrices = Annotated[
+    dict[str, Amount],
+    Meta(description="seat_id -> its price: its level's (ADR 0038), else the event's price_minor"),
+]
+# A hold's state as its buyer reads it (HoldState, or CONFIRMING: sold, not yet in the ledger,
+# ADR 0016): its schema is the document's HoldViewState (api/openapi_parts.py STATE_SCHEMAS).
+ViewState = Annotated[str, Meta(extra_json_schema={"$ref": "#/components/schemas/HoldViewState"})]
+ServerTime = Annotated[
+    int,
+    Meta(
+        description="the server's (Redis) clock now, which decides T0 and every deadline: count "
+        "them down by it, not by the device's clock"
+    ),
+]
+
+
+class EventDetails(TypedDict):
+    """What people recognise an event by (ADR 0041): in every event read (null: not given)."""
+
+    name: Annotated[str | None, Meta(description="the event's name, as buyers know it")]
+    venue: str | None
+    description: str | None
+    image_url: str | None
+    starts_at_ms: Annotated[
+        int | None, Meta(description="when the show starts (ms since the epoch)")
+    ]
+    time_zone: Annotated[str | None, Meta(description="the show's IANA time zone (Europe/Berlin)")]
+    locale: Annotated[
+        str | None, Meta(description="BCP 47 tag its prices and dates are written in")
+    ]
+
+
+EVENT_DETAILS_EXAMPLE: EventDetails = {
+    "name": "Spring Gala",
+    "venue": "Konzerthaus, Berlin",
+    "description": "Brahms and Ravel",
+    "image_url": "https://example.org/gala.jpg",
+    "starts_at_ms": 1767293100000,
+    "time_zone": "Europe/Berlin",
+    "locale": "de-DE",
+}
+
+# The states of the two transition tables (engine/model/states.py), each one named type for clients.
+STATE_SCHEMAS: dict[str, dict[str, Any]] = {
+    "HoldState": {"type": "string", "enum": [*HoldState], "example": HoldState.RESERVED.value},
+    "HoldViewState": {
+        "type": "string",
+        "enum": [*HoldState, CONFIRMING],
+        "description": "A hold's state as its buyer reads it: CONFIRMING is sold, not yet in the "
+        "ledger (ADR 0016); CONFIRMED once it is.",
+        "example": HoldState.CONFIRMED.value,
+    },
+    "ChargeState": {"type": "string", "enum": [*ChargeState], "example": "CHARGING"},
+    "RecordMarker": {
+        "type": "string",
+        "enum": [*Marker],
+        "description": "A ledger decision's `to` that is not a hold's or a charge's state "
+        "(docs/spec.md): e.g. REFUND_ONLY, a charge marked resolve-by-refund.",
+        "example": Marker.REFUND_ONLY.value,
+    },
+}

@@ -1,0 +1,121 @@
+"""What an event has for sale, as its reads answer it (api/routes/checkout.py, stock.py): its
+counters, its best free seats, a stock event's table by SKU and location, a seat map's sections.
+A field always sent is a plain one; `| None`: may be null."""
+
+from typing import Annotated, Any, TypedDict
+
+from msgspec import Meta
+
+from api.contract.atoms import (
+    EVENT_DETAILS_EXAMPLE,
+    Amount,
+    EventDetails,
+    Id,
+    ServerTime,
+    StockId,
+)
+
+NOW = 1767261604120
+
+
+class EventAvailability(EventDetails):
+    """The event's counters (units, for a stock event)."""
+
+    event_id: Id
+    status: Annotated[str, Meta(description="draft, open, closed, cancelled")]
+    opens_at_ms: Annotated[int, Meta(description="T0 (0: no opening time set yet)")]
+    seats_total: int
+    free: int
+    held: int
+    blocked: int
+    sold: Annotated[
+        int,
+        Meta(
+            description="sold seats (units), those of holds in EXCEPTION included: their money "
+            "left and they wait for an operator; the admin orders listing has confirmed orders "
+            "only, the exceptions view the rest"
+        ),
+    ]
+    price_minor: Amount
+    hold_ttl_ms: int
+    waiting_room: Annotated[
+        bool,
+        Meta(description="the event has a waiting room: claims need an admission (ADR 0029)"),
+    ]
+    server_time_ms: ServerTime
+
+
+class FreeSeats(TypedDict):
+    seats: Annotated[list[Id], Meta(description="the best free seats by rank (a hint)")]
+
+
+class StockLocation(TypedDict):
+    location: StockId
+    on_hand: int
+    available: int
+    held: int
+    blocked: int
+    sold: int
+
+
+class StockSku(TypedDict):
+    sku: StockId
+    price_minor: Amount
+    available: int
+    locations: list[StockLocation]
+
+
+class StockTable(TypedDict):
+    """on_hand = available + held + blocked + sold at every location; a SKU's `available` is
+    the sum over its locations."""
+
+    event_id: Id
+    skus: list[StockSku]
+    server_time_ms: ServerTime
+
+
+class Section(TypedDict):
+    section: str
+    seats: int
+    free: int
+
+
+class Sections(TypedDict):
+    sections: list[Section]
+
+
+LOCATION: StockLocation = {
+    "location": "east",
+    "on_hand": 40,
+    "available": 36,
+    "held": 2,
+    "blocked": 0,
+    "sold": 2,
+}
+SKU: StockSku = {"sku": "wheel-700c", "price_minor": 8900, "available": 36, "locations": [LOCATION]}
+SECTION: Section = {"section": "A", "seats": 3, "free": 1}
+
+# Each answer and its example (api/contract/document.py).
+EXAMPLES: dict[type, Any] = {
+    EventAvailability: EventAvailability(
+        event_id="spring-gala",
+        status="open",
+        opens_at_ms=1767261600000,
+        seats_total=6,
+        free=4,
+        held=2,
+        blocked=0,
+        sold=0,
+        price_minor=4500,
+        hold_ttl_ms=480000,
+        waiting_room=False,
+        **EVENT_DETAILS_EXAMPLE,
+        server_time_ms=NOW,
+    ),
+    FreeSeats: FreeSeats(seats=["A-3", "A-4", "B-1"]),
+    StockTable: StockTable(event_id="bike-parts", skus=[SKU], server_time_ms=NOW),
+    StockSku: SKU,
+    StockLocation: LOCATION,
+    Sections: Sections(sections=[SECTION, {"section": "B", "seats": 3, "free": 3}]),
+    Section: SECTION,
+}
