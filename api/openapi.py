@@ -1,8 +1,9 @@
 """The OpenAPI document served at /openapi.json (and kept in docs/openapi.json: `make openapi`).
 
 Every operation has a stable camelCase operationId, a summary, typed request and answer schemas
-(components, with examples: the answers declared as types in api/contract/ (ADR 0054), the
-rest still written here: api/openapi_requests.py, openapi_admin.py, openapi_webhooks.py, ...) and its error answers, each listing the codes it may carry
+(components, with examples: the answers declared as types in api/contract/, ADR 0054; the rest
+still written in api/openapi_requests.py, openapi_admin.py, openapi_webhooks.py, ...) and its
+error answers, each listing the codes it may carry
 (`x-error-codes`, from api/errors.py STATUS). Every limit the server enforces is stated from the
 table the validators use (api/validate.py LIMITS). tests/integration/test_openapi.py checks that
 it names exactly the routes the app serves and validates the app's answers against it;

@@ -6,27 +6,25 @@ status from the one map (api/errors.py STATUS); every state from the transition 
 from collections.abc import Iterable
 from typing import Any
 
-from api.contract.derive import nullable
+from api.contract import atoms
+from api.contract.derive import components, schema_of
 from api.errors import STATUS
 from api.settings import ApiSettings
 from api.validate import LIMITS
 from engine.model import errors
 from engine.views.sections import SectionsInterleaved
 
-ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}$"}
-STOCK_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}  # SKUs and locations
-# A charge id is minted by the server: <event id>~<24 hex> (engine/model/keys.py charge_key).
-CHARGE_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}(~[0-9a-f]{24})?$"}
+# The atoms the answers declared as types share (api/contract/atoms.py), as schemas.
+ID = schema_of(atoms.Id)
+STOCK_ID = schema_of(atoms.StockId)  # SKUs and locations
+CHARGE_ID = schema_of(atoms.ChargeId)
 INT: dict[str, Any] = {"type": "integer"}
 STR: dict[str, Any] = {"type": "string"}
 BOOL: dict[str, Any] = {"type": "boolean"}
-AT_MS = {"type": "integer", "description": "ms since the epoch, by the server (Redis) clock"}
-AMOUNT = {"type": "integer", "description": "minor units of the currency (4500: 45.00)"}
-REFUNDED = {
-    "type": "integer",
-    "description": "minor units that parts of the order given back returned (ADR 0043)",
-}
-CURRENCY = {"type": "string", "pattern": "^[A-Z]{3}$", "description": "ISO 4217"}
+AT_MS = schema_of(atoms.AtMs)
+AMOUNT = schema_of(atoms.Amount)
+REFUNDED = schema_of(atoms.Refunded)
+CURRENCY = schema_of(atoms.Currency)
 CURSOR_NEXT = {
     "type": "string",
     "nullable": True,
@@ -327,34 +325,11 @@ BUYER = ("unauthorized", "token_revoked", "token_scope", "identity_unavailable")
 ADMIN = ("unauthorized", "token_revoked", "identity_unavailable", "rate_limited")
 
 
-# seat_id -> its price (the hold view, an order, an orders row).
-SEAT_PRICES = {
-    "type": "object",
-    "additionalProperties": AMOUNT,
-    "description": "seat_id -> its price: its level's (ADR 0038), else the event's price_minor",
-}
-
-
+SEAT_PRICES = schema_of(atoms.SeatPrices)  # seat_id -> its price (the hold view, an order, a row)
 # What people recognise an event by (ADR 0041): in every event read (null: not given), and as a
 # create's or a change's fields (null clears one).
-EVENT_DETAILS = {
-    "name": nullable({**STR, "description": "the event's name, as buyers know it"}),
-    "venue": nullable(STR),
-    "description": nullable(STR),
-    "image_url": nullable(STR),
-    "starts_at_ms": nullable({**INT, "description": "when the show starts (ms since the epoch)"}),
-    "time_zone": nullable({**STR, "description": "the show's IANA time zone (Europe/Berlin)"}),
-    "locale": nullable({**STR, "description": "BCP 47 tag its prices and dates are written in"}),
-}
-EVENT_DETAILS_EXAMPLE = {
-    "name": "Spring Gala",
-    "venue": "Konzerthaus, Berlin",
-    "description": "Brahms and Ravel",
-    "image_url": "https://example.org/gala.jpg",
-    "starts_at_ms": 1767293100000,
-    "time_zone": "Europe/Berlin",
-    "locale": "de-DE",
-}
+EVENT_DETAILS = components({atoms.EventDetails: {}})["EventDetails"]["properties"]
+EVENT_DETAILS_EXAMPLE = atoms.EVENT_DETAILS_EXAMPLE
 EVENT_DETAILS_REQUEST = {
     "name": limit("name", nullable=True),
     "venue": limit("venue", nullable=True),
