@@ -4,7 +4,6 @@ exceptions view reports. api/openapi.py adds them to its paths and schemas."""
 
 from typing import Any
 
-from api.contract.derive import nullable
 from api.openapi_parts import (
     ADMIN,
     BODY,
@@ -114,30 +113,6 @@ REFUND_RETRIED = record(
     description="The refund is due now; the refund worker makes it on its next pass, after "
     "asking the provider whose money it is.",
 )
-REFUND_TIMES = record(
-    {
-        "refunded": INT,
-        "p50_ms": nullable(MS),
-        "p99_ms": nullable(MS),
-        "max_ms": nullable(MS),
-        "waiting": INT,
-        "oldest_waiting_ms": nullable(MS),
-        "bound_ms": nullable(MS),
-    },
-    {
-        "refunded": 31,
-        "p50_ms": 219,
-        "p99_ms": 1055,
-        "max_ms": 1093,
-        "waiting": 1,
-        "oldest_waiting_ms": 412,
-        "bound_ms": 1093,
-    },
-    description="From the moment a charge went REFUNDING (a late or contradicting capture, a "
-    "cancelled sale) to its refund recorded, over the charges Redis still keeps; the refunds "
-    "still open count with the time they have waited so far. bound_ms is the largest of both.",
-)
-
 REFUND_SCHEMAS: dict[str, dict[str, Any]] = {
     "RefundLine": REFUND_LINE,
     "OrderRefundRequest": ORDER_REFUND_REQUEST,
@@ -145,7 +120,6 @@ REFUND_SCHEMAS: dict[str, dict[str, Any]] = {
     "OrderRefunded": ORDER_REFUNDED,
     "RefundRetryRequest": REFUND_RETRY_REQUEST,
     "RefundRetried": REFUND_RETRIED,
-    "RefundTimes": REFUND_TIMES,
 }
 
 REFUND_PATHS: dict[str, Any] = {

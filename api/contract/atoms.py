@@ -2,7 +2,7 @@
 and what people recognise an event by (ADR 0041). A pattern or a description said here is said
 once for every answer that uses the type (api/contract/derive.py turns them into schemas)."""
 
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict, get_args
 
 from msgspec import Meta
 
@@ -24,9 +24,18 @@ SeatPrices = Annotated[
     dict[str, Amount],
     Meta(description="seat_id -> its price: its level's (ADR 0038), else the event's price_minor"),
 ]
+
+
+def named(component: str) -> Meta:
+    """A field whose schema is the document's component `component` (an enum it names once)."""
+    return Meta(extra_json_schema={"$ref": f"#/components/schemas/{component}"})
+
+
+Kind = Literal["seats", "stock"]  # what an event sells: a seat map, or quantity stock
+EventKind = Annotated[Kind, named("EventKind")]
 # A hold's state as its buyer reads it (HoldState, or CONFIRMING: sold, not yet in the ledger,
-# ADR 0016): its schema is the document's HoldViewState (api/openapi_parts.py STATE_SCHEMAS).
-ViewState = Annotated[str, Meta(extra_json_schema={"$ref": "#/components/schemas/HoldViewState"})]
+# ADR 0016): its schema is the document's HoldViewState (STATE_SCHEMAS below).
+ViewState = Annotated[str, named("HoldViewState")]
 ServerTime = Annotated[
     int,
     Meta(
@@ -81,3 +90,4 @@ STATE_SCHEMAS: dict[str, dict[str, Any]] = {
         "example": Marker.REFUND_ONLY.value,
     },
 }
+KIND_SCHEMA = {"type": "string", "enum": list(get_args(Kind)), "example": "seats"}

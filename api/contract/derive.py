@@ -63,9 +63,9 @@ def openapi_3_0(schema: dict[str, Any]) -> dict[str, Any]:
     if "anyOf" in out and NULL in out["anyOf"] and len(out["anyOf"]) == 2:
         (kept,) = (s for s in out.pop("anyOf") if s != NULL)
         return {**nullable(openapi_3_0(kept)), **out}
-    if "$ref" in out:  # 3.0 ignores a reference's siblings: a type beside it says nothing new
-        rest = {k: v for k, v in out.items() if k not in ("$ref", "type")}
-        return {"allOf": [{"$ref": out["$ref"]}], **rest} if rest else {"$ref": out["$ref"]}
+    if "$ref" in out:  # a named type: its component says what it holds (3.0 ignores siblings)
+        said = {k: v for k, v in out.items() if k == "description"}
+        return {"allOf": [{"$ref": out["$ref"]}], **said} if said else {"$ref": out["$ref"]}
     if "enum" in out and "type" not in out and all(isinstance(v, str) for v in out["enum"]):
         out = {"type": "string", **out}
     return _inner(out)

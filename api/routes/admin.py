@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.context import admin_post, ctx, endpoint, path_id
+from api.contract import admin as admin_answers
 from api.errors import ApiError
 from api.responses import json_response, parse_json, read_body
 from api.routes.events import EVENT_FIELDS, details_of
@@ -140,19 +141,20 @@ async def create_event(request: Request) -> Response:
     admin = c.require_admin(request)
     raw = await read_body(request, c.settings.admin_body_max_bytes)
     new = await run_in_threadpool(new_event, raw, request.headers.get("content-type"))
-    answer: dict[str, object] = {"event_id": new.event_id}
+    answer: admin_answers.EventCreated
     if new.stock is not None:
         units = await c.store.stock.create_event(
             new.event_id, new.stock.locations, new.stock.skus, new.config, operator=admin
         )
-        answer |= {"kind": "stock", "skus": len(new.stock.skus), "units": units}
+        answer = {"event_id": new.event_id, "kind": "stock", "skus": len(new.stock.skus),
+                  "units": units}  # fmt: skip
     else:
         # The seats go to Redis in chunks (engine/store/transitions.py), each a short script call of
         # its own: buyers of other events are answered between them.
         n_seats = await c.store.create_event(
             new.event_id, new.seats, new.config, price_minor=new.price_minor
         )
-        answer |= {"kind": "seats", "seats": n_seats}
+        answer = {"event_id": new.event_id, "kind": "seats", "seats": n_seats}
         if new.places is not None:  # off the hot path: no script reads it (ADR 0028)
             await save_layout(c.store.read, new.event_id, new.places, new.price_levels)
     if new.details:  # while a draft, before any open (ADR 0041)
@@ -171,7 +173,8 @@ async def open_sale(request: Request) -> Response:
     opens_at_ms = whole(body, "opens_at_ms", 0)
     # A second open answers 409 already_open: T0 moves only when asked, before it (ADR 0025).
     opens_at = await c.store.lifecycle.open(event_id, opens_at_ms, reschedule=reschedule)
-    return json_response({"event_id": event_id, "opens_at_ms": opens_at})
+    opened: admin_answers.SaleOpened = {"event_id": event_id, "opens_at_ms": opens_at}
+    return json_response(opened)
 
 
 @endpoint("admin_revoke_hold")
@@ -183,7 +186,12 @@ async def revoke_hold(request: Request) -> Response:
     event_id, hold_id = path_id(request, "event_id"), path_id(request, "hold_id")
     await c.store.revoke_hold(event_id, hold_id, "admin")
     h = await c.store.read.hold(event_id, hold_id)
-    return json_response({"hold_id": hold_id, "state": h.state, "seat_id": h.listing})
+    revoked: admin_answers.RevokedHold = {
+        "hold_id": hold_id,
+        "state": h.state,
+        "seat_id": h.listing,
+    }
+    return json_response(revoked)
 
 
 def percentile(ordered: list[int], pct: int) -> int | None:
@@ -193,7 +201,7 @@ def percentile(ordered: list[int], pct: int) -> int | None:
     return ordered[max(0, -(-len(ordered) * pct // 100) - 1)]
 
 
-def refund_times(charges: list[Charge], now: int) -> dict[str, object]:
+def refund_times(charges: list[Charge], now: int) -> admin_answers.RefundTimes:
     """The capture-to-refund bound as this event's charges show it: from the moment a charge
     went REFUNDING (a late or contradicting capture, a cancelled sale) to its refund recorded,
     and how long the refunds still open have waited so far; `bound_ms` is the larger."""
@@ -218,7 +226,7 @@ def refund_times(charges: list[Charge], now: int) -> dict[str, object]:
     }
 
 
-def charge_view(ch: Charge) -> dict[str, object]:
+def charge_view(ch: Charge) -> admin_answers.AdminCharge:
     return {
         "charge_id": ch.charge_id,
         "hold_id": ch.hold_id or None,
@@ -232,7 +240,7 @@ def charge_view(ch: Charge) -> dict[str, object]:
     }
 
 
-def money_views(charges: list[Charge], refunds_due: set[str]) -> dict[str, object]:
+def money_views(charges: list[Charge], refunds_due: set[str]) -> admin_answers.MoneyViews:
     """Money without a seat and where its refund stands."""
     return {
         "captured_without_seat": [
@@ -259,7 +267,7 @@ def money_views(charges: list[Charge], refunds_due: set[str]) -> dict[str, objec
     }
 
 
-def after_sale_views(holds: dict[str, Hold], charges: list[Charge]) -> dict[str, object]:
+def after_sale_views(holds: dict[str, Hold], charges: list[Charge]) -> admin_answers.AfterSale:
     """Sold seats whose money left at the provider (its own refund, a dispute): still assigned
     (revoke it, or wait for the dispute's outcome), or taken back; and the money invariant's
     right-hand side: what the provider should hold for this event."""
@@ -293,7 +301,7 @@ def after_sale_views(holds: dict[str, Hold], charges: list[Charge]) -> dict[str,
     }
 
 
-def alert_view(a: Alert) -> dict[str, object]:
+def alert_view(a: Alert) -> admin_answers.Alert:
     return {
         "alert_id": a.alert_id,
         "reason": a.reason,
@@ -318,30 +326,27 @@ async def exceptions(request: Request) -> Response:
     charges = await c.store.read.scan_charges(event_id)
     refunds_due = set(await c.store.read.due_refunds(event_id, 2**62))
     holds = await c.store.read.holds(event_id)
-    return json_response(
-        {
-            "event_id": event_id,
-            "server_time_ms": now,
-            **money_views(charges, refunds_due),
-            "refund_times": refund_times(charges, now),
-            **after_sale_views(holds, charges),
-            "alerts": [
-                alert_view(a) for a in await c.store.read.alerts(event_id, ALERTS_SHOWN_MAX)
-            ],
-            "blocked_seats": [
-                {
-                    "hold_id": h.hold_id,
-                    "seat_id": h.listing,
-                    "state": h.state,
-                    "until_ms": h.until_ms,
-                    "charge_id": h.charge_in_flight or h.blocking_charge,
-                }
-                for h in await c.store.read.quarantined(event_id)
-            ],
-            "charging_too_long": [
-                charge_view(ch)
-                for ch in charges
-                if ch.state == ChargeState.CHARGING and now - ch.created_ms > older_than_ms
-            ],
-        }
-    )
+    report: admin_answers.ExceptionsReport = {
+        "event_id": event_id,
+        "server_time_ms": now,
+        **money_views(charges, refunds_due),
+        "refund_times": refund_times(charges, now),
+        **after_sale_views(holds, charges),
+        "alerts": [alert_view(a) for a in await c.store.read.alerts(event_id, ALERTS_SHOWN_MAX)],
+        "blocked_seats": [
+            {
+                "hold_id": h.hold_id,
+                "seat_id": h.listing,
+                "state": h.state,
+                "until_ms": h.until_ms,
+                "charge_id": h.charge_in_flight or h.blocking_charge,
+            }
+            for h in await c.store.read.quarantined(event_id)
+        ],
+        "charging_too_long": [
+            charge_view(ch)
+            for ch in charges
+            if ch.state == ChargeState.CHARGING and now - ch.created_ms > older_than_ms
+        ],
+    }
+    return json_response(report)

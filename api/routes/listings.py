@@ -13,6 +13,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from api.context import admin_post, ctx, endpoint, path_id
+from api.contract import admin as admin_answers
 from api.errors import ApiError
 from api.responses import json_response
 from api.routes.admin import charge_view
@@ -264,7 +265,8 @@ async def close_sale(request: Request) -> Response:
     admin = c.require_admin(request)
     event_id = path_id(request, "event_id")
     status = await c.store.lifecycle.close(event_id, admin)
-    return json_response({"event_id": event_id, "status": status})
+    answer: admin_answers.SaleStatus = {"event_id": event_id, "status": status}
+    return json_response(answer)
 
 
 @endpoint("admin_cancel_sale")
@@ -275,7 +277,7 @@ async def cancel_sale(request: Request) -> Response:
     c, admin, event_id, body = await admin_post(request, CANCEL_FIELDS, "cancel", empty=True)
     batch = whole(body, "batch", CANCEL_BATCH)
     progress = await c.store.lifecycle.cancel(event_id, admin, batch=batch)
-    answer = {
+    answer: admin_answers.CancelProgress = {
         "event_id": event_id,
         "status": "cancelled",
         "holds_ended": progress.done,

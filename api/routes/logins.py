@@ -5,6 +5,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.context import ctx, endpoint
+from api.contract import admin as admin_answers
 from api.contract import service as answers
 from api.errors import ApiError
 from api.identity import valid_login
@@ -57,4 +58,5 @@ async def revoke_login(request: Request) -> Response:
         raise ApiError(400, "invalid_request", "login must be 1-128 printable ASCII characters")
     at_ms = await c.store.revoked.revoke(name)
     c.identity.revocations.add(name, at_ms)
-    return json_response({"login": name, "revoked_before_ms": at_ms})
+    revoked: admin_answers.LoginRevoked = {"login": name, "revoked_before_ms": at_ms}
+    return json_response(revoked)

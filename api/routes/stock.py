@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.context import admin_post, ctx, endpoint, path_id
+from api.contract import admin as admin_answers
 from api.contract import catalogue as answers
 from api.contract import holds
 from api.errors import ApiError
@@ -175,10 +176,10 @@ async def correct_stock(request: Request) -> Response:
         event_id, new.correction_id, new.sku, new.location,
         set_to=new.set_to, adjust_by=new.adjust_by, reason=new.reason, operator=new.operator,
     )  # fmt: skip
-    body = {
+    answer: admin_answers.StockCorrected = {
         "correction_id": done.correction_id,
         "on_hand": done.on_hand,
         "available": done.available,
         "replay": done.replay,
     }
-    return json_response(body, 200 if done.replay else 201)
+    return json_response(answer, 200 if done.replay else 201)

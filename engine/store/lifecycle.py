@@ -5,6 +5,7 @@ ended, the captured money of every sold seat on the refund queue). Each change i
 call; a cancel is bounded per call (`cancel_step`) and `cancel` repeats it until done."""
 
 from dataclasses import dataclass
+from typing import Literal
 
 from engine.model import errors
 from engine.model.replies import CancelCode, CloseCode, OpenCode
@@ -45,7 +46,7 @@ class Lifecycle:
             raise errors.SaleStarted(f"event {event_id} started", opens_at_ms=int(reply[1]))
         return int(reply[1])
 
-    async def close(self, event_id: str, actor: str) -> str:
+    async def close(self, event_id: str, actor: str) -> Literal["closed", "cancelled"]:
         """Close the sale; returns the status (`closed`, or `cancelled` if it was)."""
         reply = await self.runner.run("event_close", event_id, [actor])
         code = CloseCode(reply[0])
@@ -53,7 +54,7 @@ class Lifecycle:
             raise errors.EventNotFound(event_id)
         if code == CloseCode.FENCED:
             raise errors.Recovering(f"event {event_id} is being recovered; retry later")
-        return str(reply[1])
+        return "cancelled" if reply[1] == "cancelled" else "closed"  # the script says no other
 
     async def cancel_step(
         self, event_id: str, actor: str, batch: int = CANCEL_BATCH
