@@ -8,19 +8,14 @@ from typing import Any
 
 from api.contract.atoms import KIND_SCHEMA
 from api.contract.derive import nullable
-from api.contract.document import SCHEMAS as ANSWERS
 from api.openapi_parts import (
     AMOUNT,
     AT_MS,
-    CHARGE_ID,
-    CHARGE_ID_EXAMPLE,
     CURRENCY,
     CURSOR_NEXT,
     EVENT_DETAILS,
     EVENT_DETAILS_EXAMPLE,
     EVENT_ID,
-    HOLD_ID,
-    HOLD_STATE,
     ID,
     INT,
     STOCK_ID,
@@ -103,61 +98,10 @@ EVENT_CONFIG = record(
 SKU_PRICE = record(
     {"sku": STOCK_ID, "price_minor": AMOUNT}, {"sku": "wheel-700c", "price_minor": 8900}
 )
-ADMIN_HOLD = record(
-    {
-        "hold_id": ID,
-        "login": STR,
-        "state": HOLD_STATE,
-        "seat_ids": array(ID),
-        "lines": nullable(array(ref("HeldLine"), description="a stock hold's; null: seats")),
-        "created_ms": AT_MS,
-        "expires_ms": AT_MS,
-        "decided_ms": nullable(AT_MS),
-        "reason": nullable(STR),
-        "charge_ids": array(CHARGE_ID),
-        "winner": nullable(CHARGE_ID),
-    },
-    {
-        "hold_id": HOLD_ID,
-        "login": "alice",
-        "state": "CONFIRMED",
-        "seat_ids": ["A-1", "A-2"],
-        "lines": None,
-        "created_ms": 1767261601000,
-        "expires_ms": 1767262081000,
-        "decided_ms": DECIDED,
-        "reason": "captured",
-        "charge_ids": [CHARGE_ID_EXAMPLE],
-        "winner": CHARGE_ID_EXAMPLE,
-    },
-)
-HOLD_PAGE = record(
-    {"event_id": ID, "holds": array(ref("AdminHold")), "next_cursor": CURSOR_NEXT},
-    {"event_id": EVENT_ID, "holds": [ADMIN_HOLD["example"]], "next_cursor": None},
-)
-ADMIN_CHARGE = ANSWERS["AdminCharge"]
-CHARGE_PAGE = record(
-    {"event_id": ID, "charges": array(ref("AdminCharge")), "next_cursor": CURSOR_NEXT},
-    {"event_id": EVENT_ID, "charges": [ADMIN_CHARGE["example"]], "next_cursor": None},
-)
-EXCEPTION_CHARGE = record(
-    {**ADMIN_CHARGE["properties"], "hold": nullable(ref("AdminHold"))},
-    {**ADMIN_CHARGE["example"], "state": "DISPUTED", "hold": ADMIN_HOLD["example"]},
-    description="A charge whose money needs an operator's eye, with its hold.",
-)
-EXCEPTION_PAGE = record(
-    {"event_id": ID, "exceptions": array(ref("ExceptionCharge")), "next_cursor": CURSOR_NEXT},
-    {"event_id": EVENT_ID, "exceptions": [EXCEPTION_CHARGE["example"]], "next_cursor": None},
-)
 ADMIN_SCHEMAS: dict[str, dict[str, Any]] = {
     "EventKind": KIND_SCHEMA,
     "EventSummary": EVENT_SUMMARY,
     "EventPage": EVENT_PAGE,
     "EventConfig": EVENT_CONFIG,
     "SkuPrice": SKU_PRICE,
-    "AdminHold": ADMIN_HOLD,
-    "HoldPage": HOLD_PAGE,
-    "ChargePage": CHARGE_PAGE,
-    "ExceptionCharge": EXCEPTION_CHARGE,
-    "ExceptionPage": EXCEPTION_PAGE,
 }

@@ -1,70 +1,26 @@
 """The admin operations in the OpenAPI document: creating and opening an event, corrections,
 revocations, the exceptions view (api/routes/admin.py, stock.py, logins.py), and the listings,
 the orders export and the end of a sale (api/routes/listings.py, ADR 0025); api/openapi.py adds
-them to its paths. Their answers are component schemas of api/openapi_admin.py, but the orders'
-(a row and a page), which are here."""
+them to its paths. Their answers are declared as types (api/contract/admin.py, listings.py, ADR
+0054), but for the events and an event's configuration (api/openapi_admin.py)."""
 
 from typing import Any
 
-from api.contract.document import SCHEMAS as ANSWERS
 from api.openapi_parts import (
     ADMIN,
-    AT_MS,
     BODY,
-    CURSOR_NEXT,
-    EVENT_ID,
-    HOLD_ID,
-    ID,
     PATHED,
     STORE,
-    STR,
     answer,
-    array,
     json_body,
     operation,
     path,
     query,
-    record,
-    ref,
 )
 from api.settings import ApiSettings
 from engine.model.states import ChargeState, HoldState
 from engine.views.listings import EXCEPTION_STATES
 
-DECIDED = 1767261620000
-# An operator's order row: who and when, then the buyer's order (api/contract/holds.py Order)
-# without its QR code (the buyer's alone, ADR 0042), and the seats as printed at the venue.
-BUYERS_ONLY = ("qr",)
-ORDER = ANSWERS["Order"]
-ORDER_ROW = record(
-    {
-        "hold_id": ID,
-        "login": STR,
-        "decided_ms": AT_MS,
-        **{k: v for k, v in ORDER["properties"].items() if k not in BUYERS_ONLY},
-        "seats_named": {
-            **STR,
-            "description": "the seats as printed at the venue, grouped by section and row "
-            "(a seat the map does not place: its id)",
-        },
-    },
-    {
-        "hold_id": HOLD_ID,
-        "login": "alice",
-        "decided_ms": DECIDED,
-        **{k: v for k, v in ORDER["example"].items() if k not in BUYERS_ONLY},
-        "seats_named": "Section A, row 1, seats 1, 2",
-    },
-    optional=("seat_ids", "seat_prices", "seats_named", "lines"),
-    description="A CONFIRMED hold: seat_ids and seat_prices (or a cart's lines), amount, "
-    "currency, and the charge that paid.",
-)
-ORDER_PAGE = record(
-    {"event_id": ID, "orders": array(ref("OrderRow")), "next_cursor": CURSOR_NEXT},
-    {"event_id": EVENT_ID, "orders": [ORDER_ROW["example"]], "next_cursor": None},
-)
-# The listings' own answers, added to the document's components by api/openapi.py.
-LISTING_SCHEMAS: dict[str, dict[str, Any]] = {"OrderRow": ORDER_ROW, "OrderPage": ORDER_PAGE}
 LISTED = (*ADMIN, *STORE, *PATHED, "invalid_cursor", "event_not_found")
 OPEN_CODES = (*ADMIN, *STORE, *PATHED, *BODY, "event_not_found", "already_open", "sale_started",
               "sale_closed")  # fmt: skip

@@ -25,11 +25,7 @@ AT_MS = schema_of(atoms.AtMs)
 AMOUNT = schema_of(atoms.Amount)
 REFUNDED = schema_of(atoms.Refunded)
 CURRENCY = schema_of(atoms.Currency)
-CURSOR_NEXT = {
-    "type": "string",
-    "nullable": True,
-    "description": "the cursor of the next page; null: the listing is complete",
-}
+CURSOR_NEXT = schema_of(atoms.NextCursor)
 BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
 OPS = "Ops only: the metrics token (ONSALE_METRICS_TOKEN) or an admin credential."
 

@@ -36,6 +36,10 @@ EventKind = Annotated[Kind, named("EventKind")]
 # A hold's state as its buyer reads it (HoldState, or CONFIRMING: sold, not yet in the ledger,
 # ADR 0016): its schema is the document's HoldViewState (STATE_SCHEMAS below).
 ViewState = Annotated[str, named("HoldViewState")]
+NextCursor = Annotated[
+    str | None,
+    Meta(description="the cursor of the next page; null: the listing is complete"),
+]
 ServerTime = Annotated[
     int,
     Meta(

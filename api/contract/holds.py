@@ -80,12 +80,11 @@ QrCode = Annotated[
 ]
 
 
-class Order(TypedDict):
+class OrderFields(TypedDict):
     """What a CONFIRMED hold bought (seat_ids and seat_prices, or a cart's lines), its number,
     and the one charge that paid for it."""
 
     order_number: OrderNumber
-    qr: NotRequired[QrCode]
     seat_ids: NotRequired[list[Id]]
     seat_prices: NotRequired[SeatPrices]
     lines: NotRequired[list[HeldLine]]
@@ -93,6 +92,13 @@ class Order(TypedDict):
     refunded: Refunded
     currency: Currency
     charge_id: ChargeId
+
+
+class Order(OrderFields):
+    """What a CONFIRMED hold bought (seat_ids and seat_prices, or a cart's lines), its number,
+    and the one charge that paid for it."""
+
+    qr: NotRequired[QrCode]
 
 
 class Hold(Goods):

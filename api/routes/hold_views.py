@@ -29,7 +29,7 @@ def goods_view(h: Hold | Claimed, prices: Sequence[int] = ()) -> answers.Goods:
 
 def order_view(
     event_id: str, h: Hold, charges: list[Charge], currency: str, prices: Sequence[int] = ()
-) -> answers.Order:
+) -> answers.OrderFields:
     """What a confirmed hold bought, its number (ADR 0042), and the one charge that paid."""
     winner = next((ch for ch in charges if ch.charge_id == h.winner), None)
     amount = winner.amount - winner.parted if winner is not None else None
@@ -37,7 +37,7 @@ def order_view(
         amount = h.amount
     # Parts given back (ADR 0043): the order's amount is what it still paid for.
     refunded = winner.parted if winner is not None else 0
-    order: answers.Order = {
+    order: answers.OrderFields = {
         "order_number": order_number(event_id, h.hold_id), "amount": amount,
         "refunded": refunded, "currency": currency, "charge_id": h.winner,
     }  # fmt: skip

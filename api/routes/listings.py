@@ -5,7 +5,7 @@ orders as CSV streamed page by page, and closing or cancelling the sale. Admin t
 import contextlib
 import csv
 import io
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from starlette.requests import Request
@@ -14,6 +14,7 @@ from starlette.routing import Route
 
 from api.context import admin_post, ctx, endpoint, path_id
 from api.contract import admin as admin_answers
+from api.contract import listings as pages
 from api.errors import ApiError
 from api.responses import json_response
 from api.routes.admin import charge_view
@@ -25,7 +26,7 @@ from engine.model.holds import Charge, Hold
 from engine.model.states import ChargeState, HoldState
 from engine.store.lifecycle import CANCEL_BATCH
 from engine.store.prices import seat_prices
-from engine.views.listings import EXCEPTION_STATES, Listings, Page
+from engine.views.listings import EXCEPTION_STATES, Listings
 from engine.views.seatmap import (
     Printed,
     SeatMapTooLarge,
@@ -63,11 +64,7 @@ def paging(request: Request) -> tuple[str | None, int]:
     return cursor_of(request), query_integer(request.query_params, "limit", LIMIT_DEFAULT)
 
 
-def listing(c_event: str, page: Page, name: str, items: Sequence[object]) -> Response:
-    return json_response({"event_id": c_event, name: list(items), "next_cursor": page.cursor})
-
-
-def hold_row(h: Hold) -> dict[str, object]:
+def hold_row(h: Hold) -> pages.AdminHold:
     return {
         "hold_id": h.hold_id,
         "login": h.login,
@@ -125,14 +122,22 @@ class StateListing:
 async def list_holds(request: Request) -> Response:
     a = StateListing.asked(request, tuple(HoldState))
     page = await a.listings.holds(a.event_id, a.cursor, a.limit, a.states)
-    return listing(a.event_id, page, "holds", [hold_row(h) for h in page.items])
+    answer: pages.HoldPage = {
+        "event_id": a.event_id, "holds": [hold_row(h) for h in page.items],
+        "next_cursor": page.cursor,
+    }  # fmt: skip
+    return json_response(answer)
 
 
 @endpoint("admin_list_charges")
 async def list_charges(request: Request) -> Response:
     a = StateListing.asked(request, tuple(ChargeState))
     page = await a.listings.charges(a.event_id, a.cursor, a.limit, a.states)
-    return listing(a.event_id, page, "charges", [charge_view(ch) for ch in page.items])
+    answer: pages.ChargePage = {
+        "event_id": a.event_id, "charges": [charge_view(ch) for ch in page.items],
+        "next_cursor": page.cursor,
+    }  # fmt: skip
+    return json_response(answer)
 
 
 @endpoint("admin_list_exceptions")
@@ -141,11 +146,14 @@ async def list_exceptions(request: Request) -> Response:
     a = StateListing.asked(request, tuple(sorted(EXCEPTION_STATES)))
     event_id = a.event_id
     page, holds = await a.listings.exceptions(event_id, a.cursor, a.limit, a.states)
-    rows = []
+    found: list[pages.ExceptionCharge] = []
     for ch in page.items:
         h = holds.get(ch.hold_id)
-        rows.append(charge_view(ch) | {"hold": hold_row(h) if h is not None else None})
-    return listing(event_id, page, "exceptions", rows)
+        found.append({**charge_view(ch), "hold": hold_row(h) if h is not None else None})
+    answer: pages.ExceptionPage = {
+        "event_id": event_id, "exceptions": found, "next_cursor": page.cursor
+    }  # fmt: skip
+    return json_response(answer)
 
 
 def order_row(
@@ -155,12 +163,17 @@ def order_row(
     currency: str,
     prices: dict[str, int],
     places: dict[str, Printed],
-) -> dict[str, object]:
+) -> pages.OrderRow:
     won = [winners[h.winner]] if h.winner in winners else []
     own = [prices[s] for s in h.seat_ids] if not h.is_stock else []
-    named = {} if h.is_stock else {"seats_named": seats_in_words(h.seat_ids, places)}
-    return {"hold_id": h.hold_id, "login": h.login, "decided_ms": h.decided_ms,
-            **order_view(event_id, h, won, currency, own), **named}  # fmt: skip
+    row: pages.OrderRow = {
+        "hold_id": h.hold_id, "login": h.login, "decided_ms": h.decided_ms,
+        **order_view(event_id, h, won, currency, own),
+        "seats_named": "" if h.is_stock else seats_in_words(h.seat_ids, places),
+    }  # fmt: skip
+    if h.is_stock:  # a cart's lines have no places
+        del row["seats_named"]
+    return row
 
 
 async def printed(request: Request, event_id: str) -> dict[str, Printed]:
@@ -178,7 +191,7 @@ async def order_rows(
     winners: dict[str, Charge],
     currency: str,
     places: dict[str, Printed],
-) -> list[dict[str, object]]:
+) -> list[pages.OrderRow]:
     """The orders of one page, each seat with its price (ADR 0038: one read for the page) and
     its place in words."""
     seats = [s for h in holds if not h.is_stock for s in h.seat_ids]
@@ -203,16 +216,17 @@ async def list_orders(request: Request) -> Response:
     currency = await _currency(request, event_id)
     sells_seats = any(not h.is_stock for h in page.items)
     places = await printed(request, event_id) if sells_seats else {}
-    rows = await order_rows(request, event_id, page.items, winners, currency, places)
-    return listing(event_id, page, "orders", rows)
+    found = await order_rows(request, event_id, page.items, winners, currency, places)
+    answer: pages.OrderPage = {"event_id": event_id, "orders": found, "next_cursor": page.cursor}
+    return json_response(answer)
 
 
-def csv_lines(rows: list[dict[str, object]], header: bool) -> str:
+def csv_lines(found: list[pages.OrderRow], header: bool) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     if header:
         writer.writerow(CSV_COLUMNS)
-    for row in rows:
+    for row in found:
         seats = row.get("seat_ids") or []
         lines = row.get("lines") or []
         assert isinstance(seats, list) and isinstance(lines, list)
@@ -244,8 +258,8 @@ async def orders_csv(request: Request) -> Response:
     async def body() -> AsyncIterator[str]:
         page, won, header = first, winners, True
         while True:
-            rows = await order_rows(request, event_id, page.items, won, currency, places)
-            yield csv_lines(rows, header)
+            found = await order_rows(request, event_id, page.items, won, currency, places)
+            yield csv_lines(found, header)
             header = False
             if page.cursor is None:
                 return
