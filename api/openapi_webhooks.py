@@ -4,24 +4,17 @@ Limits come from api/validate.py LIMITS."""
 
 from typing import Any
 
-from api.contract.derive import nullable
+from api.contract.webhooks import EVENT_TYPE_SCHEMA
 from api.openapi_parts import (
     ADMIN,
-    AT_MS,
     BODY,
-    BOOL,
-    INT,
-    STR,
     answer,
-    array,
     json_body,
     limit,
     operation,
     path,
-    record,
     ref,
 )
-from engine.model.webhooks import EVENT_TYPES
 
 UNAVAILABLE = "503 webhooks_unavailable: the ledger database is not configured or not reachable."
 ENDPOINT = [path("endpoint_id")]
@@ -33,141 +26,7 @@ STATUS = {"type": "string", "enum": ["pending", "delivered", "failed"]}
 ENDPOINT_ID = "ep_5b1e0c7d9a3f2e4c6b8d0a1f"
 SECRET = "whsec_rjsbbn1HK2QLbBIYFYn0u0/+jael5YNQyXgFLZAQ6cg="
 
-ENDPOINT_PROPERTIES: dict[str, Any] = {
-    "endpoint_id": STR,
-    "url": STR,
-    "description": STR,
-    "event_types": array(EVENT_TYPE),
-    "enabled": BOOL,
-    "disabled_reason": nullable(STR),
-    "created_at_ms": AT_MS,
-    "updated_at_ms": AT_MS,
-    "previous_secret_until_ms": nullable(
-        {**AT_MS, "description": "while a rotated-out secret still signs beside the new one"}
-    ),
-}
-ENDPOINT_EXAMPLE = {
-    "endpoint_id": ENDPOINT_ID,
-    "url": "https://shop.example.com/hooks/onsale",
-    "description": "order desk",
-    "event_types": ["order.confirmed", "order.refunded"],
-    "enabled": True,
-    "disabled_reason": None,
-    "created_at_ms": 1767261000000,
-    "updated_at_ms": 1767261000000,
-    "previous_secret_until_ms": None,
-}
-DELIVERY_EXAMPLE = {
-    "delivery_id": 42,
-    "webhook_id": "msg_2iv4ppqekbmxcrcqy7irpaxfeugoghkg",
-    "event_type": "order.confirmed",
-    "event_id": "spring-gala",
-    "decision_id": "hold:9f2c4e1ab7d35f60c8e21d4b6a9f0e73:1748:CONFIRMED",
-    "status": "delivered",
-    "attempts": 1,
-    "created_at_ms": 1767261621000,
-    "last_attempt_at_ms": 1767261621040,
-    "next_attempt_at_ms": None,
-    "last_status": 200,
-    "last_error": None,
-    "delivered_at_ms": 1767261621050,
-}
-HEALTH_EXAMPLE = {
-    "failed": 2,
-    "pending": 1,
-    "oldest_pending_ms": 95000,
-    "last_error": "connect timeout",
-    "last_status": None,
-}
-WEBHOOK_SCHEMAS: dict[str, dict[str, Any]] = {
-    "WebhookEventType": {"type": "string", "enum": list(EVENT_TYPES), "example": EVENT_TYPES[0]},
-    "WebhookEndpointCreate": record(
-        {
-            "url": limit("url", description="https (http only where allowed)"),
-            "description": limit("description"),
-            "event_types": limit(
-                "event_types",
-                uniqueItems=True,
-                items=EVENT_TYPE,
-                description="the notification types sent to it (absent: all of them)",
-            ),
-        },
-        {
-            "url": "https://shop.example.com/hooks/onsale",
-            "description": "order desk",
-            "event_types": ["order.confirmed", "order.refunded"],
-        },
-        optional=("description", "event_types"),
-        closed=True,
-    ),
-    "WebhookSecretRotation": record(
-        {"keep_previous_s": limit("keep_previous_s")},
-        {"keep_previous_s": 3600},
-        optional=("keep_previous_s",),
-        closed=True,
-    ),
-    "WebhookReplayRequest": record(
-        {"since_ms": limit("since_ms")}, {"since_ms": 1767261000000}, closed=True
-    ),
-    "WebhookEndpoint": record(ENDPOINT_PROPERTIES, ENDPOINT_EXAMPLE),
-    "WebhookEndpointWithSecret": record(
-        {**ENDPOINT_PROPERTIES, "secret": {**STR, "description": "shown in this answer only"}},
-        {**ENDPOINT_EXAMPLE, "secret": SECRET},
-    ),
-    "WebhookEndpointHealth": record(
-        {
-            "failed": {**INT, "description": "deliveries that gave up (replay them)"},
-            "pending": {**INT, "description": "deliveries still being tried"},
-            "oldest_pending_ms": {**INT, "description": "how long the oldest pending has waited"},
-            "last_error": nullable({**STR, "description": "the last failed attempt's error"}),
-            "last_status": nullable({**INT, "description": "its HTTP status (null: no answer)"}),
-        },
-        HEALTH_EXAMPLE,
-        description="An endpoint's deliveries as the ops dashboard shows them: failing when any "
-        "failed, or when the oldest pending one has waited long.",
-    ),
-    "WebhookEndpointListed": record(
-        {**ENDPOINT_PROPERTIES, "deliveries": ref("WebhookEndpointHealth")},
-        {**ENDPOINT_EXAMPLE, "deliveries": HEALTH_EXAMPLE},
-    ),
-    "WebhookEndpointList": record(
-        {"endpoints": array(ref("WebhookEndpointListed"))},
-        {"endpoints": [{**ENDPOINT_EXAMPLE, "deliveries": HEALTH_EXAMPLE}]},
-    ),
-    "WebhookEndpointDeleted": record(
-        {"endpoint_id": STR, "deleted": BOOL}, {"endpoint_id": ENDPOINT_ID, "deleted": True}
-    ),
-    "WebhookDelivery": record(
-        {
-            "delivery_id": INT,
-            "webhook_id": {**STR, "description": "the webhook-id header it is sent with"},
-            "event_type": EVENT_TYPE,
-            "event_id": STR,
-            "decision_id": STR,
-            "status": STATUS,
-            "attempts": INT,
-            "created_at_ms": AT_MS,
-            "last_attempt_at_ms": nullable(AT_MS),
-            "next_attempt_at_ms": nullable(AT_MS),
-            "last_status": nullable({**INT, "description": "the endpoint's last HTTP status"}),
-            "last_error": nullable(STR),
-            "delivered_at_ms": nullable(AT_MS),
-        },
-        DELIVERY_EXAMPLE,
-    ),
-    "WebhookDeliveryPage": record(
-        {
-            "endpoint_id": STR,
-            "deliveries": array(ref("WebhookDelivery")),
-            "next_cursor": nullable({**NUMBER, "description": "older ones; null: no more"}),
-        },
-        {"endpoint_id": ENDPOINT_ID, "deliveries": [DELIVERY_EXAMPLE], "next_cursor": None},
-    ),
-    "WebhookReplayed": record(
-        {"endpoint_id": STR, "replayed": {**INT, "description": "deliveries to send again"}},
-        {"endpoint_id": ENDPOINT_ID, "replayed": 3},
-    ),
-}
+WEBHOOK_SCHEMAS: dict[str, dict[str, Any]] = {"WebhookEventType": EVENT_TYPE_SCHEMA}
 
 
 def _op(op_id: str, summary: str, description: str, ok: dict[str, Any], codes: tuple[str, ...],

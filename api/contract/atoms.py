@@ -2,11 +2,13 @@
 and what people recognise an event by (ADR 0041). A pattern or a description said here is said
 once for every answer that uses the type (api/contract/derive.py turns them into schemas)."""
 
+import typing
 from typing import Annotated, Any, Literal, TypedDict, get_args
 
 from msgspec import Meta
 
 from api.durable import CONFIRMING
+from api.validate import LIMITS
 from engine.model.records import Marker
 from engine.model.states import ChargeState, HoldState
 
@@ -24,6 +26,25 @@ SeatPrices = Annotated[
     dict[str, Amount],
     Meta(description="seat_id -> its price: its level's (ADR 0038), else the event's price_minor"),
 ]
+
+
+def limited(name: str, *, unique: bool = False, description: str | None = None) -> Meta:
+    """A request field bounded by LIMITS[name] (api/validate.py), the table the validators
+    enforce: a number's range, a list's or a text's length, an object's number of names; the
+    schema names the limit (`x-limit`, which tests/unit/test_api_contract.py reads)."""
+    bound = LIMITS[name]
+    extra: dict[str, Any] = {"x-limit": name}
+    if unique:
+        extra["uniqueItems"] = True
+    if bound.of == "value":
+        return Meta(ge=bound.low, le=bound.high, description=description, extra_json_schema=extra)
+    low, high = int(bound.low), int(bound.high)
+    return Meta(min_length=low, max_length=high, description=description, extra_json_schema=extra)
+
+
+def fields_of(request: type) -> frozenset[str]:
+    """The fields a request type declares: those its handler accepts (an unknown one is a 400)."""
+    return frozenset(typing.get_type_hints(request))
 
 
 def named(component: str) -> Meta:

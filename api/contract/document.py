@@ -1,19 +1,15 @@
-"""The component schemas of every answer declared as a type (api/contract/holds.py,
-catalogue.py, service.py, admin.py, listings.py), derived once for the OpenAPI document
-(api/openapi.py)."""
+"""The component schemas of every request and answer declared as a type in api/contract/,
+derived once for the OpenAPI document (api/openapi.py, ADR 0054)."""
 
-from api.contract import admin, catalogue, holds, listings, service
+from api.contract import admin, catalogue, holds, listings, service, webhooks
 from api.contract.atoms import STATE_SCHEMAS
 from api.contract.derive import components
 
+FAMILIES = (holds, catalogue, service, admin, listings, webhooks)
 SCHEMAS = components(
-    {
-        **holds.EXAMPLES,
-        **catalogue.EXAMPLES,
-        **service.EXAMPLES,
-        **admin.EXAMPLES,
-        **listings.EXAMPLES,
-    },
-    closed=(holds.PaymentForm,),
-    named=(*STATE_SCHEMAS, "EventKind"),  # named once, in the document
+    {tp: example for family in FAMILIES for tp, example in family.EXAMPLES.items()},
+    closed=(holds.PaymentForm, *webhooks.CLOSED),
+    # named once, by the document itself: the states from their tables, the kinds of events
+    # and of notifications from their lists
+    named=(*STATE_SCHEMAS, "EventKind", "WebhookEventType"),
 )

@@ -14,6 +14,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from api.context import ctx, endpoint, path_id
+from api.contract import webhooks as hooks
+from api.contract.atoms import fields_of
 from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.validate import LIMITS, items, obj, only, query_integer, text, whole
@@ -22,10 +24,10 @@ from engine.model.webhooks import EVENT_TYPES, new_secret
 
 ENDPOINTS_MAX = 100  # live endpoints per deployment
 ROTATION_KEEP_S = 86_400  # a replaced secret signs beside the new one this long by default
-CREATE_FIELDS = frozenset(("url", "description", "event_types"))
-ROTATE_FIELDS = frozenset(("keep_previous_s",))
-REPLAY_FIELDS = frozenset(("since_ms",))
-STATUSES = ("pending", "delivered", "failed")
+CREATE_FIELDS = fields_of(hooks.WebhookEndpointCreate)
+ROTATE_FIELDS = fields_of(hooks.WebhookSecretRotation)
+REPLAY_FIELDS = fields_of(hooks.WebhookReplayRequest)
+STATUSES = ("pending", "delivered", "failed")  # a delivery's, as the status= filter names them
 PAGE_DEFAULT = 50
 assert LIMITS["limit"].high >= PAGE_DEFAULT
 
@@ -42,10 +44,15 @@ def db(request: Request) -> WebhookDb:
 
 
 def ms(at: datetime | None) -> int | None:
-    return None if at is None else int(at.timestamp() * 1000)
+    return None if at is None else at_ms(at)
 
 
-def endpoint_view(row: Any) -> dict[str, Any]:
+def at_ms(at: datetime) -> int:
+    """A time the ledger always has (a NOT NULL column), in ms since the epoch."""
+    return int(at.timestamp() * 1000)
+
+
+def endpoint_view(row: Any) -> hooks.WebhookEndpoint:
     rotating = row["previous_until"] is not None and row["previous_until"] > row["now"]
     return {
         "endpoint_id": row["endpoint_id"],
@@ -54,13 +61,13 @@ def endpoint_view(row: Any) -> dict[str, Any]:
         "event_types": list(row["event_types"]),
         "enabled": row["enabled"],
         "disabled_reason": row["disabled_reason"] or None,
-        "created_at_ms": ms(row["created_at"]),
-        "updated_at_ms": ms(row["updated_at"]),
+        "created_at_ms": at_ms(row["created_at"]),
+        "updated_at_ms": at_ms(row["updated_at"]),
         "previous_secret_until_ms": ms(row["previous_until"]) if rotating else None,
     }
 
 
-def delivery_view(row: Any) -> dict[str, Any]:
+def delivery_view(row: Any) -> hooks.WebhookDelivery:
     pending = row["status"] == "pending"
     return {
         "delivery_id": row["delivery_id"],
@@ -70,7 +77,7 @@ def delivery_view(row: Any) -> dict[str, Any]:
         "decision_id": row["decision_id"],
         "status": row["status"],
         "attempts": row["attempts"],
-        "created_at_ms": ms(row["created_at"]),
+        "created_at_ms": at_ms(row["created_at"]),
         "last_attempt_at_ms": ms(row["last_attempt_at"]),
         "next_attempt_at_ms": ms(row["next_attempt_at"]) if pending else None,
         "last_status": row["last_status"],
@@ -130,7 +137,8 @@ async def create_endpoint(request: Request) -> Response:
         raise ApiError(
             409, "too_many_webhook_endpoints", f"at most {ENDPOINTS_MAX} endpoints; delete one"
         )
-    return json_response({**endpoint_view(row), "secret": secret}, 201)
+    created: hooks.WebhookEndpointWithSecret = {**endpoint_view(row), "secret": secret}
+    return json_response(created, 201)
 
 
 @endpoint("admin_webhook_list")
@@ -140,18 +148,22 @@ async def list_endpoints(request: Request) -> Response:
     store = db(request)
     rows = await store.fetch("endpoints")
     health = {r["endpoint_id"]: health_view(r) for r in await store.fetch("endpoint_health")}
-    quiet = {
+    quiet: hooks.WebhookEndpointHealth = {
         "failed": 0,
         "pending": 0,
         "oldest_pending_ms": 0,
         "last_error": None,
         "last_status": None,
     }  # fmt: skip  (an endpoint made between the two reads)
-    listed = [endpoint_view(r) | {"deliveries": health.get(r["endpoint_id"], quiet)} for r in rows]
-    return json_response({"endpoints": listed})
+    answer: hooks.WebhookEndpointList = {
+        "endpoints": [
+            {**endpoint_view(r), "deliveries": health.get(r["endpoint_id"], quiet)} for r in rows
+        ]
+    }
+    return json_response(answer)
 
 
-def health_view(row: Any) -> dict[str, Any]:
+def health_view(row: Any) -> hooks.WebhookEndpointHealth:
     return {
         "failed": row["failed"],
         "pending": row["pending"],
@@ -197,7 +209,8 @@ async def delete_endpoint(request: Request) -> Response:
     gone = await db(request).fetchval("delete_endpoint", path_id(request, "endpoint_id"))
     if gone is None:
         raise ApiError(404, "webhook_endpoint_not_found", "no such endpoint")
-    return json_response({"endpoint_id": gone, "deleted": True})
+    deleted: hooks.WebhookEndpointDeleted = {"endpoint_id": gone, "deleted": True}
+    return json_response(deleted)
 
 
 @endpoint("admin_webhook_rotate")
@@ -210,7 +223,8 @@ async def rotate_secret(request: Request) -> Response:
     row = await store.fetchrow("rotate_secret", path_id(request, "endpoint_id"), secret, keep_s)
     if row is None:
         raise ApiError(404, "webhook_endpoint_not_found", "no such endpoint")
-    return json_response({**endpoint_view(row), "secret": secret})
+    rotated: hooks.WebhookEndpointWithSecret = {**endpoint_view(row), "secret": secret}
+    return json_response(rotated)
 
 
 def _cursor(raw: str | None) -> int:
@@ -235,13 +249,12 @@ async def list_deliveries(request: Request) -> Response:
     rows = await store.fetch("deliveries", live["endpoint_id"], status, cursor, page + 1)
     more = len(rows) > page
     rows = rows[:page]
-    return json_response(
-        {
-            "endpoint_id": live["endpoint_id"],
-            "deliveries": [delivery_view(r) for r in rows],
-            "next_cursor": str(rows[-1]["delivery_id"]) if more else None,
-        }
-    )
+    answer: hooks.WebhookDeliveryPage = {
+        "endpoint_id": live["endpoint_id"],
+        "deliveries": [delivery_view(r) for r in rows],
+        "next_cursor": str(rows[-1]["delivery_id"]) if more else None,
+    }
+    return json_response(answer)
 
 
 async def _replayable(store: WebhookDb, request: Request) -> Any:
@@ -276,7 +289,8 @@ async def replay_failed(request: Request) -> Response:
     since_ms = whole(body, "since_ms")
     live = await _replayable(store, request)
     count = await store.fetchval("replay_failed", live["endpoint_id"], since_ms)
-    return json_response({"endpoint_id": live["endpoint_id"], "replayed": count}, 202)
+    replayed: hooks.WebhookReplayed = {"endpoint_id": live["endpoint_id"], "replayed": count}
+    return json_response(replayed, 202)
 
 
 _EP = "/v1/admin/webhooks/endpoints"

@@ -7,9 +7,13 @@ from typing import Annotated, Literal, NotRequired, TypedDict
 
 from msgspec import Meta
 
-from api.contract import admin, catalogue, holds, listings, service
+from api.contract.atoms import fields_of, limited
 from api.contract.derive import components
+from api.contract.document import FAMILIES
+from api.contract.webhooks import WebhookEndpointCreate
 from api.openapi import OPENAPI
+from api.routes.webhooks import CREATE_FIELDS
+from api.validate import LIMITS
 
 Code = Annotated[str, Meta(pattern="^[A-Z]{3}$")]
 
@@ -28,6 +32,11 @@ class Outer(TypedDict):
     inners: list[Inner]
     kind: Literal["one"]
     later: NotRequired[Annotated[int, Meta(description="sometimes")]]
+
+
+class Bounded(TypedDict):
+    n: Annotated[int, limited("quantity")]
+    tags: Annotated[list[str], limited("event_types", unique=True)]
 
 
 def test_nullable_fields_speak_openapi_3_0() -> None:
@@ -60,7 +69,7 @@ def test_closed_and_named_types() -> None:
 def test_every_declared_answer_is_in_the_document_with_its_example() -> None:
     declared = {
         name
-        for module in (holds, catalogue, service, admin, listings)
+        for module in FAMILIES
         for name, value in vars(module).items()
         if inspect.isclass(value) and hasattr(value, "__total__")
         and value.__module__ == module.__name__
@@ -71,3 +80,17 @@ def test_every_declared_answer_is_in_the_document_with_its_example() -> None:
     assert declared - parts <= set(schemas), declared - set(schemas)
     missing = sorted(n for n in declared - parts if "example" not in schemas[n])
     assert missing == []
+
+
+def test_a_request_type_is_what_its_handler_accepts_and_its_limits_are_the_validators() -> None:
+    assert (
+        CREATE_FIELDS == fields_of(WebhookEndpointCreate) == {"url", "description", "event_types"}
+    )
+    schema = components({Bounded: {}})["Bounded"]["properties"]
+    assert schema["n"] == {
+        "type": "integer", "minimum": LIMITS["quantity"].low, "maximum": LIMITS["quantity"].high,
+        "x-limit": "quantity",
+    }  # fmt: skip
+    assert schema["tags"]["maxItems"] == LIMITS["event_types"].high
+    assert schema["tags"]["uniqueItems"] is True
+    assert limited("url").min_length == LIMITS["url"].low
