@@ -41,7 +41,7 @@ from api.openapi_presales import PRESALE_PATHS, PRESALE_SCHEMAS, document_access
 from api.openapi_refunds import REFUND_PATHS, REFUND_SCHEMAS
 from api.openapi_requests import REQUEST_SCHEMAS
 from api.openapi_ui import UI_PATHS, UI_SCHEMAS
-from api.openapi_waiting import WAITING_PATHS, WAITING_SCHEMAS, document_admission
+from api.openapi_waiting import WAITING_PATHS, document_admission
 from api.openapi_webhooks import WEBHOOK_PATHS, WEBHOOK_SCHEMAS
 from api.settings import ApiSettings
 
@@ -301,7 +301,7 @@ AUTH_CONFIG = record(
 )
 SCHEMAS: dict[str, Any] = {"Error": ERROR_SCHEMA, "AuthConfig": AUTH_CONFIG}
 PARTS = (STATE_SCHEMAS, REQUEST_SCHEMAS, ANSWER_SCHEMAS, ADMIN_SCHEMAS, WEBHOOK_SCHEMAS,
-         WAITING_SCHEMAS, UI_SCHEMAS, REFUND_SCHEMAS, EVENT_SCHEMAS,
+         UI_SCHEMAS, REFUND_SCHEMAS, EVENT_SCHEMAS,
          PRESALE_SCHEMAS)  # fmt: skip
 for part in PARTS:
     assert not SCHEMAS.keys() & part.keys(), SCHEMAS.keys() & part.keys()

@@ -44,6 +44,8 @@ def components(
             converted["additionalProperties"] = False
         if declared is not None and declared in examples:
             converted["example"] = examples[declared]
+        elif "enum" in converted:  # an enum a type uses: its first value shows it
+            converted["example"] = converted["enum"][0]
         out[name] = converted
     return out
 

@@ -4,15 +4,19 @@ route calls `spend_admission` unless the event is known to have no room (api/rou
 an event without one costs the claim nothing but a dictionary lookup."""
 
 import random
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from api.context import admin_post, ctx, endpoint, path_id
+from api.contract import waiting as room
+from api.contract.atoms import fields_of
+from api.contract.waiting import ADMISSION_HEADER
 from api.responses import json_response, read_json
 from api.validate import LIMITS, obj, only, query_integer, whole
-from engine.waiting.errors import AdmissionRequired
+from engine.waiting.errors import AdmissionRequired, NotInQueue
 from engine.waiting.room import (
     ADMISSION_TTL_MS,
     FACTOR_PCT,
@@ -23,9 +27,8 @@ from engine.waiting.room import (
 )
 from engine.waiting.tokens import Admission, admitted_ms_of
 
-ADMISSION_HEADER = "Onsale-Admission"
-ROOM_FIELDS = frozenset(("admit_per_s", "admit_factor_pct", "admission_ttl_ms"))
-NONE: frozenset[str] = frozenset()  # a join sends nothing
+ROOM_FIELDS = fields_of(room.WaitingRoomSettings)
+NONE = fields_of(room.QueueJoinRequest)  # a join sends nothing
 # When a waiting client is told to look again. Before T0: at T0, in its draw's order over a
 # spread that brings about POLLS_PER_S first looks a second (the front of the line first, so the
 # first admissions are learnt at once). After: the nearer the front, the sooner (POLL_MS_PER_PLACE
@@ -100,7 +103,10 @@ def poll_after_ms(place: Place) -> int | None:
     return int(wait * random.uniform(1.0, 1.25))
 
 
-def place_view(event_id: str, place: Place, admission: Admission | None) -> dict[str, object]:
+def place_view(event_id: str, place: Place, admission: Admission | None) -> room.QueuePlace:
+    """A place the login has (a join gives one; a look without one is refused before)."""
+    if place.state is None:
+        raise NotInQueue(f"no place in {event_id}'s room")
     waiting = place.state == QueueState.WAITING
     return {
         "event_id": event_id,
@@ -165,7 +171,7 @@ async def configure(request: Request) -> Response:
     waiting = rooms(request)
     created = await waiting.configure(event_id, settings)
     figures = await waiting.figures(event_id)
-    return json_response({"event_id": event_id, **figures}, 201 if created else 200)
+    return json_response(room_view(event_id, figures), 201 if created else 200)
 
 
 @endpoint("admin_waiting_room")
@@ -173,7 +179,19 @@ async def figures(request: Request) -> Response:
     c = ctx(request)
     c.require_admin(request)
     event_id = path_id(request, "event_id")
-    return json_response({"event_id": event_id, **await rooms(request).figures(event_id)})
+    return json_response(room_view(event_id, await rooms(request).figures(event_id)))
+
+
+def room_view(event_id: str, f: dict[str, Any]) -> room.WaitingRoom:
+    """The room's settings and counters as the engine reads them (engine/waiting/room.py)."""
+    return {
+        "event_id": event_id, "admit_per_s": f["admit_per_s"], "auto": f["auto"],
+        "admit_factor_pct": f["admit_factor_pct"], "admission_ttl_ms": f["admission_ttl_ms"],
+        "drawn": f["drawn"], "entries": f["entries"], "joined_before_t0": f["joined_before_t0"],
+        "admitted": f["admitted"], "used": f["used"], "lapsed": f["lapsed"],
+        "outstanding": f["outstanding"], "admission_rate_per_s": f["admission_rate_per_s"],
+        "server_time_ms": f["server_time_ms"],
+    }  # fmt: skip
 
 
 @endpoint("queue_draw")
@@ -185,15 +203,14 @@ async def published_draw(request: Request) -> Response:
     offset = query_integer(request.query_params, "offset", 0)
     limit = query_integer(request.query_params, "limit", int(LIMITS["limit"].high))
     d = await rooms(request).published_draw(event_id, offset, limit)
-    return json_response(
-        {
-            "event_id": event_id,
-            "commitment": d.commitment,
-            "seed": d.seed,
-            "entries": [{"entry": a.entry, "seq": a.seq} for a in d.arrivals],
-            "next_offset": d.next_offset,
-        }
-    )
+    answer: room.QueueDraw = {
+        "event_id": event_id,
+        "commitment": d.commitment,
+        "seed": d.seed,
+        "entries": [{"entry": a.entry, "seq": a.seq} for a in d.arrivals],
+        "next_offset": d.next_offset,
+    }
+    return json_response(answer)
 
 
 ROUTES = [
