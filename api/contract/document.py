@@ -1,14 +1,23 @@
 """The component schemas of every request and answer declared as a type in api/contract/,
 derived once for the OpenAPI document (api/openapi.py, ADR 0054)."""
 
-from api.contract import admin, catalogue, holds, listings, service, waiting, webhooks
+from api.contract import (
+    admin,
+    catalogue,
+    holds,
+    listings,
+    presales,
+    service,
+    waiting,
+    webhooks,
+)
 from api.contract.atoms import STATE_SCHEMAS
 from api.contract.derive import components
 
-FAMILIES = (holds, catalogue, service, admin, listings, webhooks, waiting)
+FAMILIES = (holds, catalogue, service, admin, listings, webhooks, waiting, presales)
 SCHEMAS = components(
     {tp: example for family in FAMILIES for tp, example in family.EXAMPLES.items()},
-    closed=(holds.PaymentForm, *webhooks.CLOSED, *waiting.CLOSED),
+    closed=(holds.PaymentForm, *webhooks.CLOSED, *waiting.CLOSED, *presales.CLOSED),
     # named once, by the document itself: the states from their tables, the kinds of events
     # and of notifications from their lists
     named=(*STATE_SCHEMAS, "EventKind", "WebhookEventType"),

@@ -14,15 +14,15 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from api.context import ctx, endpoint, path_id
+from api.contract import presales as contract
+from api.contract.atoms import fields_of
 from api.errors import ApiError
 from api.responses import json_response, read_json
 from api.validate import LIMITS, access_code, idempotency_key, obj, only, query_integer, whole
 from engine.model import keys
 from engine.store.presales import CODE_ALPHABET, CODE_LENGTH, AccessCode, Presale
 
-CODES_FIELDS = frozenset(
-    ("opens_at_ms", "closes_at_ms", "expires_at_ms", "uses", "uses_per_login", "codes", "count")
-)
+CODES_FIELDS = fields_of(contract.AccessCodesRequest)
 BATCH_MAX = int(LIMITS["codes"].high)  # codes one request adds (the CLI sends more, in batches)
 
 
@@ -84,7 +84,7 @@ async def add_codes(request: Request) -> Response:
         expires_ms=whole(body, "expires_at_ms", window.closes_at_ms),
         batch_id=batch,
     )
-    answer = {
+    answer: contract.AccessCodesAdded = {
         "presale": presale,
         "opens_at_ms": window.opens_at_ms,
         "closes_at_ms": window.closes_at_ms,
@@ -95,7 +95,7 @@ async def add_codes(request: Request) -> Response:
     return json_response(answer, 201 if added.added else 200)
 
 
-def code_view(x: AccessCode) -> dict[str, object]:
+def code_view(x: AccessCode) -> contract.AccessCode:
     return {
         "code": x.code,
         "presale": x.presale,
@@ -122,7 +122,8 @@ async def list_codes(request: Request) -> Response:
     more = len(page) > limit
     page = page[:limit]
     cursor = f"{page[-1].presale}/{page[-1].code}" if more and page else None
-    return json_response({"codes": [code_view(x) for x in page], "next_after": cursor})
+    answer: contract.AccessCodes = {"codes": [code_view(x) for x in page], "next_after": cursor}
+    return json_response(answer)
 
 
 @endpoint("presales")
@@ -131,15 +132,14 @@ async def presales(request: Request) -> Response:
     c = ctx(request)
     event_id = path_id(request, "event_id")
     windows = await c.store.presales.windows(event_id)
-    return json_response(
-        {
-            "event_id": event_id,
-            "presales": [
-                {"name": w.name, "opens_at_ms": w.opens_at_ms, "closes_at_ms": w.closes_at_ms}
-                for w in windows
-            ],
-        }
-    )
+    answer: contract.Presales = {
+        "event_id": event_id,
+        "presales": [
+            {"name": w.name, "opens_at_ms": w.opens_at_ms, "closes_at_ms": w.closes_at_ms}
+            for w in windows
+        ],
+    }
+    return json_response(answer)
 
 
 ROUTES = [
