@@ -38,7 +38,7 @@ from api.openapi_parts import (
     record,
 )
 from api.openapi_presales import PRESALE_PATHS, document_access_code
-from api.openapi_refunds import REFUND_PATHS, REFUND_SCHEMAS
+from api.openapi_refunds import REFUND_PATHS
 from api.openapi_requests import REQUEST_SCHEMAS
 from api.openapi_ui import UI_PATHS, UI_SCHEMAS
 from api.openapi_waiting import WAITING_PATHS, document_admission
@@ -301,7 +301,7 @@ AUTH_CONFIG = record(
 )
 SCHEMAS: dict[str, Any] = {"Error": ERROR_SCHEMA, "AuthConfig": AUTH_CONFIG}
 PARTS = (STATE_SCHEMAS, REQUEST_SCHEMAS, ANSWER_SCHEMAS, ADMIN_SCHEMAS, WEBHOOK_SCHEMAS,
-         UI_SCHEMAS, REFUND_SCHEMAS, EVENT_SCHEMAS)  # fmt: skip
+         UI_SCHEMAS, EVENT_SCHEMAS)  # fmt: skip
 for part in PARTS:
     assert not SCHEMAS.keys() & part.keys(), SCHEMAS.keys() & part.keys()
     SCHEMAS |= part

@@ -17,6 +17,7 @@ StockId = Annotated[str, Meta(pattern="^[A-Za-z0-9_.-]{1,64}$")]  # SKUs and loc
 # A charge id is minted by the server: <event id>~<24 hex> (engine/model/keys.py charge_key).
 ChargeId = Annotated[str, Meta(pattern="^[A-Za-z0-9_.:-]{1,64}(~[0-9a-f]{24})?$")]
 AtMs = Annotated[int, Meta(description="ms since the epoch, by the server (Redis) clock")]
+Count = Annotated[int, Meta(ge=0)]
 Amount = Annotated[int, Meta(description="minor units of the currency (4500: 45.00)")]
 Refunded = Annotated[
     int, Meta(description="minor units that parts of the order given back returned (ADR 0043)")

@@ -7,6 +7,7 @@ from api.contract import (
     holds,
     listings,
     presales,
+    refunds,
     service,
     waiting,
     webhooks,
@@ -14,10 +15,16 @@ from api.contract import (
 from api.contract.atoms import STATE_SCHEMAS
 from api.contract.derive import components
 
-FAMILIES = (holds, catalogue, service, admin, listings, webhooks, waiting, presales)
+FAMILIES = (holds, catalogue, service, admin, listings, webhooks, waiting, presales, refunds)
 SCHEMAS = components(
     {tp: example for family in FAMILIES for tp, example in family.EXAMPLES.items()},
-    closed=(holds.PaymentForm, *webhooks.CLOSED, *waiting.CLOSED, *presales.CLOSED),
+    closed=(
+        holds.PaymentForm,
+        *webhooks.CLOSED,
+        *waiting.CLOSED,
+        *presales.CLOSED,
+        *refunds.CLOSED,
+    ),
     # named once, by the document itself: the states from their tables, the kinds of events
     # and of notifications from their lists
     named=(*STATE_SCHEMAS, "EventKind", "WebhookEventType"),

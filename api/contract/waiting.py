@@ -6,12 +6,11 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict, get_args
 
 from msgspec import Meta
 
-from api.contract.atoms import AtMs, limited
+from api.contract.atoms import AtMs, Count, limited
 from engine.waiting.room import ADMISSION_TTL_MS, CAPACITY_PER_S, FACTOR_PCT, QueueState
 
 Header = Literal["Onsale-Admission"]  # the header a claim sends its admission in
 ADMISSION_HEADER: Header = get_args(Header)[0]
-Count = Annotated[int, Meta(ge=0)]
 Hex = Annotated[str, Meta(pattern="^[0-9a-f]+$")]
 TOKEN = "1767261600012.1767261720012." + "3f9a1c2e7b4d6f8a" * 4
 NOW = 1767261604120

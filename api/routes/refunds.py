@@ -7,19 +7,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.context import admin_post, ctx, endpoint, path_id
+from api.contract import refunds as contract
+from api.contract.atoms import fields_of
 from api.errors import ApiError
 from api.refund_now import refund_after
 from api.responses import json_response, read_json
-from api.routes.stock import cart_of
+from api.routes.stock import cart_of, lines_view
 from api.validate import LIMITS, idempotency_key, ident, obj, only, text
 from engine.model import keys
 from engine.model.states import ChargeState
-from engine.model.stock_lines import StockLine
-from engine.model.webhooks import goods
+from engine.model.stock_lines import StockLine, lines_of
 
-RETRY_FIELDS = frozenset(("charge_id",))
+RETRY_FIELDS = fields_of(contract.RefundRetryRequest)
 ORPHAN = "orphan/"  # money we could not tie to a charge: its id is the provider's attempt's
-REFUND_FIELDS = frozenset(("seat_ids", "lines", "reason"))
+REFUND_FIELDS = fields_of(contract.OrderRefundRequest)
 SEATS_MAX = int(LIMITS["quantity"].high)  # a party's seats: the most one order holds
 
 
@@ -61,7 +62,7 @@ async def refund_order(request: Request) -> Response:
         event_id, hold_id, key, seat_ids=seat_ids, lines=lines, reason=reason
     )
     h = await c.store.read.hold(event_id, hold_id)
-    answer = {
+    answer: contract.OrderRefunded = {
         "hold_id": hold_id,
         "charge_id": done.charge_id,
         "state": ChargeState.REFUNDING,
@@ -69,7 +70,7 @@ async def refund_order(request: Request) -> Response:
         "whole": done.whole,
         "replay": done.replay,
         "hold_state": h.state,
-        "kept": goods(h.listing) if not done.whole else goods(""),
+        "kept": kept_view(h.listing if not done.whole else ""),
     }
     if done.replay:
         return json_response(answer, 200)
@@ -88,12 +89,19 @@ async def retry_refund(request: Request) -> Response:
     if not isinstance(charge_id, str) or not keys.valid_charge_id(charge_id.removeprefix(ORPHAN)):
         raise ApiError(400, "invalid_request", "charge_id must be a charge id (orphan/ allowed)")
     attempts, was_parked = await c.store.retry_refund(event_id, charge_id)
-    return json_response(
-        {
-            "charge_id": charge_id,
-            "state": ChargeState.REFUNDING,
-            "due_now": True,
-            "refund_attempts": attempts,
-            "was_parked": was_parked,
-        }
-    )
+    answer: contract.RefundRetried = {
+        "charge_id": charge_id,
+        "state": ChargeState.REFUNDING,
+        "due_now": True,
+        "refund_attempts": attempts,
+        "was_parked": was_parked,
+    }
+    return json_response(answer)
+
+
+def kept_view(listing: str) -> contract.GoodsKept:
+    """What the order holds now, as its order shows it: seat ids, or a stock hold's lines."""
+    lines = lines_of(listing) if listing else ()
+    if lines:
+        return {"lines": lines_view(lines)}
+    return {"seat_ids": [s for s in listing.split(",") if s]}
