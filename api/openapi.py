@@ -19,7 +19,7 @@ from api.contract.atoms import STATE_SCHEMAS
 from api.contract.derive import nullable
 from api.contract.document import SCHEMAS as ANSWER_SCHEMAS
 from api.openapi_admin import ADMIN_SCHEMAS
-from api.openapi_events import DESCRIBE, EVENT_PATHS, EVENT_SCHEMAS
+from api.openapi_events import DESCRIBE, EVENT_PATHS
 from api.openapi_listings import ADMIN_PATHS, LISTING_PATHS
 from api.openapi_parts import (
     BODY,
@@ -301,7 +301,7 @@ AUTH_CONFIG = record(
 )
 SCHEMAS: dict[str, Any] = {"Error": ERROR_SCHEMA, "AuthConfig": AUTH_CONFIG}
 PARTS = (STATE_SCHEMAS, REQUEST_SCHEMAS, ANSWER_SCHEMAS, ADMIN_SCHEMAS, WEBHOOK_SCHEMAS,
-         UI_SCHEMAS, EVENT_SCHEMAS)  # fmt: skip
+         UI_SCHEMAS)  # fmt: skip
 for part in PARTS:
     assert not SCHEMAS.keys() & part.keys(), SCHEMAS.keys() & part.keys()
     SCHEMAS |= part

@@ -6,7 +6,7 @@ status from the one map (api/errors.py STATUS); every state from the transition 
 from collections.abc import Iterable
 from typing import Any
 
-from api.contract import atoms
+from api.contract import atoms, catalogue
 from api.contract.derive import components, schema_of
 from api.errors import STATUS
 from api.settings import ApiSettings
@@ -324,14 +324,8 @@ ADMIN = ("unauthorized", "token_revoked", "identity_unavailable", "rate_limited"
 SEAT_PRICES = schema_of(atoms.SeatPrices)  # seat_id -> its price (the hold view, an order, a row)
 # What people recognise an event by (ADR 0041): in every event read (null: not given), and as a
 # create's or a change's fields (null clears one).
-EVENT_DETAILS = components({atoms.EventDetails: {}})["EventDetails"]["properties"]
+EVENT_DETAILS = components({atoms.DetailFields: {}})["DetailFields"]["properties"]
 EVENT_DETAILS_EXAMPLE = atoms.EVENT_DETAILS_EXAMPLE
-EVENT_DETAILS_REQUEST = {
-    "name": limit("name", nullable=True),
-    "venue": limit("venue", nullable=True),
-    "description": limit("event_description", nullable=True),
-    "image_url": limit("image_url", nullable=True, pattern="^https?://"),
-    "starts_at_ms": limit("starts_at_ms", nullable=True),
-    "time_zone": limit("time_zone", nullable=True, description="an IANA time zone"),
-    "locale": limit("locale", nullable=True, description="a BCP 47 tag (de-DE)"),
-}
+EVENT_DETAILS_REQUEST = components({catalogue.EventDetailsChange: {}})["EventDetailsChange"][
+    "properties"
+]

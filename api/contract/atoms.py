@@ -71,7 +71,7 @@ ServerTime = Annotated[
 ]
 
 
-class EventDetails(TypedDict):
+class DetailFields(TypedDict):
     """What people recognise an event by (ADR 0041): in every event read (null: not given)."""
 
     name: Annotated[str | None, Meta(description="the event's name, as buyers know it")]
@@ -87,7 +87,7 @@ class EventDetails(TypedDict):
     ]
 
 
-EVENT_DETAILS_EXAMPLE: EventDetails = {
+EVENT_DETAILS_EXAMPLE: DetailFields = {
     "name": "Spring Gala",
     "venue": "Konzerthaus, Berlin",
     "description": "Brahms and Ravel",

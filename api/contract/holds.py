@@ -204,6 +204,8 @@ ORDER: Order = {
     "currency": "EUR",
     "charge_id": CHARGE_ID,
 }
+# An answer a client may hold to its fields: additionalProperties false.
+CLOSED = (PaymentForm,)
 RECORDED: StatesRecorded = {"charge_state": ChargeState.CAPTURED, "hold_state": HoldState.CONFIRMED}
 
 # Each answer and its example (api/contract/document.py).

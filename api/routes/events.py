@@ -11,13 +11,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from api.context import admin_post, ctx, endpoint
-from api.contract import atoms
+from api.contract import atoms, catalogue
 from api.errors import ApiError
 from api.responses import json_response
 from api.validate import query_integer, text, whole
 from engine.model.event_config import FIELDS as TERMS
 from engine.model.event_details import DETAIL_FIELDS, EventDetails
-from engine.store.event_catalogue import describe, public_events
+from engine.store.event_catalogue import Listed, describe, public_events
 
 # Every field of an event's create (api/routes/admin.py): its details change while a draft.
 EVENT_FIELDS = frozenset(
@@ -66,7 +66,16 @@ async def list_events(request: Request) -> Response:
     offset = query_integer(request.query_params, "offset", 0)
     limit = query_integer(request.query_params, "limit", 50)
     page, after = await public_events(ctx(request).store.runner, offset, limit)
-    return json_response({"events": [e.view() for e in page], "next_offset": after})
+    answer: catalogue.EventList = {"events": [listed_view(e) for e in page], "next_offset": after}
+    return json_response(answer)
+
+
+def listed_view(e: Listed) -> catalogue.EventListed:
+    return {
+        "event_id": e.event_id, "status": e.status, "opens_at_ms": e.opens_at_ms,
+        "kind": "stock" if e.kind == "stock" else "seats", "currency": e.currency,
+        "price_minor": e.price_minor, **details_view(e.details),
+    }  # fmt: skip
 
 
 @endpoint("admin_describe_event")
@@ -84,7 +93,8 @@ async def describe_event(request: Request) -> Response:
     if not body:
         raise ApiError(400, "invalid_request", "nothing to change")
     details = await describe(c.store.runner, event_id, details_of(body))
-    return json_response({"event_id": event_id, **details.view()})
+    answer: catalogue.EventDetails = {"event_id": event_id, **details_view(details)}
+    return json_response(answer)
 
 
 ROUTES = [
@@ -93,7 +103,7 @@ ROUTES = [
 ]
 
 
-def details_view(d: EventDetails) -> atoms.EventDetails:
+def details_view(d: EventDetails) -> atoms.DetailFields:
     """What people recognise an event by, as every event read answers it: null when not given."""
     return {
         "name": d.name or None, "venue": d.venue or None, "description": d.description or None,

@@ -7,13 +7,14 @@ without a ledger database keeps no orders: an empty list, `kept: false`; one who
 cannot be reached answers 503 orders_unavailable."""
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from api.context import ctx, endpoint
+from api.contract import mine
 from api.errors import ApiError
 from api.responses import json_response
 from api.routes.hold_views import goods_view
@@ -21,9 +22,13 @@ from api.routes.stock import lines_view
 from api.validate import query_integer
 from api.webhooks_db import SQL, WebhookDb
 from engine.model import keys
+from engine.model.holds import Hold
 from engine.model.orders import order_number
+from engine.model.states import HoldState
 from engine.model.stock_lines import is_stock_listing
 
+LIVE = (HoldState.RESERVED, HoldState.QUARANTINED)  # a login's live hold is in one of these
+LiveState = Literal["RESERVED", "QUARANTINED"]
 CURSOR_RE = re.compile(r"^([0-9]{1,16})\.(.{1,200})$")
 END = (2**62, "")  # before any cursor: the newest first
 
@@ -37,17 +42,19 @@ def cursor_of(raw: str | None) -> tuple[int, str]:
     return int(m[1]), m[2]
 
 
-def order_item(r: Any) -> dict[str, Any]:
+def order_item(r: Any) -> mine.MyOrder:
     listed = str(r["seat_id"])
-    goods: dict[str, Any] = (
-        {"lines": lines_view(listed)}
-        if is_stock_listing(listed)
-        else {"seat_ids": listed.split(",")}
-    )
-    return {"event_id": r["event_id"], "event_name": r["name"] or None, "hold_id": r["hold_id"],
-            "order_number": order_number(r["event_id"], r["hold_id"]), **goods,
-            "amount": r["amount"], "refunded": r["refunded"], "currency": r["currency"] or "EUR",
-            "decided_ms": r["decided_at_ms"]}  # fmt: skip
+    item: mine.MyOrder = {
+        "event_id": r["event_id"], "event_name": r["name"] or None, "hold_id": r["hold_id"],
+        "order_number": order_number(r["event_id"], r["hold_id"]), "amount": r["amount"],
+        "refunded": r["refunded"], "currency": r["currency"] or "EUR",
+        "decided_ms": r["decided_at_ms"],
+    }  # fmt: skip
+    if is_stock_listing(listed):
+        item["lines"] = lines_view(listed)
+    else:
+        item["seat_ids"] = listed.split(",")
+    return item
 
 
 @endpoint("my_orders")
@@ -66,13 +73,16 @@ async def my_orders(request: Request) -> Response:
     ms, hold_id = cursor_of(request.query_params.get("cursor"))
     store: WebhookDb | None = getattr(request.app.state, "webhooks", None)
     if store is None or not store.settings.pg_dsn:  # a deployment that keeps no ledger
-        return json_response({"orders": [], "next_cursor": None, "kept": False})
+        none: mine.MyOrderPage = {"orders": [], "next_cursor": None, "kept": False}
+        return json_response(none)
     async with store.conn("orders_unavailable") as conn:
         rows = await conn.fetch(SQL["my_orders"], caller.login, event_id, ms, hold_id, limit)
     last = rows[-1] if len(rows) == limit else None
     after = f"{last['decided_at_ms']}.{last['hold_id']}" if last is not None else None
-    return json_response({"orders": [order_item(r) for r in rows], "next_cursor": after,
-                          "kept": True})  # fmt: skip
+    page: mine.MyOrderPage = {
+        "orders": [order_item(r) for r in rows], "next_cursor": after, "kept": True
+    }  # fmt: skip
+    return json_response(page)
 
 
 @endpoint("my_holds")
@@ -85,12 +95,25 @@ async def my_holds(request: Request) -> Response:
         raise ApiError(400, "invalid_request", "event_id must match [A-Za-z0-9_.:-]{1,64}")
     login = c.login_of(request, event_id)
     hold_id = await c.store.read.live_hold(event_id, login)
-    holds = []
-    if hold_id:
-        h = await c.store.read.hold(event_id, hold_id)
-        holds.append({"hold_id": h.hold_id, "state": h.state, "expires_ms": h.expires_ms,
-                      **goods_view(h)})  # fmt: skip
-    return json_response({"event_id": event_id, "holds": holds})
+    holds: list[mine.MyHold] = []
+    h = await c.store.read.hold(event_id, hold_id) if hold_id else None
+    if h is not None and h.state in LIVE:  # ended just now: none (the index catches up)
+        holds.append(my_hold(h))
+    answer: mine.MyHolds = {"event_id": event_id, "holds": holds}
+    return json_response(answer)
+
+
+def my_hold(h: Hold) -> mine.MyHold:
+    """A live hold and what it owns (seats, or a cart's lines and amount), as the page shows it."""
+    live: LiveState = "QUARANTINED" if h.state == HoldState.QUARANTINED else "RESERVED"
+    goods = goods_view(h)
+    out: mine.MyHold = {"hold_id": h.hold_id, "state": live, "expires_ms": h.expires_ms,
+                        "seat_id": goods["seat_id"], "seat_ids": goods["seat_ids"]}  # fmt: skip
+    if "lines" in goods:
+        out["lines"] = goods["lines"]
+    if "amount" in goods:
+        out["amount"] = goods["amount"]
+    return out
 
 
 ROUTES = [

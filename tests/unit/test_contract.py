@@ -94,3 +94,11 @@ def test_a_request_type_is_what_its_handler_accepts_and_its_limits_are_the_valid
     assert schema["tags"]["maxItems"] == LIMITS["event_types"].high
     assert schema["tags"]["uniqueItems"] is True
     assert limited("url").min_length == LIMITS["url"].low
+
+
+def test_a_drafts_change_declares_exactly_the_details_an_event_has() -> None:
+    from api.contract.catalogue import EventDetailsChange, EventListed
+    from engine.model.event_details import DETAIL_FIELDS
+
+    assert fields_of(EventDetailsChange) == set(DETAIL_FIELDS)
+    assert set(DETAIL_FIELDS) <= fields_of(EventListed)
