@@ -1,9 +1,9 @@
 """The OpenAPI document served at /openapi.json (and kept in docs/openapi.json: `make openapi`).
 
 Every operation has a stable camelCase operationId, a summary, typed request and answer schemas
-(components, with examples: the answers declared as types in api/contract/, ADR 0054; the rest
-still written in api/openapi_requests.py, openapi_admin.py, openapi_webhooks.py, ...) and its
-error answers, each listing the codes it may carry
+(components, with examples: the requests and answers declared as types in api/contract/, ADR
+0054; the few the engine's views build still written in api/openapi_admin.py, openapi_ui.py) and
+its error answers, each listing the codes it may carry
 (`x-error-codes`, from api/errors.py STATUS). Every limit the server enforces is stated from the
 table the validators use (api/validate.py LIMITS). tests/integration/test_openapi.py checks that
 it names exactly the routes the app serves and validates the app's answers against it;
@@ -39,7 +39,6 @@ from api.openapi_parts import (
 )
 from api.openapi_presales import PRESALE_PATHS, document_access_code
 from api.openapi_refunds import REFUND_PATHS
-from api.openapi_requests import REQUEST_SCHEMAS
 from api.openapi_ui import UI_PATHS, UI_SCHEMAS
 from api.openapi_waiting import WAITING_PATHS, document_admission
 from api.openapi_webhooks import WEBHOOK_PATHS, WEBHOOK_SCHEMAS
@@ -300,7 +299,7 @@ AUTH_CONFIG = record(
     description="How the browser pages sign in (ADR 0050).",
 )
 SCHEMAS: dict[str, Any] = {"Error": ERROR_SCHEMA, "AuthConfig": AUTH_CONFIG}
-PARTS = (STATE_SCHEMAS, REQUEST_SCHEMAS, ANSWER_SCHEMAS, ADMIN_SCHEMAS, WEBHOOK_SCHEMAS,
+PARTS = (STATE_SCHEMAS, ANSWER_SCHEMAS, ADMIN_SCHEMAS, WEBHOOK_SCHEMAS,
          UI_SCHEMAS)  # fmt: skip
 for part in PARTS:
     assert not SCHEMAS.keys() & part.keys(), SCHEMAS.keys() & part.keys()
@@ -341,7 +340,7 @@ OPENAPI: dict[str, Any] = {
 }
 OPENAPI["paths"]["/v1/admin/events/{event_id}"]["patch"] = DESCRIBE  # beside its read
 document_admission(OPENAPI["paths"])  # the claim's admission header and refusals (ADR 0029)
-document_access_code(OPENAPI["paths"], SCHEMAS["ClaimRequest"])  # and its code (ADR 0049)
+document_access_code(OPENAPI["paths"])  # the refusals of its code (ADR 0049)
 for route, item in OPENAPI["paths"].items():  # by audience: a generated client's modules
     tag = next(name for name, prefix, _ in TAGS if route.startswith(prefix))
     for op in item.values():

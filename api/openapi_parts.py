@@ -6,7 +6,7 @@ status from the one map (api/errors.py STATUS); every state from the transition 
 from collections.abc import Iterable
 from typing import Any
 
-from api.contract import atoms, catalogue
+from api.contract import atoms
 from api.contract.derive import components, schema_of
 from api.errors import STATUS
 from api.settings import ApiSettings
@@ -23,7 +23,6 @@ STR: dict[str, Any] = {"type": "string"}
 BOOL: dict[str, Any] = {"type": "boolean"}
 AT_MS = schema_of(atoms.AtMs)
 AMOUNT = schema_of(atoms.Amount)
-REFUNDED = schema_of(atoms.Refunded)
 CURRENCY = schema_of(atoms.Currency)
 CURSOR_NEXT = schema_of(atoms.NextCursor)
 BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
@@ -46,11 +45,6 @@ EXAMPLES = {
 
 def ref(name: str) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{name}"}
-
-
-HOLD_STATE = ref("HoldState")
-VIEW_STATE = ref("HoldViewState")
-CHARGE_STATE = ref("ChargeState")
 
 
 def array(items: dict[str, Any], **more: Any) -> dict[str, Any]:
@@ -321,11 +315,7 @@ BUYER = ("unauthorized", "token_revoked", "token_scope", "identity_unavailable")
 ADMIN = ("unauthorized", "token_revoked", "identity_unavailable", "rate_limited")
 
 
-SEAT_PRICES = schema_of(atoms.SeatPrices)  # seat_id -> its price (the hold view, an order, a row)
 # What people recognise an event by (ADR 0041): in every event read (null: not given), and as a
 # create's or a change's fields (null clears one).
 EVENT_DETAILS = components({atoms.DetailFields: {}})["DetailFields"]["properties"]
 EVENT_DETAILS_EXAMPLE = atoms.EVENT_DETAILS_EXAMPLE
-EVENT_DETAILS_REQUEST = components({catalogue.EventDetailsChange: {}})["EventDetailsChange"][
-    "properties"
-]

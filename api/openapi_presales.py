@@ -92,8 +92,7 @@ PRESALE_PATHS: dict[str, Any] = {
 }
 
 
-def document_access_code(paths: dict[str, Any], claim_request: dict[str, Any]) -> None:
-    """The claim's `access_code` and the refusals it adds (each under its status, beside the
-    claim's own)."""
-    claim_request["properties"]["access_code"] = ACCESS_CODE
+def document_access_code(paths: dict[str, Any]) -> None:
+    """The refusals the claim's `access_code` adds (each under its status, beside the claim's
+    own); the field itself is the claim request's (api/contract/holds.py ClaimRequest)."""
     add_refusals(paths[CLAIM_PATH]["post"], CLAIM_CODES)

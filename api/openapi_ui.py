@@ -1,7 +1,7 @@
 """The seat map and the browser pages in the OpenAPI document (api/routes/seatmap.py,
 api/routes/ui.py, ADR 0028): their operations and answer schemas, and the places a seat of the
 admin's create may name. api/openapi.py adds UI_PATHS to its paths and UI_SCHEMAS to its
-components; the SeatSpec request schema adds SEAT_PLACE_FIELDS."""
+components (a seat's place in the create is api/contract/event_setup.py SeatPlace)."""
 
 from typing import Any
 
@@ -15,7 +15,6 @@ from api.openapi_parts import (
     STORE,
     STR,
     array,
-    limit,
     operation,
     path,
     record,
@@ -38,19 +37,6 @@ IF_NONE_MATCH = {
     "example": '"9f2c51b0a4e7d3c8e6f1"',
 }
 NOT_MODIFIED = {"304": {"description": "not modified: the ETag sent is current"}}
-
-# A seat of the admin's create may also name its place (api/routes/seatmap.py seat_place).
-SEAT_PLACE_FIELDS: dict[str, Any] = {
-    "row": limit("row", description="the row's label, shown on the page"),
-    "number": limit("seat_number", description="the seat's number in its row, as printed on it"),
-    "x": limit("x", description="position on the drawn map; with y, on every seat or none"),
-    "y": limit("y", description="position on the drawn map; with x"),
-    "price_level": limit(
-        "price_level",
-        description="a price level's name, shown on the page; with the event's price_levels, "
-        "it sets the seat's price (ADR 0038)",
-    ),
-}
 
 SEAT_ROW = {
     "type": "array",

@@ -42,6 +42,8 @@ def components(
             converted = _in_declared_order(converted, declared)
         if name in closed_names:
             converted["additionalProperties"] = False
+        elif converted.get("properties") == {}:  # no field declared: any object
+            del converted["properties"]
         if declared is not None and declared in examples:
             converted["example"] = examples[declared]
         elif "enum" in converted:  # an enum a type uses: its first value shows it

@@ -4,6 +4,7 @@ derived once for the OpenAPI document (api/openapi.py, ADR 0054)."""
 from api.contract import (
     admin,
     catalogue,
+    event_setup,
     holds,
     listings,
     mine,
@@ -16,7 +17,8 @@ from api.contract import (
 from api.contract.atoms import STATE_SCHEMAS
 from api.contract.derive import components
 
-FAMILIES = (holds, catalogue, service, admin, listings, webhooks, waiting, presales, refunds, mine)
+FAMILIES = (holds, catalogue, service, admin, listings, webhooks, waiting, presales, refunds, mine,
+            event_setup)  # fmt: skip
 SCHEMAS = components(
     {tp: example for family in FAMILIES for tp, example in family.EXAMPLES.items()},
     # requests whose unknown fields the handler refuses, and the answers that never grow

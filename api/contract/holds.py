@@ -19,7 +19,10 @@ from api.contract.atoms import (
     ServerTime,
     StockId,
     ViewState,
+    limited,
 )
+from api.contract.presales import AccessCodeField
+from api.validate import LIMITS
 from engine.model.states import ChargeState, HoldState
 
 HOLD_ID = "9f2c4e1ab7d35f60c8e21d4b6a9f0e73:1748"
@@ -185,6 +188,57 @@ class CallbackAnswer(TypedDict):
     ]
 
 
+class ClaimLine(TypedDict):
+    """A line of a cart: quantity units of one sku, from `location` when named."""
+
+    sku: StockId
+    quantity: Annotated[int, limited("line_quantity")]
+    location: NotRequired[StockId]
+
+
+class ClaimRequest(TypedDict):
+    """One of: seat_id (that seat), seat_ids (those seats, all or nothing), quantity (that many
+    best seats: the best block of adjacent ones, consecutive ranks in one section, when one is
+    free, else the best single seats), lines (stock events: a cart); none: the best seat. A
+    party or a cart is one hold, one charge (price x seats, or the cart's amount fixed at the
+    claim), one deadline."""
+
+    seat_id: NotRequired[Id]
+    seat_ids: NotRequired[
+        Annotated[
+            list[Id],
+            Meta(
+                min_length=1,
+                max_length=int(LIMITS["quantity"].high),
+                extra_json_schema={"uniqueItems": True},
+            ),
+        ]
+    ]
+    quantity: NotRequired[Annotated[int, limited("quantity")]]
+    lines: NotRequired[
+        Annotated[
+            list[ClaimLine],
+            limited(
+                "lines",
+                unique=True,
+                description="A cart of quantity stock (stock events only): each line from its "
+                "location, or else from the first of the event's locations, in its order, that "
+                "has the whole quantity (a line is never split); all lines or none.",
+            ),
+        ]
+    ]
+    access_code: NotRequired[AccessCodeField]
+
+
+class ChargeRequest(TypedDict):
+    """An object (no field is read yet); the body may be empty."""
+
+
+class ProviderCallback(TypedDict):
+    """The provider's message, as it signs it: the simulator's (below), or with
+    ONSALE_PROVIDER=stripe, Stripe's event. Read only after its signature is verified."""
+
+
 LINE: HeldLine = {"sku": "wheel-700c", "location": "east", "quantity": 2}
 PRICES = {"A-1": 4500, "A-2": 4500}
 CHARGE: HoldCharge = {
@@ -204,8 +258,9 @@ ORDER: Order = {
     "currency": "EUR",
     "charge_id": CHARGE_ID,
 }
-# An answer a client may hold to its fields: additionalProperties false.
-CLOSED = (PaymentForm,)
+# An answer a client may hold to its fields, and a request whose unknown fields are refused:
+# additionalProperties false.
+CLOSED = (PaymentForm, ClaimLine)
 RECORDED: StatesRecorded = {"charge_state": ChargeState.CAPTURED, "hold_state": HoldState.CONFIRMED}
 
 # Each answer and its example (api/contract/document.py).
@@ -269,4 +324,20 @@ EXAMPLES: dict[type, Any] = {
         problems=None,
     ),
     StatesRecorded: RECORDED,
+    ClaimRequest: ClaimRequest(quantity=2),
+    ClaimLine: ClaimLine(sku="wheel-700c", quantity=2, location="east"),
+    ChargeRequest: ChargeRequest(),
+    ProviderCallback: {
+        "id": "evt_8c1d",
+        "type": "charge.captured",
+        "data": {
+            "attempt_id": "att_02cd63c4_1",
+            "intent_id": "pi_02cd63c4",
+            "idempotency_key": CHARGE_ID,
+            "amount": 9000,
+            "currency": "EUR",
+            "status": "captured",
+            "metadata": {"event_id": "spring-gala", "charge_id": CHARGE_ID},
+        },
+    },
 }

@@ -8,6 +8,13 @@ from msgspec import Meta
 from api.contract.atoms import Id
 
 
+class LoginRequest(TypedDict):
+    """A name (any, in the demo) and optionally the one event the token is for."""
+
+    login: Id
+    event_id: NotRequired[Id]
+
+
 class Health(TypedDict):
     ok: bool
 
@@ -37,6 +44,7 @@ class LoginToken(TypedDict):
 
 # Each answer and its example (api/contract/document.py).
 EXAMPLES: dict[type, Any] = {
+    LoginRequest: LoginRequest(login="alice", event_id="spring-gala"),
     Health: Health(ok=True),
     Readiness: Readiness(ok=True, scripts=21),
     OpenApiDocument: OpenApiDocument(

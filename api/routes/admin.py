@@ -12,10 +12,12 @@ from starlette.responses import Response
 
 from api.context import admin_post, ctx, endpoint, path_id
 from api.contract import admin as admin_answers
+from api.contract import event_setup as setup
+from api.contract.atoms import fields_of
 from api.errors import ApiError
 from api.responses import json_response, parse_json, read_body
 from api.routes.events import EVENT_FIELDS, details_of
-from api.routes.seatmap import PLACE_FIELDS, price_table, seat_layout, seat_price
+from api.routes.seatmap import price_table, seat_layout, seat_price
 from api.routes.stock import NewStock, new_stock
 from api.validate import (
     LIMITS,
@@ -39,8 +41,8 @@ CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
 ALERTS_SHOWN_MAX = 500
 KINDS = ("seats", "stock")
 STOCK_ONLY = ("locations", "skus")
-SEAT_FIELDS = frozenset(("seat_id", "rank", "section", *PLACE_FIELDS))  # places: ADR 0028
-OPEN_FIELDS = frozenset(("opens_at_ms", "reschedule"))
+SEAT_FIELDS = fields_of(setup.SeatSpec)  # with its place on the map (ADR 0028)
+OPEN_FIELDS = fields_of(setup.OpenSaleRequest)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,20 +12,16 @@ from starlette.routing import Route
 
 from api.context import admin_post, ctx, endpoint
 from api.contract import atoms, catalogue
+from api.contract.atoms import fields_of
+from api.contract.event_setup import CreateEventRequest
 from api.errors import ApiError
 from api.responses import json_response
 from api.validate import query_integer, text, whole
-from engine.model.event_config import FIELDS as TERMS
 from engine.model.event_details import DETAIL_FIELDS, EventDetails
 from engine.store.event_catalogue import Listed, describe, public_events
 
 # Every field of an event's create (api/routes/admin.py): its details change while a draft.
-EVENT_FIELDS = frozenset(
-    (
-        "event_id", "kind", "seats", *TERMS, "price_minor", "opens_at_ms", "locations", "skus",
-        "price_levels", *DETAIL_FIELDS,
-    )
-)  # fmt: skip
+EVENT_FIELDS = fields_of(CreateEventRequest)
 URL_RE = re.compile(r"^https?://[^\s/]+\S*$")
 # A BCP 47 tag as browsers' Intl takes it: a language, then optional script, region, variants.
 LOCALE_RE = re.compile(

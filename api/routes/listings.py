@@ -14,7 +14,9 @@ from starlette.routing import Route
 
 from api.context import admin_post, ctx, endpoint, path_id
 from api.contract import admin as admin_answers
+from api.contract import event_setup as setup
 from api.contract import listings as pages
+from api.contract.atoms import fields_of
 from api.errors import ApiError
 from api.responses import json_response
 from api.routes.admin import charge_view
@@ -39,7 +41,7 @@ CURSOR_CHARS_MAX = 4096
 LIMIT_DEFAULT = 100
 CSV_COLUMNS = ("hold_id", "login", "seat_ids", "lines", "amount", "currency", "charge_id",
                "decided_ms", "seat_prices", "order_number", "seats_named")  # fmt: skip
-CANCEL_FIELDS = frozenset(("batch",))
+CANCEL_FIELDS = fields_of(setup.CancelSaleRequest)
 
 
 def cursor_of(request: Request) -> str | None:

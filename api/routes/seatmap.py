@@ -12,13 +12,14 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from api.context import ctx, endpoint, path_id
+from api.contract import event_setup as setup
+from api.contract.atoms import fields_of
 from api.errors import ApiError
 from api.validate import LIMITS, integer, names, number, text
 from engine.model.holds import SeatSpec
 from engine.views.seatmap import SEATMAP_SEATS_MAX, SeatBoard, SeatPlace, Snapshot
 
-PLACE_FIELDS = ("row", "number", "x", "y", "price_level")
-_PLACES = frozenset(PLACE_FIELDS)
+PLACE_FIELDS = fields_of(setup.SeatPlace)  # a seat's place on the drawn map (ADR 0028)
 STREAM_LIFETIME_S = 30.0  # then the page's EventSource reconnects (bounds a server's shutdown)
 HEARTBEAT_S = 10.0  # a clock message at least this often (keeps proxies and countdowns going)
 RETRY_MS = 1_000  # what EventSource waits before it reconnects
@@ -29,7 +30,7 @@ def seat_layout(raw: list[Any], seats: list[SeatSpec]) -> list[SeatPlace] | None
     larger than a page draws, which then may not name places. `x` and `y` go together, on every
     seat or on none."""
     if len(seats) > SEATMAP_SEATS_MAX:
-        if any(isinstance(item, dict) and not _PLACES.isdisjoint(item) for item in raw):
+        if any(isinstance(item, dict) and not PLACE_FIELDS.isdisjoint(item) for item in raw):
             raise ApiError(
                 400,
                 "invalid_request",

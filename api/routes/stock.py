@@ -12,7 +12,9 @@ from starlette.responses import Response
 from api.context import admin_post, ctx, endpoint, path_id
 from api.contract import admin as admin_answers
 from api.contract import catalogue as answers
+from api.contract import event_setup as setup
 from api.contract import holds
+from api.contract.atoms import fields_of
 from api.errors import ApiError
 from api.responses import json_response
 from api.routes.seatmap import board_of
@@ -20,11 +22,9 @@ from api.validate import LIMITS, ident, integer, items, only, stock_ident, text,
 from engine.model.stock_lines import COUNTERS, HeldLine, SkuSpec, StockLine, lines_of
 from engine.views.sections import section_availability
 
-SKU_FIELDS = frozenset(("sku", "price_minor", "on_hand"))
-LINE_FIELDS = frozenset(("sku", "quantity", "location"))
-CORRECTION_FIELDS = frozenset(
-    ("correction_id", "sku", "location", "set", "adjust", "reason", "operator")
-)
+SKU_FIELDS = fields_of(setup.SkuSpec)
+LINE_FIELDS = fields_of(holds.ClaimLine)
+CORRECTION_FIELDS = fields_of(setup.StockCorrectionRequest)
 SEAT_ONLY = ("seats", "max_party", "price_minor", "price_levels")  # a stock event prices each SKU
 LINES_MAX = int(LIMITS["lines"].high)
 
