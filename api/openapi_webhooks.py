@@ -4,7 +4,6 @@ Limits come from api/validate.py LIMITS."""
 
 from typing import Any
 
-from api.contract.webhooks import EVENT_TYPE_SCHEMA
 from api.openapi_parts import (
     ADMIN,
     BODY,
@@ -25,8 +24,6 @@ EVENT_TYPE = ref("WebhookEventType")
 STATUS = {"type": "string", "enum": ["pending", "delivered", "failed"]}
 ENDPOINT_ID = "ep_5b1e0c7d9a3f2e4c6b8d0a1f"
 SECRET = "whsec_rjsbbn1HK2QLbBIYFYn0u0/+jael5YNQyXgFLZAQ6cg="
-
-WEBHOOK_SCHEMAS: dict[str, dict[str, Any]] = {"WebhookEventType": EVENT_TYPE_SCHEMA}
 
 
 def _op(op_id: str, summary: str, description: str, ok: dict[str, Any], codes: tuple[str, ...],

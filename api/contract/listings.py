@@ -1,16 +1,26 @@
-"""An admin's listings of one event, a page at a time (api/routes/listings.py, ADR 0025): its
-holds, its charges, the charges whose money needs an operator's eye, and its orders. The events
-and an event's configuration, which the engine's views build, are still described in
-api/openapi_admin.py."""
+"""An admin's listings, a page at a time (api/routes/listings.py, ADR 0025): the events with
+their counters, an event's configuration, and one event's holds, its charges, the charges whose
+money needs an operator's eye, and its orders."""
 
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from msgspec import Meta
 
 from api.contract import admin, holds
-from api.contract.atoms import AtMs, ChargeId, Id, NextCursor
+from api.contract.atoms import (
+    EVENT_DETAILS_EXAMPLE,
+    Amount,
+    AtMs,
+    ChargeId,
+    Currency,
+    DetailFields,
+    EventKind,
+    Id,
+    NextCursor,
+    StockId,
+)
 from api.contract.holds import HeldLine, OrderFields
-from engine.model.states import ChargeState, HoldState
+from engine.model.states import ChargeState, HoldState, LatePolicy, ReversalPolicy
 
 
 class AdminHold(TypedDict):
@@ -76,6 +86,80 @@ class OrderPage(TypedDict):
     next_cursor: NextCursor
 
 
+class EventSummary(TypedDict):
+    event_id: Id
+    status: str
+    kind: EventKind
+    opens_at_ms: AtMs
+    seats_total: int
+    free: int
+    held: int
+    blocked: int
+    sold: int
+    currency: Currency
+
+
+class EventPage(TypedDict):
+    events: list[EventSummary]
+    next_cursor: NextCursor
+
+
+class SkuPrice(TypedDict):
+    sku: StockId
+    price_minor: Amount
+
+
+class EventConfig(DetailFields):
+    event_id: Id
+    kind: EventKind
+    status: str
+    policy: Annotated[str, Meta(description=f"{', '.join(LatePolicy)}, or a shadow rollout's")]
+    hold_ttl_ms: int
+    quarantine_ms: int
+    currency: Currency
+    reversal_policy: Annotated[str, Meta(extra_json_schema={"enum": [*ReversalPolicy]})]
+    price_minor: Annotated[Amount | None, Meta(description="seat events")]
+    opens_at_ms: AtMs
+    login_cap: int | None
+    max_party: Annotated[int, Meta(description="0: the API's limit")]
+    locations: list[StockId]
+    seats_total: int
+    policy_grace_ms: int | None
+    shadow_policy: str | None
+    closed_at_ms: AtMs | None
+    cancelled_at_ms: AtMs | None
+    skus: NotRequired[
+        Annotated[list[SkuPrice], Meta(description="stock events: the SKUs and their prices")]
+    ]
+
+
+SUMMARY: EventSummary = {
+    "event_id": "spring-gala", "status": "open", "kind": "seats", "opens_at_ms": 1767261600000,
+    "seats_total": 6, "free": 2, "held": 2, "blocked": 0, "sold": 2, "currency": "EUR",
+}  # fmt: skip
+CONFIG = EventConfig(
+    **EVENT_DETAILS_EXAMPLE,
+    event_id="spring-gala",
+    kind="seats",
+    status="open",
+    policy="quarantine",
+    hold_ttl_ms=480000,
+    quarantine_ms=900000,
+    currency="EUR",
+    reversal_policy="manual",
+    price_minor=4500,
+    opens_at_ms=1767261600000,
+    login_cap=None,
+    max_party=0,
+    locations=[],
+    seats_total=6,
+    policy_grace_ms=None,
+    shadow_policy=None,
+    closed_at_ms=None,
+    cancelled_at_ms=None,
+    skus=[],
+)
+del CONFIG["skus"]  # a seat event's: no SKUs (named above only for the type check's sake)
 HOLD: AdminHold = {
     "hold_id": admin.HOLD_ID,
     "login": "alice",
@@ -115,4 +199,8 @@ EXAMPLES: dict[type, Any] = {
     ExceptionPage: ExceptionPage(event_id=EVENT_ID, exceptions=[EXCEPTION], next_cursor=None),
     OrderRow: ROW,
     OrderPage: OrderPage(event_id=EVENT_ID, orders=[ROW], next_cursor=None),
+    EventSummary: SUMMARY,
+    EventPage: EventPage(events=[SUMMARY], next_cursor=None),
+    EventConfig: CONFIG,
+    SkuPrice: SkuPrice(sku="wheel-700c", price_minor=8900),
 }

@@ -7,6 +7,7 @@ import csv
 import io
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -88,7 +89,19 @@ async def list_events(request: Request) -> Response:
     c.require_admin(request)
     cursor, limit = paging(request)
     page = await Listings(c.store.read).events(cursor, limit)
-    return json_response({"events": page.items, "next_cursor": page.cursor})
+    answer: pages.EventPage = {
+        "events": [summary_view(e) for e in page.items], "next_cursor": page.cursor
+    }  # fmt: skip
+    return json_response(answer)
+
+
+def summary_view(e: dict[str, Any]) -> pages.EventSummary:
+    """An event's row as the engine reads it (engine/views/listings.py EVENT_COUNTERS)."""
+    return {
+        "event_id": e["event_id"], "status": e["status"], "kind": e["kind"],
+        "opens_at_ms": e["opens_at_ms"], "seats_total": e["seats_total"], "free": e["free"],
+        "held": e["held"], "blocked": e["blocked"], "sold": e["sold"], "currency": e["currency"],
+    }  # fmt: skip
 
 
 @endpoint("admin_event_config")
@@ -96,7 +109,27 @@ async def event_config(request: Request) -> Response:
     c = ctx(request)
     c.require_admin(request)
     event_id = path_id(request, "event_id")
-    return json_response(await Listings(c.store.read).config(event_id))
+    return json_response(config_view(await Listings(c.store.read).config(event_id)))
+
+
+def config_view(d: dict[str, Any]) -> pages.EventConfig:
+    """An event's configuration as the engine reads it (engine/views/listings.py config)."""
+    config: pages.EventConfig = {
+        "event_id": d["event_id"], "kind": d["kind"], "status": d["status"],
+        "policy": d["policy"], "hold_ttl_ms": d["hold_ttl_ms"],
+        "quarantine_ms": d["quarantine_ms"], "currency": d["currency"],
+        "reversal_policy": d["reversal_policy"], "price_minor": d["price_minor"],
+        "opens_at_ms": d["opens_at_ms"], "login_cap": d["login_cap"],
+        "max_party": d["max_party"], "locations": d["locations"],
+        "seats_total": d["seats_total"], "policy_grace_ms": d["policy_grace_ms"],
+        "shadow_policy": d["shadow_policy"], "closed_at_ms": d["closed_at_ms"],
+        "cancelled_at_ms": d["cancelled_at_ms"], "name": d["name"], "venue": d["venue"],
+        "description": d["description"], "image_url": d["image_url"],
+        "starts_at_ms": d["starts_at_ms"], "time_zone": d["time_zone"], "locale": d["locale"],
+    }  # fmt: skip
+    if "skus" in d:
+        config["skus"] = d["skus"]
+    return config
 
 
 @dataclass(frozen=True, slots=True)
