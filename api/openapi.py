@@ -2,12 +2,12 @@
 
 Every operation has a stable camelCase operationId, a summary, typed request and answer schemas
 (components, with examples: the requests and answers declared as types in api/contract/, ADR
-0054; the few the engine's views build still written in api/openapi_admin.py, openapi_ui.py) and
-its error answers, each listing the codes it may carry
-(`x-error-codes`, from api/errors.py STATUS). Every limit the server enforces is stated from the
-table the validators use (api/validate.py LIMITS). tests/integration/test_openapi.py checks that
-it names exactly the routes the app serves and validates the app's answers against it;
-tests/unit/test_openapi_examples.py checks every example against its schema (ADR 0026)."""
+0054; the seat map's still written in api/openapi_ui.py) and its error answers, each listing
+the codes it may carry (`x-error-codes`, from api/errors.py STATUS). Every limit the server
+enforces is stated from the table the validators use (api/validate.py LIMITS).
+tests/integration/test_openapi.py checks that it names exactly the routes the app serves and
+validates the app's answers against it; tests/unit/test_openapi_examples.py checks every example
+against its schema (ADR 0026)."""
 
 import sys
 from pathlib import Path

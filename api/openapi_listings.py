@@ -2,7 +2,7 @@
 revocations, the exceptions view (api/routes/admin.py, stock.py, logins.py), and the listings,
 the orders export and the end of a sale (api/routes/listings.py, ADR 0025); api/openapi.py adds
 them to its paths. Their answers are declared as types (api/contract/admin.py, listings.py, ADR
-0054), but for the events and an event's configuration (api/openapi_admin.py)."""
+0054)."""
 
 from typing import Any
 

@@ -1,7 +1,7 @@
 """The admin's and ops' answers that the API builds itself (api/routes/admin.py, listings.py,
 stock.py, logins.py): an event created and opened, a hold or a login revoked, a stock
-correction, the exceptions view and its parts, a sale closed or cancelled. The listings the
-engine's views build (engine/views/listings.py) are still described in api/openapi_admin.py."""
+correction, the exceptions view and its parts, a sale closed or cancelled (the listings:
+api/contract/listings.py)."""
 
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
