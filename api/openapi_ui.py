@@ -1,27 +1,20 @@
 """The seat map and the browser pages in the OpenAPI document (api/routes/seatmap.py,
 api/routes/ui.py, ADR 0028): their operations and answer schemas, and the places a seat of the
-admin's create may name. api/openapi.py adds UI_PATHS to its paths and UI_SCHEMAS to its
-components (a seat's place in the create is api/contract/event_setup.py SeatPlace)."""
+admin's create may name. api/openapi.py adds UI_PATHS to its paths and the pages' string
+catalogue to its components; the seat map's answers are declared as types
+(api/contract/seatmap.py, a seat's place in the create event_setup.py SeatPlace; ADR 0054)."""
 
 from typing import Any
 
 from api.openapi_parts import (
-    AT_MS,
-    BOOL,
-    CURRENCY,
-    EVENT_ID,
-    INT,
     PATHED,
     STORE,
-    STR,
-    array,
     operation,
     path,
-    record,
     ref,
 )
 from api.routes.ui import ASSETS
-from engine.views.seatmap import COLUMNS, SEATMAP_SEATS_MAX
+from engine.views.seatmap import SEATMAP_SEATS_MAX
 
 MAP_CODES = (*PATHED, *STORE, "event_not_found", "wrong_event_kind", "seat_map_too_large")
 STREAM_CODES = (*MAP_CODES, "watchers_full", "not_acceptable")
@@ -38,69 +31,6 @@ IF_NONE_MATCH = {
 }
 NOT_MODIFIED = {"304": {"description": "not modified: the ETag sent is current"}}
 
-SEAT_ROW = {
-    "type": "array",
-    "minItems": len(COLUMNS),
-    "maxItems": len(COLUMNS),
-    "description": "seat_id, section, row ('' if none), x, y (null when not positioned), "
-    "price_level ('' if none), number (the seat's number in its row; '' if none)",
-    "items": {"nullable": True, "anyOf": [STR, {"type": "number"}]},
-}
-LAYOUT = record(
-    {
-        "columns": array({"type": "string", "enum": list(COLUMNS)}),
-        "positioned": {**BOOL, "description": "every seat has x and y"},
-        "seats": array(SEAT_ROW, maxItems=SEATMAP_SEATS_MAX, description="in rank order"),
-    },
-    {
-        "columns": list(COLUMNS),
-        "positioned": True,
-        "seats": [
-            ["A-1", "A", "1", 0.0, 0.0, "front", "1"],
-            ["A-2", "A", "1", 30.0, 0.0, "front", "2"],
-        ],
-    },
-    description="The seat map a page draws: one row per seat, in rank order (the order of the "
-    "states string of SeatMapState). Fixed once the event is created: cacheable.",
-)
-_EVENT: dict[str, Any] = {
-    "event_id": STR,
-    "version": {**STR, "description": "changes with every seat move (the ETag)"},
-    "serial": {**INT, "description": "this server's snapshot number (a stream's `base`)"},
-    "server_time_ms": {**AT_MS, "description": "the Redis clock now: for countdowns"},
-    "status": {**STR, "description": "draft, open, closed, cancelled"},
-    "kind": {"type": "string", "enum": ["seats"]},
-    "currency": CURRENCY,
-    "opens_at_ms": {**AT_MS, "description": "T0 (0: not set)"},
-    "price_minor": {**INT, "description": "the price of every seat (price levels are names)"},
-    "max_party": {**INT, "description": "seats one claim may ask for (0: the API's 6)"},
-    "hold_ttl_ms": INT,
-    "free": COUNT,
-    "held": COUNT,
-    "blocked": COUNT,
-    "sold": COUNT,
-    "recovering": {**BOOL, "description": "the event is being rebuilt: it decides nothing"},
-}
-STATE_EXAMPLE = {
-    "event_id": EVENT_ID, "version": "9f2c51b0a4e7d3c8e6f1", "serial": 12,
-    "server_time_ms": 1767261600000, "status": "open", "kind": "seats", "currency": "EUR",
-    "opens_at_ms": 1767261590000, "price_minor": 4500, "max_party": 0, "hold_ttl_ms": 480000,
-    "free": 2, "held": 1, "blocked": 0, "sold": 1, "recovering": False, "states": "FHSF",
-}  # fmt: skip
-STATE = record(
-    {
-        **_EVENT,
-        "states": {
-            "type": "string",
-            "pattern": "^[FHBS]*$",
-            "description": "one character per seat in layout order: F free, H held, B blocked "
-            "(a payment is in flight), S sold",
-        },
-    },
-    STATE_EXAMPLE,
-    description="Every seat's state, as of at most a quarter second ago, with the event's "
-    "status, T0, counters and the server's clock.",
-)
 # The pages' string catalogue (strings.json, ADR 0046): each language's strings by key.
 CATALOGUE = {
     "type": "object",
@@ -108,11 +38,7 @@ CATALOGUE = {
     "additionalProperties": {"type": "object", "additionalProperties": {"type": "string"}},
     "example": {"en": {"sale.on": "On sale now"}, "de": {"sale.on": "Jetzt im Verkauf"}},
 }
-UI_SCHEMAS: dict[str, Any] = {
-    "SeatMapLayout": LAYOUT,
-    "SeatMapState": STATE,
-    "StringCatalogue": CATALOGUE,
-}
+UI_SCHEMAS: dict[str, Any] = {"StringCatalogue": CATALOGUE}
 
 
 def _json(name: str, description: str) -> dict[str, Any]:

@@ -64,9 +64,11 @@ def openapi_3_0(schema: dict[str, Any]) -> dict[str, Any]:
         out["description"] = re.sub(r"\s*\n\s*", " ", out["description"])
     if "examples" in out:
         out["example"] = out.pop("examples")[0]
-    if "anyOf" in out and NULL in out["anyOf"] and len(out["anyOf"]) == 2:
-        (kept,) = (s for s in out.pop("anyOf") if s != NULL)
-        return {**nullable(openapi_3_0(kept)), **out}
+    if "anyOf" in out and NULL in out["anyOf"]:
+        kept = [openapi_3_0(s) for s in out.pop("anyOf") if s != NULL]
+        if len(kept) == 1:
+            return {**nullable(kept[0]), **out}
+        return {"nullable": True, "anyOf": kept, **out}
     if "$ref" in out:  # a named type: its component says what it holds (3.0 ignores siblings)
         said = {k: v for k, v in out.items() if k == "description"}
         return {"allOf": [{"$ref": out["$ref"]}], **said} if said else {"$ref": out["$ref"]}

@@ -10,6 +10,7 @@ from api.contract import (
     mine,
     presales,
     refunds,
+    seatmap,
     service,
     waiting,
     webhooks,
@@ -18,7 +19,7 @@ from api.contract.atoms import STATE_SCHEMAS
 from api.contract.derive import components
 
 FAMILIES = (holds, catalogue, service, admin, listings, webhooks, waiting, presales, refunds, mine,
-            event_setup)  # fmt: skip
+            event_setup, seatmap)  # fmt: skip
 SCHEMAS = components(
     {tp: example for family in FAMILIES for tp, example in family.EXAMPLES.items()},
     # requests whose unknown fields the handler refuses, and the answers that never grow

@@ -4,7 +4,7 @@ layout a page draws (cacheable, ETag), and the seats' live states, as a versione
 SeatBoard (engine/views/seatmap.py): a thousand pages watching cost Redis what one does."""
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import orjson
@@ -13,6 +13,7 @@ from starlette.responses import Response, StreamingResponse
 
 from api.context import ctx, endpoint, path_id
 from api.contract import event_setup as setup
+from api.contract import seatmap as board
 from api.contract.atoms import fields_of
 from api.errors import ApiError
 from api.validate import LIMITS, integer, names, number, text
@@ -121,9 +122,21 @@ async def layout(request: Request) -> Response:
     return Response(found.body, media_type="application/json", headers=headers)
 
 
-def snapshot_view(event_id: str, snap: Snapshot, now_ms: int) -> dict[str, Any]:
-    return {"event_id": event_id, "version": snap.version, "serial": snap.serial,
-            "server_time_ms": now_ms, **snap.event, "states": snap.states}  # fmt: skip
+def snapshot_view(event_id: str, snap: Snapshot, now_ms: int) -> board.SeatMapState:
+    """Every seat's state and the event's figures, as the engine's board read them
+    (engine/views/seatmap.py event_view)."""
+    e = snap.event
+    return {
+        "event_id": event_id, "version": snap.version, "serial": snap.serial,
+        "server_time_ms": now_ms, "status": e["status"], "kind": "seats",
+        "currency": e["currency"], "opens_at_ms": e["opens_at_ms"],
+        "price_minor": e["price_minor"], "max_party": e["max_party"],
+        "hold_ttl_ms": e["hold_ttl_ms"], "free": e["free"], "held": e["held"],
+        "blocked": e["blocked"], "sold": e["sold"], "recovering": e["recovering"],
+        "name": e["name"], "venue": e["venue"], "description": e["description"],
+        "image_url": e["image_url"], "starts_at_ms": e["starts_at_ms"],
+        "time_zone": e["time_zone"], "locale": e["locale"], "states": snap.states,
+    }  # fmt: skip
 
 
 def change_view(snap: Snapshot, now_ms: int) -> dict[str, Any]:
@@ -149,7 +162,7 @@ async def state(request: Request) -> Response:
     return Response(body, media_type="application/json", headers=headers)
 
 
-def sse(kind: str, data: dict[str, Any]) -> bytes:
+def sse(kind: str, data: Mapping[str, object]) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
 

@@ -103,3 +103,16 @@ def test_a_drafts_change_declares_exactly_the_details_an_event_has() -> None:
 
     assert fields_of(EventDetailsChange) == set(DETAIL_FIELDS)
     assert set(DETAIL_FIELDS) <= fields_of(EventListed)
+
+
+def test_the_layout_the_engine_encodes_is_the_declared_layout() -> None:
+    import msgspec
+
+    from api.contract.seatmap import SeatMapLayout
+    from engine.views.seatmap import SeatPlace, layout_json
+
+    places = [SeatPlace("A-1", "A", "1", 0.0, 0.0, "front", "1"), SeatPlace("A-2", "A")]
+    for prices in (None, {"front": 4500}):
+        body = layout_json(places, prices)
+        msgspec.json.decode(body, type=SeatMapLayout, strict=True)  # each field as declared
+        assert set(msgspec.json.decode(body)) == fields_of(SeatMapLayout)  # and no other
