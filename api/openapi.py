@@ -16,7 +16,6 @@ from typing import Any
 import orjson
 
 from api.contract.atoms import KIND_SCHEMA, STATE_SCHEMAS
-from api.contract.derive import nullable
 from api.contract.document import SCHEMAS as ANSWER_SCHEMAS
 from api.contract.webhooks import EVENT_TYPE_SCHEMA
 from api.openapi_events import DESCRIBE, EVENT_PATHS
@@ -35,7 +34,6 @@ from api.openapi_parts import (
     operation,
     path,
     query,
-    record,
 )
 from api.openapi_presales import PRESALE_PATHS, document_access_code
 from api.openapi_refunds import REFUND_PATHS
@@ -275,33 +273,9 @@ BUYER_PATHS: dict[str, Any] = {
     },
 }
 
-AUTH_CONFIG = record(
-    {
-        "demo_login": {"type": "boolean", "description": "POST /v1/login is on (demo runs)"},
-        "oidc": nullable(
-            record(
-                {
-                    "issuer": {"type": "string", "description": "its discovery document's base"},
-                    "client_id": {"type": "string", "description": "the pages' public client"},
-                    "scope": {"type": "string"},
-                },
-                {
-                    "issuer": "https://id.example.com",
-                    "client_id": "onsale-pages",
-                    "scope": "openid profile",
-                },
-                description="Sign in through this OpenID provider: authorization code with "
-                "PKCE; its access token is the bearer token",
-            )
-        ),
-    },
-    {"demo_login": False, "oidc": None},
-    description="How the browser pages sign in (ADR 0050).",
-)
-# Named once here: the error body, the pages' sign-in, and the two enums read from their lists.
+# Named once here: the error body, and the two enums read from their lists.
 SCHEMAS: dict[str, Any] = {
     "Error": ERROR_SCHEMA,
-    "AuthConfig": AUTH_CONFIG,
     "EventKind": KIND_SCHEMA,
     "WebhookEventType": EVENT_TYPE_SCHEMA,
 }

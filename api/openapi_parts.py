@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from api.contract import atoms
-from api.contract.derive import components, schema_of
+from api.contract.derive import schema_of
 from api.errors import STATUS
 from api.settings import ApiSettings
 from api.validate import LIMITS
@@ -16,22 +16,15 @@ from engine.views.sections import SectionsInterleaved
 
 # The atoms the answers declared as types share (api/contract/atoms.py), as schemas.
 ID = schema_of(atoms.Id)
-STOCK_ID = schema_of(atoms.StockId)  # SKUs and locations
 CHARGE_ID = schema_of(atoms.ChargeId)
 INT: dict[str, Any] = {"type": "integer"}
 STR: dict[str, Any] = {"type": "string"}
-BOOL: dict[str, Any] = {"type": "boolean"}
 AT_MS = schema_of(atoms.AtMs)
-AMOUNT = schema_of(atoms.Amount)
-CURRENCY = schema_of(atoms.Currency)
-CURSOR_NEXT = schema_of(atoms.NextCursor)
 BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
 OPS = "Ops only: the metrics token (ONSALE_METRICS_TOKEN) or an admin credential."
 
 # Path parameters and their examples (the example event exists in the fuzzed stack).
-EVENT_ID = "spring-gala"
-HOLD_ID = "9f2c4e1ab7d35f60c8e21d4b6a9f0e73:1748"
-CHARGE_ID_EXAMPLE = "spring-gala~3f9a1c2e7b4d6f8a0c1e2b3d"
+EVENT_ID, HOLD_ID, CHARGE_ID_EXAMPLE = atoms.EVENT_ID, atoms.HOLD_ID, atoms.CHARGE_ID
 EXAMPLES = {
     "event_id": EVENT_ID,
     "hold_id": HOLD_ID,
@@ -45,34 +38,6 @@ EXAMPLES = {
 
 def ref(name: str) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{name}"}
-
-
-def array(items: dict[str, Any], **more: Any) -> dict[str, Any]:
-    return {"type": "array", "items": items, **more}
-
-
-def record(
-    properties: dict[str, Any],
-    example: dict[str, Any],
-    *,
-    optional: Iterable[str] = (),
-    description: str = "",
-    closed: bool = False,
-) -> dict[str, Any]:
-    """An object whose every property is always present but `optional` ones. `closed`: a
-    request whose unknown fields are refused (400); answers stay open (a new field may come)."""
-    absent = set(optional)
-    schema: dict[str, Any] = {"type": "object"}
-    if description:
-        schema["description"] = description
-    required = [name for name in properties if name not in absent]
-    if required:
-        schema["required"] = required
-    schema["properties"] = properties
-    if closed:
-        schema["additionalProperties"] = False
-    schema["example"] = example
-    return schema
 
 
 def limit(name: str, **more: Any) -> dict[str, Any]:
@@ -236,13 +201,6 @@ RETRY_AFTER = {
 }
 
 
-def errors_of(*statuses: int, codes: Iterable[str] = ()) -> dict[str, Any]:
-    """Error answers by status, `codes` each under its own (api/errors.py STATUS)."""
-    named = sorted(set(codes))
-    assert all(STATUS[code] in statuses for code in named), "a code's status is not listed"
-    return _errors({status: [c for c in named if STATUS[c] == status] for status in statuses})
-
-
 def errors_for(*codes: str) -> dict[str, Any]:
     """The error answers of an operation that may answer `codes`: one per status."""
     by_status: dict[int, list[str]] = {}
@@ -313,9 +271,3 @@ STORE = ("store_unavailable", "recovering")
 PATHED = ("invalid_request", "not_found")
 BUYER = ("unauthorized", "token_revoked", "token_scope", "identity_unavailable")
 ADMIN = ("unauthorized", "token_revoked", "identity_unavailable", "rate_limited")
-
-
-# What people recognise an event by (ADR 0041): in every event read (null: not given), and as a
-# create's or a change's fields (null clears one).
-EVENT_DETAILS = components({atoms.DetailFields: {}})["DetailFields"]["properties"]
-EVENT_DETAILS_EXAMPLE = atoms.EVENT_DETAILS_EXAMPLE

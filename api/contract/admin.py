@@ -7,12 +7,9 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from msgspec import Meta
 
-from api.contract.atoms import Amount, AtMs, ChargeId, EventKind, Id
+from api.contract.atoms import CHARGE_ID, EVENT_ID, HOLD_ID, Amount, AtMs, ChargeId, EventKind, Id
 from engine.model.states import ChargeState, HoldState
 
-EVENT_ID = "spring-gala"
-HOLD_ID = "9f2c4e1ab7d35f60c8e21d4b6a9f0e73:1748"
-CHARGE_ID = "spring-gala~3f9a1c2e7b4d6f8a0c1e2b3d"
 DECIDED = 1767261620000
 
 Seats = Annotated[

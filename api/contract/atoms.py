@@ -12,7 +12,21 @@ from api.validate import LIMITS
 from engine.model.records import Marker
 from engine.model.states import ChargeState, HoldState
 
+# The ids every example uses (the example event exists in the fuzzed stack).
+EVENT_ID = "spring-gala"
+HOLD_ID = "9f2c4e1ab7d35f60c8e21d4b6a9f0e73:1748"
+CHARGE_ID = "spring-gala~3f9a1c2e7b4d6f8a0c1e2b3d"
+
 Id = Annotated[str, Meta(pattern="^[A-Za-z0-9_.:-]{1,64}$")]
+# The seats of one party (a claim's, a refund's): 1 to LIMITS["quantity"] distinct seat ids.
+PartySeats = Annotated[
+    list[Id],
+    Meta(
+        min_length=1,
+        max_length=int(LIMITS["quantity"].high),
+        extra_json_schema={"uniqueItems": True},
+    ),
+]
 StockId = Annotated[str, Meta(pattern="^[A-Za-z0-9_.-]{1,64}$")]  # SKUs and locations
 # A charge id is minted by the server: <event id>~<24 hex> (engine/model/keys.py charge_key).
 ChargeId = Annotated[str, Meta(pattern="^[A-Za-z0-9_.:-]{1,64}(~[0-9a-f]{24})?$")]

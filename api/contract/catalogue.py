@@ -9,6 +9,7 @@ from msgspec import Meta
 
 from api.contract.atoms import (
     EVENT_DETAILS_EXAMPLE,
+    EVENT_ID,
     Amount,
     AtMs,
     Currency,
@@ -134,7 +135,7 @@ LOCATION: StockLocation = {
 SKU: StockSku = {"sku": "wheel-700c", "price_minor": 8900, "available": 36, "locations": [LOCATION]}
 SECTION: Section = {"section": "A", "seats": 3, "free": 1}
 LISTED: EventListed = {
-    "event_id": "spring-gala",
+    "event_id": EVENT_ID,
     "status": "open",
     "opens_at_ms": 1767261600000,
     "kind": "seats",
@@ -146,7 +147,7 @@ LISTED: EventListed = {
 # Each answer and its example (api/contract/document.py).
 EXAMPLES: dict[type, Any] = {
     EventAvailability: EventAvailability(
-        event_id="spring-gala",
+        event_id=EVENT_ID,
         status="open",
         opens_at_ms=1767261600000,
         seats_total=6,
@@ -169,5 +170,5 @@ EXAMPLES: dict[type, Any] = {
     EventListed: LISTED,
     EventList: EventList(events=[LISTED], next_offset=None),
     EventDetailsChange: EventDetailsChange(name="Spring Gala (second night)", description=None),
-    EventDetails: EventDetails(event_id="spring-gala", **EVENT_DETAILS_EXAMPLE),
+    EventDetails: EventDetails(event_id=EVENT_ID, **EVENT_DETAILS_EXAMPLE),
 }

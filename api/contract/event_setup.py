@@ -7,12 +7,10 @@ from typing import Annotated, Any, NotRequired, TypedDict
 
 from msgspec import Meta
 
-from api.contract.atoms import Id, Kind, StockId, limited, named
+from api.contract.atoms import EVENT_ID, Id, Kind, StockId, limited, named
 from api.contract.catalogue import EventDetailsChange
 from api.validate import LIMITS, SEATS_MAX, SECTION_CHARS_MAX
 from engine.model.states import LatePolicy, ReversalPolicy
-
-EVENT_ID = "spring-gala"
 
 
 class SeatPlace(TypedDict):

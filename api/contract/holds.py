@@ -9,11 +9,15 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 from msgspec import Meta
 
 from api.contract.atoms import (
+    CHARGE_ID,
+    EVENT_ID,
+    HOLD_ID,
     Amount,
     AtMs,
     ChargeId,
     Currency,
     Id,
+    PartySeats,
     Refunded,
     SeatPrices,
     ServerTime,
@@ -22,11 +26,8 @@ from api.contract.atoms import (
     limited,
 )
 from api.contract.presales import AccessCodeField
-from api.validate import LIMITS
 from engine.model.states import ChargeState, HoldState
 
-HOLD_ID = "9f2c4e1ab7d35f60c8e21d4b6a9f0e73:1748"
-CHARGE_ID = "spring-gala~3f9a1c2e7b4d6f8a0c1e2b3d"
 EXPIRES = 1767261900000
 
 
@@ -204,16 +205,7 @@ class ClaimRequest(TypedDict):
     claim), one deadline."""
 
     seat_id: NotRequired[Id]
-    seat_ids: NotRequired[
-        Annotated[
-            list[Id],
-            Meta(
-                min_length=1,
-                max_length=int(LIMITS["quantity"].high),
-                extra_json_schema={"uniqueItems": True},
-            ),
-        ]
-    ]
+    seat_ids: NotRequired[PartySeats]
     quantity: NotRequired[Annotated[int, limited("quantity")]]
     lines: NotRequired[
         Annotated[
@@ -337,7 +329,7 @@ EXAMPLES: dict[type, Any] = {
             "amount": 9000,
             "currency": "EUR",
             "status": "captured",
-            "metadata": {"event_id": "spring-gala", "charge_id": CHARGE_ID},
+            "metadata": {"event_id": EVENT_ID, "charge_id": CHARGE_ID},
         },
     },
 }

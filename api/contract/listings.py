@@ -8,7 +8,10 @@ from msgspec import Meta
 
 from api.contract import admin, holds
 from api.contract.atoms import (
+    CHARGE_ID,
     EVENT_DETAILS_EXAMPLE,
+    EVENT_ID,
+    HOLD_ID,
     Amount,
     AtMs,
     ChargeId,
@@ -134,12 +137,12 @@ class EventConfig(DetailFields):
 
 
 SUMMARY: EventSummary = {
-    "event_id": "spring-gala", "status": "open", "kind": "seats", "opens_at_ms": 1767261600000,
+    "event_id": EVENT_ID, "status": "open", "kind": "seats", "opens_at_ms": 1767261600000,
     "seats_total": 6, "free": 2, "held": 2, "blocked": 0, "sold": 2, "currency": "EUR",
 }  # fmt: skip
 CONFIG = EventConfig(
     **EVENT_DETAILS_EXAMPLE,
-    event_id="spring-gala",
+    event_id=EVENT_ID,
     kind="seats",
     status="open",
     policy="quarantine",
@@ -161,7 +164,7 @@ CONFIG = EventConfig(
 )
 del CONFIG["skus"]  # a seat event's: no SKUs (named above only for the type check's sake)
 HOLD: AdminHold = {
-    "hold_id": admin.HOLD_ID,
+    "hold_id": HOLD_ID,
     "login": "alice",
     "state": HoldState.CONFIRMED,
     "seat_ids": ["A-1", "A-2"],
@@ -170,13 +173,13 @@ HOLD: AdminHold = {
     "expires_ms": 1767262081000,
     "decided_ms": admin.DECIDED,
     "reason": "captured",
-    "charge_ids": [admin.CHARGE_ID],
-    "winner": admin.CHARGE_ID,
+    "charge_ids": [CHARGE_ID],
+    "winner": CHARGE_ID,
 }
 EXCEPTION: ExceptionCharge = {**admin.CHARGE, "state": ChargeState.DISPUTED, "hold": HOLD}
 ORDER = holds.ORDER
 ROW: OrderRow = {
-    "hold_id": admin.HOLD_ID,
+    "hold_id": HOLD_ID,
     "login": "alice",
     "decided_ms": admin.DECIDED,
     "order_number": ORDER["order_number"],
@@ -185,10 +188,9 @@ ROW: OrderRow = {
     "amount": 9000,
     "refunded": 0,
     "currency": "EUR",
-    "charge_id": admin.CHARGE_ID,
+    "charge_id": CHARGE_ID,
     "seats_named": "Section A, row 1, seats 1, 2",
 }
-EVENT_ID = admin.EVENT_ID
 
 # Each answer and its example (api/contract/document.py).
 EXAMPLES: dict[type, Any] = {

@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from msgspec import Meta
 
-from api.contract.atoms import Amount, AtMs, Currency, Id, Refunded
+from api.contract.atoms import EVENT_ID, Amount, AtMs, Currency, Id, Refunded
 from api.contract.holds import HeldLine
 
 
@@ -47,7 +47,7 @@ class MyHolds(TypedDict):
 
 
 ORDER: MyOrder = {
-    "event_id": "spring-gala",
+    "event_id": EVENT_ID,
     "event_name": "Spring Gala",
     "hold_id": "h-7f3a:1748",
     "order_number": "7K2F-9QX3-MT",
@@ -69,5 +69,5 @@ EXAMPLES: dict[type, Any] = {
         seat_id="A-1",
         seat_ids=["A-1", "A-2"],
     ),
-    MyHolds: MyHolds(event_id="spring-gala", holds=[]),
+    MyHolds: MyHolds(event_id=EVENT_ID, holds=[]),
 }

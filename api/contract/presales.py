@@ -6,7 +6,7 @@ from typing import Annotated, Any, NotRequired, TypedDict
 
 from msgspec import Meta
 
-from api.contract.atoms import AtMs, limited
+from api.contract.atoms import EVENT_ID, AtMs, limited
 
 Code = Annotated[str, Meta(pattern="^[A-Za-z0-9_-]{1,32}$", examples=["K7QM2XV9TA"])]
 # The claim's `access_code` (api/openapi_presales.py adds it to the claim's request).
@@ -111,7 +111,7 @@ CLOSED = (AccessCodesRequest,)
 # Each request and answer and its example (api/contract/document.py).
 EXAMPLES: dict[type, Any] = {
     Presale: WINDOW,
-    Presales: Presales(event_id="spring-gala", presales=[WINDOW]),
+    Presales: Presales(event_id=EVENT_ID, presales=[WINDOW]),
     AccessCodesRequest: AccessCodesRequest(
         opens_at_ms=1767175200000, closes_at_ms=1767261600000, count=500, uses=2
     ),

@@ -6,9 +6,8 @@ from typing import Annotated, Any, NotRequired, TypedDict
 
 from msgspec import Meta
 
-from api.contract.atoms import Count, Id, StockId, limited
-from api.contract.holds import CHARGE_ID, HOLD_ID, HeldLine
-from api.validate import LIMITS
+from api.contract.atoms import CHARGE_ID, HOLD_ID, Count, PartySeats, StockId, limited
+from api.contract.holds import HeldLine
 from engine.model.states import ChargeState, HoldState
 
 
@@ -23,16 +22,7 @@ class RefundLine(TypedDict):
 class OrderRefundRequest(TypedDict):
     """One of seat_ids (seats of the order) or lines (units of the cart's lines)."""
 
-    seat_ids: NotRequired[
-        Annotated[
-            list[Id],
-            Meta(
-                min_length=1,
-                max_length=int(LIMITS["quantity"].high),
-                extra_json_schema={"uniqueItems": True},
-            ),
-        ]
-    ]
+    seat_ids: NotRequired[PartySeats]
     lines: NotRequired[Annotated[list[RefundLine], limited("lines")]]
     reason: Annotated[str, limited("reason")]
 

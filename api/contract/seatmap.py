@@ -6,7 +6,15 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from msgspec import Meta
 
-from api.contract.atoms import EVENT_DETAILS_EXAMPLE, Amount, AtMs, Count, Currency, DetailFields
+from api.contract.atoms import (
+    EVENT_DETAILS_EXAMPLE,
+    EVENT_ID,
+    Amount,
+    AtMs,
+    Count,
+    Currency,
+    DetailFields,
+)
 from engine.views.seatmap import COLUMNS, SEATMAP_SEATS_MAX
 
 SeatRow = Annotated[
@@ -77,7 +85,7 @@ EXAMPLES: dict[type, Any] = {
         price_levels={},
     ),
     SeatMapState: SeatMapState(
-        event_id="spring-gala",
+        event_id=EVENT_ID,
         version="9f2c51b0a4e7d3c8e6f1",
         serial=12,
         server_time_ms=1767261600000,

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict, get_args
 
 from msgspec import Meta
 
-from api.contract.atoms import AtMs, Count, limited
+from api.contract.atoms import EVENT_ID, AtMs, Count, limited
 from engine.waiting.room import ADMISSION_TTL_MS, CAPACITY_PER_S, FACTOR_PCT, QueueState
 
 Header = Literal["Onsale-Admission"]  # the header a claim sends its admission in
@@ -147,7 +147,7 @@ CLOSED = (WaitingRoomSettings, QueueJoinRequest)
 # Each request and answer and its example (api/contract/document.py).
 EXAMPLES: dict[type, Any] = {
     QueueDraw: QueueDraw(
-        event_id="spring-gala",
+        event_id=EVENT_ID,
         commitment="9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
         seed="2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",
         entries=[ENTRY],
@@ -155,7 +155,7 @@ EXAMPLES: dict[type, Any] = {
     ),
     DrawnEntry: ENTRY,
     QueuePlace: QueuePlace(
-        event_id="spring-gala",
+        event_id=EVENT_ID,
         state=QueueState.WAITING,
         position=412,
         drawn=True,
@@ -175,7 +175,7 @@ EXAMPLES: dict[type, Any] = {
     Admission: Admission(header=ADMISSION_HEADER, token=TOKEN, expires_ms=1767261720012),
     QueueJoinRequest: QueueJoinRequest(),
     WaitingRoom: WaitingRoom(
-        event_id="spring-gala",
+        event_id=EVENT_ID,
         admit_per_s=2000,
         auto=True,
         admit_factor_pct=150,

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from msgspec import Meta
 
-from api.contract.atoms import AtMs, limited, named
+from api.contract.atoms import EVENT_ID, AtMs, limited, named
 from engine.model.webhooks import EVENT_TYPES
 
 EventType = Annotated[str, named("WebhookEventType")]
@@ -125,7 +125,7 @@ DELIVERY: WebhookDelivery = {
     "delivery_id": 42,
     "webhook_id": "msg_2iv4ppqekbmxcrcqy7irpaxfeugoghkg",
     "event_type": "order.confirmed",
-    "event_id": "spring-gala",
+    "event_id": EVENT_ID,
     "decision_id": "hold:9f2c4e1ab7d35f60c8e21d4b6a9f0e73:1748:CONFIRMED",
     "status": "delivered",
     "attempts": 1,

@@ -22,14 +22,15 @@ async def auth_config(request: Request) -> Response:
     demo's name login is on."""
     settings = ctx(request).settings
     provider = settings.pages_sign_in
-    oidc = None
+    oidc: answers.OidcProvider | None = None
     if provider is not None:
         oidc = {
             "issuer": provider.issuer,
             "client_id": provider.oidc_client_id,
             "scope": OIDC_SCOPE,
         }
-    return json_response({"demo_login": settings.demo_login, "oidc": oidc})
+    answer: answers.AuthConfig = {"demo_login": settings.demo_login, "oidc": oidc}
+    return json_response(answer)
 
 
 @endpoint("login")
