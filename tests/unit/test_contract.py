@@ -2,7 +2,9 @@
 3.0's words for what msgspec reads, and every declared answer in the document with its
 example."""
 
+import ast
 import inspect
+from pathlib import Path
 from typing import Annotated, Literal, NotRequired, TypedDict
 
 from msgspec import Meta
@@ -116,3 +118,48 @@ def test_the_layout_the_engine_encodes_is_the_declared_layout() -> None:
         body = layout_json(places, prices)
         msgspec.json.decode(body, type=SeatMapLayout, strict=True)  # each field as declared
         assert set(msgspec.json.decode(body)) == fields_of(SeatMapLayout)  # and no other
+
+
+def _called(node: ast.expr) -> str:
+    """The name of the function `node` calls (awaited or not); "" for anything else."""
+    node = node.value if isinstance(node, ast.Await) else node
+    return node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else ""
+
+
+def _answer_is_declared(tree: ast.Module, returns: dict[str, str]) -> list[str]:
+    """What json_response is given, in `tree`, where that value's type is not one of
+    api/contract's: a variable annotated with one, or what a function returning one gave."""
+    aliases = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+               and (n.module or "").startswith("api.contract") for a in n.names}  # fmt: skip
+    bad = []
+    for f in ast.walk(tree):
+        if not isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        typed = {n.target.id: ast.unparse(n.annotation) for n in ast.walk(f)
+                 if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}  # fmt: skip
+        made = {n.targets[0].id: returns.get(_called(n.value), "") for n in ast.walk(f)
+                if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)}  # fmt: skip
+        for n in ast.walk(f):
+            if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "json_response":
+                sent = n.args[0]
+                if isinstance(sent, ast.Name):
+                    annotation = typed.get(sent.id) or made.get(sent.id, "")
+                else:
+                    annotation = returns.get(_called(sent), "")
+                if annotation.split(".")[0].split("[")[0] not in aliases:
+                    bad.append(ast.unparse(sent))
+    return bad
+
+
+def test_every_json_answer_a_handler_sends_is_a_declared_type() -> None:
+    """A handler builds its answer as a type of api/contract/ (mypy then holds it to the
+    declaration the document is read from); the one exception is the document itself."""
+    root = Path(__file__).resolve().parents[2]
+    trees = {
+        str(p.relative_to(root)): ast.parse(p.read_text())
+        for p in sorted((root / "api").rglob("*.py"))
+    }
+    returns = {f.name: ast.unparse(f.returns) for t in trees.values() for f in ast.walk(t)
+               if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef) and f.returns}  # fmt: skip
+    found = [(p, sent) for p, t in trees.items() for sent in _answer_is_declared(t, returns)]
+    assert found == [("api/routes/meta.py", "OPENAPI")]  # the document itself
