@@ -103,7 +103,8 @@ def _types_by_name(examples: Mapping[type, Any]) -> dict[str, type]:
     pending = list(examples)
     while pending:
         tp = pending.pop()
-        if tp.__name__ in seen:
+        if tp.__name__ in seen:  # one name, one type: msgspec would rename both otherwise
+            assert seen[tp.__name__] is tp, f"two answer types named {tp.__name__}"
             continue
         seen[tp.__name__] = tp
         for hint in _hints(tp).values():

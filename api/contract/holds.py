@@ -84,6 +84,15 @@ QrCode = Annotated[
 ]
 
 
+class OrderGoods(TypedDict, total=False):
+    """What an order owns: its seats and their prices, or a cart's lines (the part of its
+    answers between its number and its amount)."""
+
+    seat_ids: list[Id]
+    seat_prices: SeatPrices
+    lines: list[HeldLine]
+
+
 class OrderFields(TypedDict):
     """What a CONFIRMED hold bought (seat_ids and seat_prices, or a cart's lines), its number,
     and the one charge that paid for it."""

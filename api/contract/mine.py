@@ -9,6 +9,13 @@ from api.contract.atoms import EVENT_ID, Amount, AtMs, Currency, Id, Refunded
 from api.contract.holds import HeldLine
 
 
+class ItemGoods(TypedDict, total=False):
+    """What an order of the list owns: its seats, or a cart's lines."""
+
+    seat_ids: list[Id]
+    lines: list[HeldLine]
+
+
 class MyOrder(TypedDict):
     event_id: Id
     event_name: str | None

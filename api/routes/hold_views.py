@@ -37,17 +37,13 @@ def order_view(
         amount = h.amount
     # Parts given back (ADR 0043): the order's amount is what it still paid for.
     refunded = winner.parted if winner is not None else 0
-    order: answers.OrderFields = {
-        "order_number": order_number(event_id, h.hold_id), "amount": amount,
-        "refunded": refunded, "currency": currency, "charge_id": h.winner,
-    }  # fmt: skip
-    if h.is_stock:
-        order["lines"] = lines_view(h.listing)
-        return order
-    order["seat_ids"] = list(h.seat_ids)
-    if prices:
-        order["seat_prices"] = dict(zip(h.seat_ids, prices, strict=True))
-    return order
+    goods: answers.OrderGoods = (
+        {"lines": lines_view(h.listing)} if h.is_stock else {"seat_ids": list(h.seat_ids)}
+    )
+    if prices and not h.is_stock:
+        goods["seat_prices"] = dict(zip(h.seat_ids, prices, strict=True))
+    return {"order_number": order_number(event_id, h.hold_id), **goods, "amount": amount,
+            "refunded": refunded, "currency": currency, "charge_id": h.winner}  # fmt: skip
 
 
 def hold_view(

@@ -114,13 +114,13 @@ async def event_config(request: Request) -> Response:
 
 def config_view(d: dict[str, Any]) -> pages.EventConfig:
     """An event's configuration as the engine reads it (engine/views/listings.py config)."""
-    config: pages.EventConfig = {
+    config: pages.EventConfig = {  # in the engine's order (engine/views/listings.py)
         "event_id": d["event_id"], "kind": d["kind"], "status": d["status"],
-        "policy": d["policy"], "hold_ttl_ms": d["hold_ttl_ms"],
-        "quarantine_ms": d["quarantine_ms"], "currency": d["currency"],
-        "reversal_policy": d["reversal_policy"], "price_minor": d["price_minor"],
-        "opens_at_ms": d["opens_at_ms"], "login_cap": d["login_cap"],
-        "max_party": d["max_party"], "locations": d["locations"],
+        "hold_ttl_ms": d["hold_ttl_ms"], "quarantine_ms": d["quarantine_ms"],
+        "policy": d["policy"], "currency": d["currency"],
+        "reversal_policy": d["reversal_policy"], "login_cap": d["login_cap"],
+        "max_party": d["max_party"], "price_minor": d["price_minor"],
+        "opens_at_ms": d["opens_at_ms"], "locations": d["locations"],
         "seats_total": d["seats_total"], "policy_grace_ms": d["policy_grace_ms"],
         "shadow_policy": d["shadow_policy"], "closed_at_ms": d["closed_at_ms"],
         "cancelled_at_ms": d["cancelled_at_ms"], "name": d["name"], "venue": d["venue"],

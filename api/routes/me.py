@@ -44,17 +44,15 @@ def cursor_of(raw: str | None) -> tuple[int, str]:
 
 def order_item(r: Any) -> mine.MyOrder:
     listed = str(r["seat_id"])
-    item: mine.MyOrder = {
-        "event_id": r["event_id"], "event_name": r["name"] or None, "hold_id": r["hold_id"],
-        "order_number": order_number(r["event_id"], r["hold_id"]), "amount": r["amount"],
-        "refunded": r["refunded"], "currency": r["currency"] or "EUR",
-        "decided_ms": r["decided_at_ms"],
-    }  # fmt: skip
-    if is_stock_listing(listed):
-        item["lines"] = lines_view(listed)
-    else:
-        item["seat_ids"] = listed.split(",")
-    return item
+    goods: mine.ItemGoods = (
+        {"lines": lines_view(listed)}
+        if is_stock_listing(listed)
+        else {"seat_ids": listed.split(",")}
+    )
+    return {"event_id": r["event_id"], "event_name": r["name"] or None, "hold_id": r["hold_id"],
+            "order_number": order_number(r["event_id"], r["hold_id"]), **goods,
+            "amount": r["amount"], "refunded": r["refunded"], "currency": r["currency"] or "EUR",
+            "decided_ms": r["decided_at_ms"]}  # fmt: skip
 
 
 @endpoint("my_orders")
