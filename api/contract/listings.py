@@ -64,7 +64,19 @@ class ExceptionPage(TypedDict):
     next_cursor: NextCursor
 
 
-class OrderRow(OrderFields):
+class SeatsNamed(TypedDict, total=False):
+    """A seat order's seats as printed at the venue (a cart has none)."""
+
+    seats_named: Annotated[
+        str,
+        Meta(
+            description="the seats as printed at the venue, grouped by section and row "
+            "(a seat the map does not place: its id)"
+        ),
+    ]
+
+
+class OrderRow(OrderFields, SeatsNamed):
     """A CONFIRMED hold: seat_ids and seat_prices (or a cart's lines), amount, currency, and the
     charge that paid: the buyer's order without its QR code (the buyer's alone, ADR 0042), who
     bought it and when, and the seats as printed at the venue."""
@@ -72,15 +84,6 @@ class OrderRow(OrderFields):
     hold_id: Id
     login: str
     decided_ms: AtMs
-    seats_named: NotRequired[
-        Annotated[
-            str,
-            Meta(
-                description="the seats as printed at the venue, grouped by section and row "
-                "(a seat the map does not place: its id)"
-            ),
-        ]
-    ]
 
 
 class OrderPage(TypedDict):

@@ -100,9 +100,11 @@ ROUTES = [
 
 
 def details_view(d: EventDetails) -> atoms.DetailFields:
-    """What people recognise an event by, as every event read answers it: null when not given."""
+    """What people recognise an event by, as every event read answers it (the engine's view:
+    null when not given), field by field as its type declares them."""
+    v = d.view()
     return {
-        "name": d.name or None, "venue": d.venue or None, "description": d.description or None,
-        "image_url": d.image_url or None, "starts_at_ms": d.starts_at_ms or None,
-        "time_zone": d.time_zone or None, "locale": d.locale or None,
+        "name": v["name"], "venue": v["venue"], "description": v["description"],
+        "image_url": v["image_url"], "starts_at_ms": v["starts_at_ms"],
+        "time_zone": v["time_zone"], "locale": v["locale"],
     }  # fmt: skip

@@ -32,16 +32,16 @@ def order_view(
 ) -> answers.OrderFields:
     """What a confirmed hold bought, its number (ADR 0042), and the one charge that paid."""
     winner = next((ch for ch in charges if ch.charge_id == h.winner), None)
-    amount = winner.amount - winner.parted if winner is not None else None
     if h.is_stock:
-        amount = h.amount
+        goods: answers.OrderGoods = {"lines": lines_view(h.listing)}
+        amount: int | None = h.amount
+    else:
+        goods = {"seat_ids": list(h.seat_ids)}
+        if prices:
+            goods["seat_prices"] = dict(zip(h.seat_ids, prices, strict=True))
+        amount = winner.amount - winner.parted if winner is not None else None
     # Parts given back (ADR 0043): the order's amount is what it still paid for.
     refunded = winner.parted if winner is not None else 0
-    goods: answers.OrderGoods = (
-        {"lines": lines_view(h.listing)} if h.is_stock else {"seat_ids": list(h.seat_ids)}
-    )
-    if prices and not h.is_stock:
-        goods["seat_prices"] = dict(zip(h.seat_ids, prices, strict=True))
     return {"order_number": order_number(event_id, h.hold_id), **goods, "amount": amount,
             "refunded": refunded, "currency": currency, "charge_id": h.winner}  # fmt: skip
 

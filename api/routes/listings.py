@@ -201,14 +201,11 @@ def order_row(
 ) -> pages.OrderRow:
     won = [winners[h.winner]] if h.winner in winners else []
     own = [prices[s] for s in h.seat_ids] if not h.is_stock else []
-    row: pages.OrderRow = {
-        "hold_id": h.hold_id, "login": h.login, "decided_ms": h.decided_ms,
-        **order_view(event_id, h, won, currency, own),
-        "seats_named": "" if h.is_stock else seats_in_words(h.seat_ids, places),
-    }  # fmt: skip
-    if h.is_stock:  # a cart's lines have no places
-        del row["seats_named"]
-    return row
+    named: pages.SeatsNamed = (
+        {} if h.is_stock else {"seats_named": seats_in_words(h.seat_ids, places)}
+    )
+    return {"hold_id": h.hold_id, "login": h.login, "decided_ms": h.decided_ms,
+            **order_view(event_id, h, won, currency, own), **named}  # fmt: skip
 
 
 async def printed(request: Request, event_id: str) -> dict[str, Printed]:

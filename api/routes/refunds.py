@@ -12,11 +12,12 @@ from api.contract.atoms import fields_of
 from api.errors import ApiError
 from api.refund_now import refund_after
 from api.responses import json_response, read_json
-from api.routes.stock import cart_of, lines_view
+from api.routes.stock import cart_of
 from api.validate import LIMITS, idempotency_key, ident, obj, only, text
 from engine.model import keys
 from engine.model.states import ChargeState
-from engine.model.stock_lines import StockLine, lines_of
+from engine.model.stock_lines import StockLine
+from engine.model.webhooks import goods
 
 RETRY_FIELDS = fields_of(contract.RefundRetryRequest)
 ORPHAN = "orphan/"  # money we could not tie to a charge: its id is the provider's attempt's
@@ -100,8 +101,7 @@ async def retry_refund(request: Request) -> Response:
 
 
 def kept_view(listing: str) -> contract.GoodsKept:
-    """What the order holds now, as its order shows it: seat ids, or a stock hold's lines."""
-    lines = lines_of(listing) if listing else ()
-    if lines:
-        return {"lines": lines_view(lines)}
-    return {"seat_ids": [s for s in listing.split(",") if s]}
+    """What the order holds now, as its order shows it (engine/model/webhooks.py goods): seat
+    ids, or a stock hold's lines."""
+    kept = goods(listing)
+    return {"lines": kept["lines"]} if "lines" in kept else {"seat_ids": kept["seat_ids"]}

@@ -54,11 +54,6 @@ class Listed:
     price_minor: int
     details: EventDetails
 
-    def view(self) -> dict[str, Any]:
-        return {"event_id": self.event_id, "status": self.status, "opens_at_ms": self.opens_at_ms,
-                "kind": self.kind, "currency": self.currency, "price_minor": self.price_minor,
-                **self.details.view()}  # fmt: skip
-
 
 async def public_events(runner: Runner, offset: int, limit: int) -> tuple[list[Listed], int | None]:
     """The events on sale or to come (open, by T0 or not), soonest show first (its start, else
