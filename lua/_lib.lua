@@ -782,3 +782,28 @@ local function take_token(ctx, field, per_s, burst)
   redis.call('HSET', K_QUOTA, field, string.format('%.3f|%.0f', tokens - 1, ctx.now))
   return 0
 end
+
+-- A sweeper's step (hold_expire, hold_quarantine_timeout): settle the holds of `index` due by
+-- now, at most `batch_max` of them; `tally(was, h)` says which of the two counts a hold adds to (1
+-- or 2, nil: neither). Returns SWEPT examined count1 count2 remaining_due, or NOT_FOUND.
+local function settle_due(batch_max, index, what, tally)
+  local ctx = context()
+  if not ctx then return { 'NOT_FOUND' } end
+  local batch = tonumber(batch_max)
+  if not batch or batch < 1 then return redis.error_reply('BAD_ARGS batch_max') end
+  local due = redis.call('ZRANGEBYSCORE', index, '-inf', ctx.now, 'LIMIT', 0, batch)
+  local counts = { 0, 0 }
+  for _, hold_id in ipairs(due) do
+    local h = get_hold(hold_id)
+    if not h then
+      error({ err = 'INVARIANT ' .. what .. ' for unknown hold ' .. hold_id })
+    end
+    local was = h.state
+    settle(ctx, h)
+    local n = tally(was, h)
+    if n then counts[n] = counts[n] + 1 end
+  end
+  due_again(ctx)
+  local remaining = redis.call('ZCOUNT', index, '-inf', ctx.now)
+  return { 'SWEPT', #due, counts[1], counts[2], remaining }
+end

@@ -4,22 +4,7 @@ ARGV[1] batch_max (holds examined per call)
 Returns {code, ...}: SWEPT examined expired freed remaining_due | NOT_FOUND
 Invariants: a QUARANTINED hold past until_ms goes EXPIRED and its charge is marked
 resolve-by-refund; a RELEASED hold's BLOCKED seat goes FREE; nothing else changes. ]]
-local ctx = context()
-if not ctx then return { 'NOT_FOUND' } end
-local batch = tonumber(ARGV[1])
-if not batch or batch < 1 then return redis.error_reply('BAD_ARGS batch_max') end
-local due = redis.call('ZRANGEBYSCORE', K_QUARANTINES, '-inf', ctx.now, 'LIMIT', 0, batch)
-local expired, freed = 0, 0
-for _, hold_id in ipairs(due) do
-  local h = get_hold(hold_id)
-  if not h then
-    error({ err = 'INVARIANT quarantine for unknown hold ' .. hold_id })
-  end
-  local was = h.state
-  settle(ctx, h)
-  if was == QUARANTINED and h.state == EXPIRED then expired = expired + 1 end
-  if was == RELEASED and h.blocking == '' then freed = freed + 1 end
-end
-due_again(ctx)
-local remaining = redis.call('ZCOUNT', K_QUARANTINES, '-inf', ctx.now)
-return { 'SWEPT', #due, expired, freed, remaining }
+return settle_due(ARGV[1], K_QUARANTINES, 'quarantine', function(was, h)
+  if was == QUARANTINED and h.state == EXPIRED then return 1 end
+  if was == RELEASED and h.blocking == '' then return 2 end
+end)
