@@ -116,6 +116,19 @@ def meta(metadata: Mapping[str, Any], name: str) -> str:
     return value if isinstance(value, str) and keys.valid_charge_id(value) else ""
 
 
+def route(key: object, metadata: Mapping[str, Any], key_name: str) -> tuple[str, str, str]:
+    """(event id, our charge key, the metadata's event or "-") of a message about one of our
+    charges: the event is the key's, else the one the metadata names. `key_name` is where the
+    message carries the key, for the refusal."""
+    if not isinstance(key, str) or not keys.valid_charge_id(key):
+        raise BadCallback(f"{key_name} is missing or malformed")
+    meta_event = meta(metadata, "event_id")
+    event_id = keys.event_of_charge_key(key) or meta_event
+    if not event_id:
+        raise BadCallback(f"the message names no event ({key_name} or metadata.event_id)")
+    return event_id, key, meta_event or "-"
+
+
 class Provider(Protocol):
     """What the engine asks of a payment provider. Every call has a timeout; creating a charge
     or a refund carries an idempotency key, so a retry is the same attempt or refund. A timeout

@@ -13,7 +13,6 @@ from typing import Any
 import httpx
 import orjson
 
-from engine.model import keys
 from engine.model.holds import ProviderOutcome, ProviderReversal
 from engine.model.signing import HEADER, verify
 from engine.providers.base import (
@@ -27,6 +26,7 @@ from engine.providers.base import (
     amount_of,
     field,
     meta,
+    route,
     text,
 )
 
@@ -54,15 +54,9 @@ def parse_callback(event: Any) -> Callback:
     if kind not in CALLBACK_OUTCOMES and kind not in CALLBACK_REVERSALS and kind != DISPUTE_CLOSED:
         raise BadCallback(f"unknown callback type {kind!r}")
     provider_event_id = field(event, "id")
-    key = data.get("idempotency_key")
-    if not isinstance(key, str) or not keys.valid_charge_id(key):
-        raise BadCallback("callback idempotency_key missing or malformed")
-    meta_event = meta(metadata, "event_id")
-    event_id = keys.event_of_charge_key(key) or meta_event
-    if not event_id:
-        raise BadCallback("callback names no event (key or metadata)")
+    # "-": the metadata named no event at all
+    event_id, key, meta_event = route(data.get("idempotency_key"), metadata, "data.idempotency_key")
     attempt_id = field(data, "attempt_id")
-    meta_event = meta_event or "-"  # "-": the metadata named no event at all
     if kind in CALLBACK_OUTCOMES:
         outcome = ProviderOutcome(
             provider_event_id,

@@ -30,6 +30,7 @@ from engine.providers.base import (
     amount_of,
     field,
     meta,
+    route,
     text,
 )
 
@@ -68,19 +69,13 @@ def metadata_of(o: Mapping[str, Any]) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def route(pi_metadata: Mapping[str, Any]) -> tuple[str, str, str] | None:
+def route_intent(pi_metadata: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """(event id, our key, metadata event or "-") from an intent's metadata; None for a payment
     that is not ours (no key we minted, no event named)."""
     key = pi_metadata.get("charge_id")
     if key is None and "event_id" not in pi_metadata:
         return None
-    if not isinstance(key, str) or not keys.valid_charge_id(key):
-        raise BadCallback("the intent's metadata.charge_id is missing or malformed")
-    meta_event = meta(pi_metadata, "event_id")
-    event_id = keys.event_of_charge_key(key) or meta_event
-    if not event_id:
-        raise BadCallback("the intent's metadata names no event (key or event_id)")
-    return event_id, key, meta_event or "-"
+    return route(key, pi_metadata, "the intent's metadata.charge_id")
 
 
 def currency(o: Mapping[str, Any]) -> str:
@@ -93,7 +88,7 @@ def outcome_of(event: Mapping[str, Any]) -> Callback | Ignored:
     """A payment_intent.* event: the outcome of the intent's latest attempt."""
     pev = field(event, "id")
     pi = obj(event, "payment_intent")
-    routed = route(metadata_of(pi))
+    routed = route_intent(metadata_of(pi))
     if routed is None:
         return Ignored(pev, "not_ours")
     event_id, key, meta_event = routed
@@ -167,7 +162,7 @@ def reversal_of(
 ) -> Callback | Ignored:
     """A reversal of the attempt `moved` is about, routed by its intent's metadata."""
     pev = field(event, "id")
-    routed = route(metadata_of(pi))
+    routed = route_intent(metadata_of(pi))
     if routed is None:
         return Ignored(pev, "not_ours")
     event_id, key, meta_event = routed
