@@ -120,24 +120,30 @@ class Listings:
     async def holds(
         self, event_id: str, cursor: str | None, limit: int, states: frozenset[str] = frozenset()
     ) -> Page:
-        await self._exists(event_id)
-
-        def parse(raw: str) -> Hold | None:
-            h = Hold.from_json(raw)
-            return h if not states or h.state in states else None
-
-        return await self._page(self.read._key(event_id, "holds"), cursor, limit, parse)
+        return await self._in_states(event_id, "holds", Hold.from_json, cursor, limit, states)
 
     async def charges(
         self, event_id: str, cursor: str | None, limit: int, states: frozenset[str] = frozenset()
     ) -> Page:
+        return await self._in_states(event_id, "charges", Charge.from_json, cursor, limit, states)
+
+    async def _in_states(
+        self,
+        event_id: str,
+        name: str,
+        decode: Callable[[str], Hold | Charge],
+        cursor: str | None,
+        limit: int,
+        states: frozenset[str],
+    ) -> Page:
+        """A page of the event's holds or charges (`name`), those in `states` (empty: all)."""
         await self._exists(event_id)
 
-        def parse(raw: str) -> Charge | None:
-            c = Charge.from_json(raw)
-            return c if not states or c.state in states else None
+        def parse(raw: str) -> Hold | Charge | None:
+            record = decode(raw)
+            return record if not states or record.state in states else None
 
-        return await self._page(self.read._key(event_id, "charges"), cursor, limit, parse)
+        return await self._page(self.read._key(event_id, name), cursor, limit, parse)
 
     async def orders(
         self, event_id: str, cursor: str | None, limit: int
