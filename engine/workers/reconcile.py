@@ -129,13 +129,19 @@ class ProviderReconciler:
         declined = charge.state in (ChargeState.DECLINED, ChargeState.FAILED)
         return declined and self.stale_ms <= age < self.watch_ms
 
+    async def _provider_record(self, charge: Charge) -> tuple[bool, ProviderCharge | None]:
+        """(whether the provider answered, its record of the attempt: None when it has none)."""
+        try:
+            return True, await self.provider.find_charge(charge.key)
+        except ProviderTimeout:
+            self.stats.provider_unavailable += 1
+            return False, None
+
     async def _settle_stale(self, event_id: str, charge: Charge, currency: str) -> bool:
         """Whether the charge was settled (it then leaves the watched range)."""
         self.stats.examined += 1
-        try:
-            found = await self.provider.find_charge(charge.key)
-        except ProviderTimeout:
-            self.stats.provider_unavailable += 1
+        answered, found = await self._provider_record(charge)
+        if not answered:
             return False
         if found is None:
             outcome = ProviderOutcome(
@@ -163,12 +169,8 @@ class ProviderReconciler:
         """Whether a capture contradicting the decline was applied (the charge then leaves
         the index for the refund path)."""
         self.stats.rechecked += 1
-        try:
-            found = await self.provider.find_charge(charge.key)
-        except ProviderTimeout:
-            self.stats.provider_unavailable += 1
-            return False
-        if found is None or found.status != "captured":
+        answered, found = await self._provider_record(charge)
+        if not answered or found is None or found.status != "captured":
             return False
         outcome = provider_record_outcome(f"recon:{found.attempt_id}:captured", found)
         result = await self.store.apply_outcome(event_id, outcome)
