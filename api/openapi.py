@@ -34,6 +34,7 @@ from api.openapi_parts import (
     operation,
     path,
     query,
+    with_path_parameters,
 )
 from api.openapi_presales import PRESALE_PATHS, document_access_code
 from api.openapi_refunds import REFUND_PATHS
@@ -58,7 +59,6 @@ CHARGE_CODES = (
 )  # fmt: skip
 CALLBACK_CODES = ("invalid_request", "bad_signature", "event_not_found", "body_too_large",
                   *STORE, "not_yet_durable", "provider_not_answering")  # fmt: skip
-HOLD_PATH = [path("event_id"), path("hold_id")]
 METRICS_OK = {
     "200": {
         "description": "Prometheus text exposition",
@@ -141,7 +141,6 @@ BUYER_PATHS: dict[str, Any] = {
             "Read an event's availability",
             answer(200, "EventAvailability", "the event's counters"),
             EVENT_READ,
-            parameters=[path("event_id")],
             bearer=False,
         )
     },
@@ -151,7 +150,7 @@ BUYER_PATHS: dict[str, Any] = {
             "List the best free seats",
             answer(200, "FreeSeats", "the best free seats by rank (a hint)"),
             EVENT_READ,
-            parameters=[path("event_id"), query("limit", 50)],
+            parameters=[query("limit", 50)],
             bearer=False,
         )
     },
@@ -162,7 +161,6 @@ BUYER_PATHS: dict[str, Any] = {
             answer(200, "StockTable", "the stock table"),
             (*EVENT_READ, "wrong_event_kind"),
             description="Availability per SKU and location (one read, no scan).",
-            parameters=[path("event_id")],
             bearer=False,
         )
     },
@@ -174,7 +172,6 @@ BUYER_PATHS: dict[str, Any] = {
             (*EVENT_READ, "sections_interleaved"),
             description="One count per section over its rank range, no scan; 409 "
             "sections_interleaved when the map's sections share rank ranges.",
-            parameters=[path("event_id")],
             bearer=False,
         )
     },
@@ -196,7 +193,7 @@ BUYER_PATHS: dict[str, Any] = {
             "stock event, or lines of a seat event, are 400 wrong_event_kind. Once an event is "
             "known sold out, a claim that is not the retry of a hold is answered 409 sold_out "
             "before its token or body is checked (ADR 0012).",
-            parameters=[path("event_id"), IDEMPOTENCY_KEY],
+            parameters=[IDEMPOTENCY_KEY],
             body=json_body("ClaimRequest", required=False),
         )
     },
@@ -208,7 +205,6 @@ BUYER_PATHS: dict[str, Any] = {
             HOLD_CODES,
             description="The hold, its charges and what it owns. Another login's hold answers "
             "as an unknown one (404 hold_not_found).",
-            parameters=HOLD_PATH,
         ),
         "delete": operation(
             "releaseHold",
@@ -222,7 +218,6 @@ BUYER_PATHS: dict[str, Any] = {
             "flight): it is given up (a late capture is refunded, the login may claim again) and "
             "ends when the charge resolves or at quarantine_until_ms. 409: it ended otherwise "
             "(already_confirmed, hold_expired, hold_revoked; `state` in the error).",
-            parameters=HOLD_PATH,
         ),
     },
     "/v1/events/{event_id}/holds/{hold_id}/charges": {
@@ -234,7 +229,7 @@ BUYER_PATHS: dict[str, Any] = {
             description="One charge for the whole hold (price x seats, or the cart's amount). "
             "The outcome comes from the provider's callback: read the hold until it is "
             "CONFIRMED (or the charge DECLINED or FAILED).",
-            parameters=[*HOLD_PATH, IDEMPOTENCY_KEY],
+            parameters=[IDEMPOTENCY_KEY],
             body=json_body("ChargeRequest", required=False),
         )
     },
@@ -252,7 +247,7 @@ BUYER_PATHS: dict[str, Any] = {
             ),
             description="409 charge_captured or charge_not_in_flight (with `charge_state`) "
             "when the charge is not in flight; a repeat answers like the first abandon.",
-            parameters=[*HOLD_PATH, path("charge_id", CHARGE_ID)],
+            parameters=[path("charge_id", CHARGE_ID)],
         )
     },
     "/v1/provider/callbacks": {
@@ -318,6 +313,7 @@ OPENAPI: dict[str, Any] = {
     },
 }
 OPENAPI["paths"]["/v1/admin/events/{event_id}"]["patch"] = DESCRIBE  # beside its read
+with_path_parameters(OPENAPI["paths"])  # `{name}` in a path: its parameter
 document_admission(OPENAPI["paths"])  # the claim's admission header and refusals (ADR 0029)
 document_access_code(OPENAPI["paths"])  # the refusals of its code (ADR 0049)
 for route, item in OPENAPI["paths"].items():  # by audience: a generated client's modules

@@ -17,7 +17,6 @@ from api.openapi_parts import (
     answer,
     json_body,
     operation,
-    path,
     query,
 )
 
@@ -90,6 +89,5 @@ DESCRIBE = operation(
     (*ADMIN, *STORE, *PATHED, *BODY, "event_not_found", "details_fixed", "not_changeable"),
     description="Name, venue, description, image_url, starts_at_ms and time_zone, while the "
     "event is a draft (409 details_fixed after: the ledger holds them from the open on).",
-    parameters=[path("event_id")],
     body=json_body("EventDetailsChange"),
 )

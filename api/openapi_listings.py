@@ -65,7 +65,7 @@ def _list(
         answer(200, schema, "a page"),
         LISTED,
         description=description + PAGE,
-        parameters=[path("event_id"), *params, query("limit", 100), CURSOR],
+        parameters=[*params, query("limit", 100), CURSOR],
     )
 
 
@@ -94,7 +94,6 @@ LISTING_PATHS: dict[str, Any] = {
             (*ADMIN, *STORE, *PATHED, "event_not_found"),
             description="The event's configuration: kind, status, policy, TTLs, currency, "
             "price (seats) or SKUs with their prices (stock), locations, caps, opens_at_ms.",
-            parameters=[path("event_id")],
         )
     },
     "/v1/admin/events/{event_id}/holds": {
@@ -144,7 +143,6 @@ LISTING_PATHS: dict[str, Any] = {
             "currency, charge_id, decided_ms, seat_prices as seat=price pairs, order_number, "
             "seats_named: the seats as printed at the venue), "
             "streamed a page at a time.",
-            parameters=[path("event_id")],
         )
     },
     "/v1/admin/events/{event_id}/close": {
@@ -156,7 +154,6 @@ LISTING_PATHS: dict[str, Any] = {
             description="Close the sale: claims and charge starts answer 409 sale_closed; "
             "holds run on to their deadlines and provider callbacks still decide. A repeat "
             "answers the same (`status`: closed, or cancelled).",
-            parameters=[path("event_id")],
         )
     },
     "/v1/admin/events/{event_id}/cancel": {
@@ -173,7 +170,6 @@ LISTING_PATHS: dict[str, Any] = {
             "and the captured money of every sold seat on the refund queue. Done in bounded "
             "script calls of `batch` holds: 200 when complete, 202 with `remaining` (units "
             "still held, blocked or sold) when more remains: post again. Idempotent.",
-            parameters=[path("event_id")],
             body=json_body("CancelSaleRequest", required=False),
         )
     },
@@ -185,7 +181,6 @@ CORRECTION_CODES = (
     "unknown_location", "stock_below_zero", "correction_id_reused", "sale_not_open",
 )  # fmt: skip
 EVENT_READ = (*PATHED, *STORE, "event_not_found")
-HOLD_PATH = [path("event_id"), path("hold_id")]
 
 ADMIN_PATHS: dict[str, Any] = {
     "/v1/admin/events": {
@@ -214,7 +209,6 @@ ADMIN_PATHS: dict[str, Any] = {
             "correction_id; the same id with another body is 409 correction_id_reused. Refused "
             "(409 stock_below_zero, with available, held, blocked and sold) when available "
             "would go below zero. `operator` defaults to the admin credential's name.",
-            parameters=[path("event_id")],
             body=json_body("StockCorrectionRequest"),
         )
     },
@@ -228,7 +222,6 @@ ADMIN_PATHS: dict[str, Any] = {
             "409 already_open with its opens_at_ms, unless reschedule is true and its T0 is "
             "still to come (after it: 409 sale_started); a closed or cancelled sale never "
             "opens again (409 sale_closed).",
-            parameters=[path("event_id")],
             body=json_body("OpenSaleRequest", required=False),
         )
     },
@@ -239,7 +232,6 @@ ADMIN_PATHS: dict[str, Any] = {
             answer(200, "RevokedHold", "revoked: the seat is on sale again"),
             (*ADMIN, *PATHED, *STORE, "hold_not_found", "not_an_exception"),
             description="Only for holds in EXCEPTION; anything else is 409 not_an_exception.",
-            parameters=HOLD_PATH,
         )
     },
     "/v1/admin/events/{event_id}/exceptions": {
@@ -248,7 +240,7 @@ ADMIN_PATHS: dict[str, Any] = {
             "What the business must look at",
             answer(200, "ExceptionsReport", "the exceptions view"),
             (*ADMIN, *EVENT_READ),
-            parameters=[path("event_id"), query("charging_older_than_ms", 300000)],
+            parameters=[query("charging_older_than_ms", 300000)],
         )
     },
     "/v1/admin/logins/{login}/revoke": {

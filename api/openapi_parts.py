@@ -3,6 +3,7 @@ bodies, and the error answers of an operation, built from the codes it may answe
 comes from the table the validators use (api/validate.py LIMITS); every error code and its
 status from the one map (api/errors.py STATUS); every state from the transition tables."""
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -263,6 +264,38 @@ def operation(
     op["responses"] = {**answers, **errors_for(*codes)}
     return op
 
+
+def with_path_parameters(paths: dict[str, Any]) -> None:
+    """Each operation's path parameters, read from its path: `{name}` is `path(name)` (an ID)
+    unless the operation declares that one itself (another schema); first, in the path's
+    order, before the rest of its parameters."""
+    for route, item in paths.items():
+        names = re.findall(r"{(\w+)}", route)
+        for method, op in item.items():
+            declared = {p["name"]: p for p in op.get("parameters", ()) if p["in"] == "path"}
+            rest = [p for p in op.get("parameters", ()) if p["in"] != "path"]
+            params = [declared.pop(name, None) or path(name) for name in names] + rest
+            if declared:
+                raise ValueError(f"{method} {route} declares {sorted(declared)}: not in its path")
+            if params:
+                op = {**op, "parameters": params}
+                item[method] = {k: op[k] for k in sorted(op, key=_operation_order)}
+
+
+def _operation_order(key: str) -> int:
+    return OPERATION_KEYS.index(key) if key in OPERATION_KEYS else len(OPERATION_KEYS)
+
+
+# An operation's keys in the order `operation` gives them.
+OPERATION_KEYS = (
+    "operationId",
+    "summary",
+    "description",
+    "security",
+    "parameters",
+    "requestBody",
+    "responses",
+)
 
 # The codes every operation of a kind may answer, beside its own.
 BODY = ("invalid_request", "body_too_large", "unsupported_media_type")

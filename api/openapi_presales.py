@@ -60,7 +60,6 @@ PRESALE_PATHS: dict[str, Any] = {
             answer(200, "Presales", "the windows (none: no presale)"),
             (*STORE, *PATHED),
             description="No login needed: a buyer's page says when a code is needed.",
-            parameters=[path("event_id")],
             bearer=False,
         )
     },
@@ -76,7 +75,7 @@ PRESALE_PATHS: dict[str, Any] = {
             description="All or none: a code of another presale or other terms refuses the "
             "batch (409 access_code_exists). One outbox record a batch: the ledger keeps the "
             "codes, and a rebuild restores them with the uses of the sales it holds.",
-            parameters=[path("event_id"), path("presale", CODE), IDEMPOTENCY_KEY],
+            parameters=[path("presale", CODE), IDEMPOTENCY_KEY],
             body=json_body("AccessCodesRequest"),
         )
     },
@@ -86,7 +85,7 @@ PRESALE_PATHS: dict[str, Any] = {
             "List an event's access codes with their uses",
             answer(200, "AccessCodes", "a page of codes"),
             (*ADMIN, *STORE, *PATHED, "invalid_request"),
-            parameters=[path("event_id"), query("limit", 100), PRESALE_FILTER, AFTER],
+            parameters=[query("limit", 100), PRESALE_FILTER, AFTER],
         )
     },
 }

@@ -14,7 +14,6 @@ from api.openapi_parts import (
     answer,
     json_body,
     operation,
-    path,
 )
 
 RETRY_CODES = (*ADMIN, *BODY, *PATHED, *STORE, "charge_not_found", "not_refunding")
@@ -42,7 +41,7 @@ REFUND_PATHS: dict[str, Any] = {
             "not_confirmed); a seat or line it does not hold is 409 not_in_order. The "
             "Idempotency-Key header is required: the same key is the same refund, with other "
             "goods 422 idempotency_key_reused.",
-            parameters=[path("event_id"), path("hold_id"), {**IDEMPOTENCY_KEY, "required": True}],
+            parameters=[{**IDEMPOTENCY_KEY, "required": True}],
             body=json_body("OrderRefundRequest"),
         )
     },
@@ -57,7 +56,6 @@ REFUND_PATHS: dict[str, Any] = {
             "is unparked. The refund worker still asks the provider whose money it is before "
             "refunding, so a retry never returns money that is not this charge's. Only for a "
             "charge in REFUNDING; anything else is 409 not_refunding.",
-            parameters=[path("event_id")],
             body=json_body("RefundRetryRequest"),
         )
     },

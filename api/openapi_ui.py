@@ -10,7 +10,6 @@ from api.openapi_parts import (
     PATHED,
     STORE,
     operation,
-    path,
     ref,
 )
 from api.routes.ui import ASSETS
@@ -93,7 +92,7 @@ UI_PATHS: dict[str, Any] = {
             "gave them (or the seats and sections, in rank order, when it gave none). "
             f"Cacheable: ETag and max-age 60. At most {SEATMAP_SEATS_MAX} seats are drawn: a "
             "larger venue answers 409 seat_map_too_large.",
-            parameters=[path("event_id"), IF_NONE_MATCH],
+            parameters=[IF_NONE_MATCH],
             bearer=False,
         )
     },
@@ -106,7 +105,7 @@ UI_PATHS: dict[str, Any] = {
             description="Served from this process's board: one read of the event a quarter "
             "second at most, however many pages ask; 304 when If-None-Match names the current "
             "version (a page polling this costs nothing more).",
-            parameters=[path("event_id"), IF_NONE_MATCH],
+            parameters=[IF_NONE_MATCH],
             bearer=False,
         )
     },
@@ -122,7 +121,6 @@ UI_PATHS: dict[str, Any] = {
             "changes: [index, state] pairs) or `seats` again, and `clock` (server_time_ms) at "
             "least every 10 s. The stream ends after 30 s and EventSource reconnects. 503 "
             "watchers_full: poll seatmap/state instead.",
-            parameters=[path("event_id")],
             bearer=False,
         )
     },

@@ -17,7 +17,6 @@ from api.openapi_parts import (
     answer,
     json_body,
     operation,
-    path,
     query,
 )
 
@@ -43,7 +42,6 @@ WAITING_PATHS: dict[str, Any] = {
             "T0 gains nothing. From T0 on, places are taken in arrival order, after every "
             "drawn one. A login whose admission was used or lapsed joins again at the end. A "
             "sold-out event (nothing free, held or blocked) gives no place: 200 sold_out.",
-            parameters=[path("event_id")],
             body=json_body("QueueJoinRequest", required=False),
         )
     },
@@ -58,7 +56,7 @@ WAITING_PATHS: dict[str, Any] = {
             "commitment to the seed; from T0 on the seed and, a page at a time in place order, "
             "every entry drawn before T0 (an entry that joined again after its turn has its "
             "new place after T0 and is not listed).",
-            parameters=[path("event_id"), query("offset", 0), query("limit", 500)],
+            parameters=[query("offset", 0), query("limit", 500)],
             bearer=False,
         )
     },
@@ -72,7 +70,6 @@ WAITING_PATHS: dict[str, Any] = {
             "admission to claim with. Admissions are made in place order as anyone looks, at "
             "most admit_per_s a second and while admissions not yet used stay within "
             "admit_factor_pct of the free units.",
-            parameters=[path("event_id")],
         )
     },
     "/v1/admin/events/{event_id}/waiting-room": {
@@ -84,7 +81,6 @@ WAITING_PATHS: dict[str, Any] = {
             description="Until T0 (a draft, or an open sale whose T0 is to come): from then on "
             "its claims need an admission from the queue. A room is never removed, and its "
             "settings stop changing at T0 (409 sale_started).",
-            parameters=[path("event_id")],
             body=json_body("WaitingRoomSettings", required=False),
         ),
         "get": operation(
@@ -92,7 +88,6 @@ WAITING_PATHS: dict[str, Any] = {
             "Read an event's waiting room",
             answer(200, "WaitingRoom", "the room"),
             FIGURES_CODES,
-            parameters=[path("event_id")],
         ),
     },
 }

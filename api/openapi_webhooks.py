@@ -16,7 +16,6 @@ from api.openapi_parts import (
 )
 
 UNAVAILABLE = "503 webhooks_unavailable: the ledger database is not configured or not reachable."
-ENDPOINT = [path("endpoint_id")]
 NUMBER = {"type": "string", "pattern": "^[0-9]{1,16}$"}
 COMMON_CODES = (*ADMIN, "webhooks_unavailable")
 FOUND_CODES = (*COMMON_CODES, "invalid_request", "not_found", "webhook_endpoint_not_found")
@@ -67,7 +66,6 @@ WEBHOOK_PATHS: dict[str, Any] = {
             "One endpoint.",
             ENDPOINT_OK,
             FOUND_CODES,
-            parameters=ENDPOINT,
         ),
         "delete": _op(
             "deleteWebhookEndpoint",
@@ -75,7 +73,6 @@ WEBHOOK_PATHS: dict[str, Any] = {
             "Nothing more is written or sent for it; its delivery log is kept.",
             answer(200, "WebhookEndpointDeleted", "deleted"),
             FOUND_CODES,
-            parameters=ENDPOINT,
         ),
     },
     "/v1/admin/webhooks/endpoints/{endpoint_id}/disable": {
@@ -85,7 +82,6 @@ WEBHOOK_PATHS: dict[str, Any] = {
             "No delivery is written or sent for it until it is enabled; pending ones wait.",
             ENDPOINT_OK,
             FOUND_CODES,
-            parameters=ENDPOINT,
         ),
     },
     "/v1/admin/webhooks/endpoints/{endpoint_id}/enable": {
@@ -95,7 +91,6 @@ WEBHOOK_PATHS: dict[str, Any] = {
             "Deliveries resume.",
             ENDPOINT_OK,
             FOUND_CODES,
-            parameters=ENDPOINT,
         ),
     },
     "/v1/admin/webhooks/endpoints/{endpoint_id}/rotate-secret": {
@@ -106,7 +101,6 @@ WEBHOOK_PATHS: dict[str, Any] = {
             "v1 signature) for keep_previous_s (default one day).",
             answer(200, "WebhookEndpointWithSecret", "the endpoint and its new secret"),
             (*FOUND_CODES, *BODY),
-            parameters=ENDPOINT,
             body=json_body("WebhookSecretRotation", required=False),
         ),
     },
@@ -120,7 +114,6 @@ WEBHOOK_PATHS: dict[str, Any] = {
             answer(200, "WebhookDeliveryPage", "a page of deliveries"),
             FOUND_CODES,
             parameters=[
-                *ENDPOINT,
                 {"name": "status", "in": "query", "schema": STATUS, "example": "failed"},
                 {"name": "limit", "in": "query", "schema": limit("limit"), "example": 50},
                 {"name": "cursor", "in": "query", "schema": NUMBER, "example": "42"},
@@ -135,7 +128,7 @@ WEBHOOK_PATHS: dict[str, Any] = {
             "maximum age counts from now. 409 webhook_endpoint_disabled while disabled.",
             answer(202, "WebhookDelivery", "queued to be sent again"),
             (*FOUND_CODES, "webhook_delivery_not_found", "webhook_endpoint_disabled"),
-            parameters=[*ENDPOINT, path("delivery_id", NUMBER)],
+            parameters=[path("delivery_id", NUMBER)],
         ),
     },
     "/v1/admin/webhooks/endpoints/{endpoint_id}/replay": {
@@ -146,7 +139,6 @@ WEBHOOK_PATHS: dict[str, Any] = {
             "(epoch ms); answers how many.",
             answer(202, "WebhookReplayed", "queued to be sent again"),
             (*FOUND_CODES, *BODY, "webhook_endpoint_disabled"),
-            parameters=ENDPOINT,
             body=json_body("WebhookReplayRequest"),
         ),
     },

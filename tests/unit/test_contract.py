@@ -4,9 +4,11 @@ example."""
 
 import ast
 import inspect
+import re
 from pathlib import Path
 from typing import Annotated, Literal, NotRequired, TypedDict
 
+import pytest
 from msgspec import Meta
 
 from api.contract.atoms import fields_of, limited
@@ -14,6 +16,7 @@ from api.contract.derive import components
 from api.contract.document import FAMILIES
 from api.contract.webhooks import WebhookEndpointCreate
 from api.openapi import OPENAPI
+from api.openapi_parts import answer, operation, path, query, with_path_parameters
 from api.routes.webhooks import CREATE_FIELDS
 from api.validate import LIMITS
 
@@ -163,3 +166,39 @@ def test_every_json_answer_a_handler_sends_is_a_declared_type() -> None:
                if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef) and f.returns}  # fmt: skip
     found = [(p, sent) for p, t in trees.items() for sent in _answer_is_declared(t, returns)]
     assert found == [("api/routes/meta.py", "OPENAPI")]  # the document itself
+
+
+def test_path_parameters_are_read_from_the_path_in_its_order() -> None:
+    """`{name}` in a path is its parameter, an ID unless the operation declares that one with
+    another schema; path parameters come first, then the operation's own; a declared one that
+    the path lacks stops the document's build."""
+    code = {"type": "string", "pattern": "^[A-Z]+$"}
+    limit_param = query("limit", 50)
+    paths = {
+        "/v1/events/{event_id}/presales/{presale}": {
+            "get": operation(
+                "op",
+                "An op",
+                answer(200, "X", "x"),
+                (),
+                parameters=[limit_param, path("presale", code)],
+            )
+        },
+        "/v1/plain": {"get": operation("plain", "Plain", answer(200, "X", "x"), ())},
+    }
+    with_path_parameters(paths)
+    op = paths["/v1/events/{event_id}/presales/{presale}"]["get"]
+    assert [p["name"] for p in op["parameters"]] == ["event_id", "presale", "limit"]
+    assert op["parameters"][0] == path("event_id") and op["parameters"][1]["schema"] == code
+    assert list(op) == ["operationId", "summary", "security", "parameters", "responses"]
+    assert "parameters" not in paths["/v1/plain"]["get"]
+    stray = {"/v1/x": {"get": operation("x", "X", {}, (), parameters=[path("event_id")])}}
+    with pytest.raises(ValueError, match="event_id"):
+        with_path_parameters(stray)
+
+
+def test_every_path_parameter_of_the_document_is_in_its_path() -> None:
+    for route, item in OPENAPI["paths"].items():
+        for op in item.values():
+            named = [p["name"] for p in op.get("parameters", ()) if p["in"] == "path"]
+            assert named == re.findall(r"{(\w+)}", route), route
