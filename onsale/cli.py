@@ -100,12 +100,17 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`onsale <command>`. A setting missing, malformed or weak, wherever a command reads it,
+    ends the command with status 2, each problem named on a line of stderr."""
     try:
         configure(os.environ)
+        return _run(build_parser().parse_args(argv))
     except MissingSetting as exc:
-        print(f"onsale: {exc}", file=sys.stderr)
+        say_missing(exc)
         return 2
-    args = build_parser().parse_args(argv)
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         return serve(args)
     if args.command == "policy":
@@ -128,24 +133,17 @@ def main(argv: list[str] | None = None) -> int:
 def _ledger_command(args: argparse.Namespace) -> int:
     from persistence.settings import LedgerDb, LedgerSettings, SenderSettings
 
-    try:
-        with every_problem():  # every missing or weak variable named at once
-            if args.command == "migrate":  # the database alone: no Redis, no provider
-                return asyncio.run(migrate_ledger(LedgerDb.from_env(os.environ)))
-            settings = LedgerSettings.from_env(os.environ)
-            hooks = SenderSettings.from_env(os.environ)  # merchant webhooks by `onsale ledger`
-    except MissingSetting as exc:
-        say_missing(exc)
-        return 2
+    with every_problem():  # every missing or weak variable named at once
+        if args.command == "migrate":  # the database alone: no Redis, no provider
+            return asyncio.run(migrate_ledger(LedgerDb.from_env(os.environ)))
+        settings = LedgerSettings.from_env(os.environ)
+        hooks = SenderSettings.from_env(os.environ)  # merchant webhooks by `onsale ledger`
     if args.command == "rebuild":
         return asyncio.run(_rebuild(settings, args.event_id, args.force))
     if args.command == "reconcile":
         return asyncio.run(_reconcile(settings, args.event, args.json, args.grace_ms))
     try:
         return asyncio.run(until_signalled(functools.partial(run_ledger, settings, hooks)))
-    except MissingSetting as exc:  # the metrics address
-        print(f"onsale: {exc}", file=sys.stderr)
-        return 2
     except asyncio.CancelledError:
         return 1
 
@@ -207,18 +205,13 @@ async def _reconcile(
     import orjson
     from rich.progress import Progress
 
-    from engine.config.variables import MissingSetting
     from engine.providers import build_provider
     from persistence.database import create_pool
     from persistence.nightly import provider_entries, reconcile_event
     from persistence.nightly_report import as_json
     from persistence.writer import LedgerWriter
 
-    try:  # the deployment's provider (ONSALE_PROVIDER), through the provider interface
-        provider = build_provider(settings.engine)
-    except MissingSetting as exc:
-        print(f"onsale: {exc}", file=sys.stderr)
-        return 2
+    provider = build_provider(settings.engine)  # the deployment's (ONSALE_PROVIDER)
     console = Console()
     pool = await create_pool(settings.pg_dsn, size_max=2, timeout_s=settings.pg_timeout_ms / 1000)
     client = settings.engine.redis_client()

@@ -16,7 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from engine.config.logs import redact_url
 from engine.config.settings import Settings
-from engine.config.variables import MissingSetting, every_problem, say_missing
+from engine.config.variables import every_problem
 
 if TYPE_CHECKING:
     from persistence.settings import LedgerDb, LedgerSettings, SenderSettings
@@ -35,9 +35,6 @@ def worker_command(command: str) -> int:
         url = redact_url(settings.redis_url)
         print(f"onsale: cannot reach Redis at {url}: {exc}", file=sys.stderr)
         return 3
-    except MissingSetting as exc:  # settings, the metrics address, the provider's settings
-        say_missing(exc)
-        return 2
     except (KeyboardInterrupt, asyncio.CancelledError):
         return 1
 

@@ -111,11 +111,7 @@ def _report_command(args: argparse.Namespace) -> int:
     from persistence.policy_report import as_json
     from persistence.settings import LedgerSettings
 
-    try:
-        settings = LedgerSettings.from_env(os.environ)
-    except MissingSetting as exc:
-        print(f"onsale: {exc}", file=sys.stderr)
-        return 2
+    settings = LedgerSettings.from_env(os.environ)
     report = asyncio.run(_read_report(settings, args.event_id, args.examples))
     if args.json:
         sys.stdout.write(orjson.dumps(as_json(report), option=orjson.OPT_INDENT_2).decode() + "\n")

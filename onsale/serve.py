@@ -15,7 +15,7 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 from engine.config.logs import redact_url, uvicorn_config
-from engine.config.variables import MissingSetting, Secret, every_problem, say_missing
+from engine.config.variables import Secret, every_problem
 from onsale.environment import COMMANDS, FORWARDED_ALLOW_IPS
 
 if TYPE_CHECKING:
@@ -47,14 +47,10 @@ def _serve(args: argparse.Namespace) -> int:
     from api.settings import ApiSettings
     from api.webhooks_db import WebhookDbSettings
 
-    try:
-        with every_problem():  # fail fast, naming every missing or weak variable at once
-            settings = ApiSettings.from_env(os.environ)
-            hooks = WebhookDbSettings.from_env(os.environ)
-            options = serve_options()
-    except MissingSetting as exc:
-        say_missing(exc)
-        return 2
+    with every_problem():  # fail fast, naming every missing or weak variable at once
+        settings = ApiSettings.from_env(os.environ)
+        hooks = WebhookDbSettings.from_env(os.environ)
+        options = serve_options()
     bounds = options["http"].keywords["bounds"]
     summary = startup_summary(args, settings, bounds, hooks, raise_open_files())
     log.info(

@@ -16,7 +16,6 @@ from rich.table import Table
 
 from api.validate import LIMITS
 from engine.config.settings import Settings
-from engine.config.variables import MissingSetting
 from engine.model import errors
 from engine.model.stock_lines import COUNTERS
 from onsale.environment import OPERATOR
@@ -65,11 +64,7 @@ def add_stock_parser(sub: Any) -> None:
 
 
 def run_stock(args: argparse.Namespace) -> int:
-    try:
-        settings = Settings.from_env(os.environ)
-    except MissingSetting as exc:
-        print(f"onsale: {exc}", file=sys.stderr)
-        return 2
+    settings = Settings.from_env(os.environ)
     try:
         if args.stock_command == "correct":
             return asyncio.run(_correct(settings, args))

@@ -283,3 +283,40 @@ def test_a_boot_names_every_missing_or_weak_setting_at_once() -> None:
     assert done.returncode == 2, done
     said = [line for line in done.stderr.splitlines() if line.startswith("onsale: ")]
     assert len(said) == 3 and "ONSALE_ADMIN_TOKEN" in said[2], done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "named"),
+    [
+        (["worker"], {}, "ONSALE_REDIS_URL"),
+        (["sweep"], {"ONSALE_REDIS_URL": "redis://127.0.0.1:1/0", "ONSALE_SWEEP_BATCH_MAX": "x"},
+         "ONSALE_SWEEP_BATCH_MAX"),
+        (["stock", "show", "--event", "e1"], {}, "ONSALE_REDIS_URL"),
+        (["policy", "report", "e1"], {"ONSALE_REDIS_URL": "redis://127.0.0.1:1/0"},
+         "ONSALE_PG_DSN"),
+        (["ledger"], {"ONSALE_PG_DSN": "postgresql://u@127.0.0.1:1/x"}, "ONSALE_REDIS_URL"),
+        (["migrate"], {}, "ONSALE_PG_DSN"),
+        (["reconcile"], {"ONSALE_REDIS_URL": "redis://127.0.0.1:1/0",
+                         "ONSALE_PG_DSN": "postgresql://u@127.0.0.1:1/x",
+                         "ONSALE_PROVIDER": "stripe"}, "ONSALE_STRIPE_API_KEY"),
+        (["serve"], {}, "ONSALE_REDIS_URL"),
+    ],
+)  # fmt: skip
+def test_every_command_refused_a_setting_exits_2_naming_it(
+    argv: list[str], env: dict[str, str], named: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Whichever command reads a setting, and wherever (its settings, its provider's), a
+    missing or malformed one ends it with 2 and the variable named, before any connection."""
+    import os
+
+    from onsale.cli import main
+
+    for name in [n for n in os.environ if n.startswith("ONSALE_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(argv) == 2
+    said = capsys.readouterr().err.splitlines()
+    assert said and all(line.startswith("onsale: ") for line in said)
+    assert named in said[0], said
