@@ -25,8 +25,12 @@ class Refused(Exception):
         super().__init__(text)
 
 
-def add_api_option(parser: Any) -> None:
-    parser.add_argument("--api", default=None, help=f"the API's base URL (default ${API_URL.name})")
+def admin_group(sub: Any, name: str, help: str, description: str) -> Any:
+    """`onsale <name> <op>`: a command group that calls the admin API (its `--api` option);
+    its subcommands are added to what this returns, and `<name>_command` names the one run."""
+    group = sub.add_parser(name, help=help, description=description)
+    group.add_argument("--api", default=None, help=f"the API's base URL (default ${API_URL.name})")
+    return group.add_subparsers(dest=f"{name}_command", required=True)
 
 
 class Admin:

@@ -12,21 +12,20 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from onsale.admin_client import Admin, add_api_option, run_admin
+from onsale.admin_client import Admin, admin_group, run_admin
 
 EP = "/v1/admin/webhooks/endpoints"
 
 
 def add_admin_parsers(sub: Any) -> None:
-    hooks = sub.add_parser(
+    ops = admin_group(
+        sub,
         "webhooks",
         help="the merchant's webhook endpoints and deliveries",
         description="Register, list, disable, enable, delete merchant webhook endpoints, rotate "
         "their secrets, read their delivery logs and replay failed deliveries, through the "
         "admin API (ONSALE_ADMIN_TOKEN).",
     )
-    add_api_option(hooks)
-    ops = hooks.add_subparsers(dest="webhooks_command", required=True)
     ops.add_parser("list", help="every endpoint, enabled or not")
     create = ops.add_parser("create", help="register an endpoint (its secret is shown once)")
     create.add_argument("url", help="the HTTPS URL deliveries are POSTed to")
@@ -45,20 +44,16 @@ def add_admin_parsers(sub: Any) -> None:
     replay.add_argument("endpoint_id", help="the endpoint")
     replay.add_argument("--since-ms", type=int, default=0, help="those created from then on")
 
-    logins = sub.add_parser("logins", help="revoke a login's tokens",
-                            description="Every token of a login issued up to now stops working "
-                            "on every API process, through the admin API.")  # fmt: skip
-    add_api_option(logins)
-    lops = logins.add_subparsers(dest="logins_command", required=True)
+    lops = admin_group(sub, "logins", help="revoke a login's tokens",
+                       description="Every token of a login issued up to now stops working on "
+                       "every API process, through the admin API.")  # fmt: skip
     lops.add_parser("revoke", help="every token of the login issued up to now stops working"
                     ).add_argument("login", help="the login")  # fmt: skip
 
-    orders = sub.add_parser("orders", help="give back part of an order, or all of it",
-                            description="Refund some seats of a confirmed order (or units of "
-                            "its cart's lines), or all that is left: exactly their price goes "
-                            "back and they go back on sale.")  # fmt: skip
-    add_api_option(orders)
-    oops = orders.add_subparsers(dest="orders_command", required=True)
+    oops = admin_group(sub, "orders", help="give back part of an order, or all of it",
+                       description="Refund some seats of a confirmed order (or units of its "
+                       "cart's lines), or all that is left: exactly their price goes back and "
+                       "they go back on sale.")  # fmt: skip
     refund = oops.add_parser("refund", help="refund seats (or units) of a confirmed order")
     refund.add_argument("event_id", help="the event")
     refund.add_argument("hold_id", help="the order's hold")

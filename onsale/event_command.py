@@ -12,16 +12,14 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from onsale.admin_client import Admin, add_api_option, run_admin
+from onsale.admin_client import Admin, admin_group, run_admin
 
 CANCEL_CALLS_MAX = 1_000  # requests one cancel makes before it stops and says what remains
 
 
 def add_event_parser(sub: Any) -> None:
-    event = sub.add_parser("event", help="create, show, open, close, cancel or list events",
-                           description=__doc__)  # fmt: skip
-    add_api_option(event)
-    ops = event.add_subparsers(dest="event_command", required=True)
+    ops = admin_group(sub, "event", help="create, show, open, close, cancel or list events",
+                      description=__doc__)  # fmt: skip
     create = ops.add_parser("create", help="create a seat event (a DRAFT unless --opens-at)")
     create.add_argument("event_id", help="the new event's id")
     seats = create.add_mutually_exclusive_group(required=True)

@@ -15,17 +15,15 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from onsale.admin_client import Admin, add_api_option, run_admin
+from onsale.admin_client import Admin, admin_group, run_admin
 from onsale.event_command import when_ms
 
 BATCH_MAX = 1_000  # codes one request adds (api/validate.py LIMITS["codes"])
 
 
 def add_presale_parser(sub: Any) -> None:
-    presale = sub.add_parser("presale", help="a presale's access codes: add, list, show",
-                             description=__doc__)  # fmt: skip
-    add_api_option(presale)
-    ops = presale.add_subparsers(dest="presale_command", required=True)
+    ops = admin_group(sub, "presale", help="a presale's access codes: add, list, show",
+                      description=__doc__)  # fmt: skip
     add = ops.add_parser("add", help="add codes to a presale (made, or from a file)")
     add.add_argument("event_id", help="the event")
     add.add_argument("presale", help="the presale's name (its window is set by its first codes)")
