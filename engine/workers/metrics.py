@@ -87,20 +87,15 @@ class Loops:
         return count
 
 
-# (loop, series, help, label, {label value: attribute of the loop's stats object})
-OUTCOMES: tuple[tuple[str, str, str, str, Mapping[str, str]], ...] = (
-    ("sweep", "onsale_sweep_holds", "Holds the sweeper moved", "result",
-     {"expired": "expired", "quarantined": "quarantined", "freed": "freed"}),
-    ("trim", "onsale_trim_holds", "Ended holds trimmed from Redis", "result",
-     {"trimmed": "trimmed"}),
-    ("refunds", "onsale_refunds", "Refund attempts by result", "result",
-     {"refunded": "refunded", "retried": "retried", "refused": "refused", "parked": "parked"}),
+# (loop, series, help, the loop's stats counters it shows, each as a `result` label value)
+OUTCOMES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("sweep", "onsale_sweep_holds", "Holds the sweeper moved", ("expired", "quarantined", "freed")),
+    ("trim", "onsale_trim_holds", "Ended holds trimmed from Redis", ("trimmed",)),
+    ("refunds", "onsale_refunds", "Refund attempts by result",
+     ("refunded", "retried", "refused", "parked")),
     ("reconcile", "onsale_reconcile_charges", "Charges reconciliation asked about, by result",
-     "result",
-     {"examined": "examined", "resolved": "resolved",
-      "never_reached_provider": "never_reached_provider",
-      "still_processing": "still_processing", "provider_unavailable": "provider_unavailable",
-      "rechecked": "rechecked", "contradictions": "contradictions"}),
+     ("examined", "resolved", "never_reached_provider", "still_processing",
+      "provider_unavailable", "rechecked", "contradictions")),
 )  # fmt: skip
 
 
@@ -133,13 +128,13 @@ class LoopCollector:
             last.add_metric([name], record.last_pass_s)
             took.add_metric([name], record.last_duration_s)
         yield from (passes, errors, last, took)
-        for loop, series, doc, label, attributes in OUTCOMES:
+        for loop, series, doc, counters in OUTCOMES:
             stats = self.stats.get(loop)
             if stats is None:
                 continue
-            family = CounterMetricFamily(series, doc, labels=[label])
-            for value, attribute in attributes.items():
-                family.add_metric([value], getattr(stats, attribute))
+            family = CounterMetricFamily(series, doc, labels=["result"])
+            for counter in counters:
+                family.add_metric([counter], getattr(stats, counter))
             yield family
 
 

@@ -244,3 +244,21 @@ async def test_the_ledger_lag_series_follow_the_events() -> None:
     text = generate_latest(m.registry).decode()
     assert 'event="e1"' not in text and 'onsale_ledger_lag_entries{event="e2"} 0.0' in text
     assert "onsale_ledger_lag_read_timestamp_seconds" in text
+
+
+def test_every_exported_outcome_is_a_counter_of_its_loops_stats() -> None:
+    """A result a worker's series shows is a field its loop's stats record counts: a renamed
+    counter fails here, not at a scrape."""
+    from dataclasses import fields
+
+    from engine.workers.metrics import OUTCOMES
+    from engine.workers.reconcile import ReconcileStats
+    from engine.workers.refunds import RefundStats
+    from engine.workers.sweeper import SweepStats
+    from engine.workers.trim import TrimStats
+
+    stats = {"sweep": SweepStats, "trim": TrimStats, "refunds": RefundStats,
+             "reconcile": ReconcileStats}  # fmt: skip
+    assert [loop for loop, *_ in OUTCOMES] == list(stats)
+    for loop, _series, _help, counters in OUTCOMES:
+        assert set(counters) <= {f.name for f in fields(stats[loop])}, loop
