@@ -21,7 +21,7 @@ with the same idempotency key is the way to learn it."""
 import asyncio
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +82,7 @@ class AutoPipeline:
         self._heads: dict[tuple[str, str], bytes] = {}
         self._held: list[Any] = []  # the pipeline's own connections, idle (`_checkout`)
         self._encoder = client.get_encoder()  # type: ignore[no-untyped-call]
+        self._utf8 = (self._encoder.encoding, self._encoder.encoding_errors) == ("utf-8", "strict")
         self._cluster = is_cluster(client)
         self._nodes = NodeBatches(client) if self._cluster else None
         self.wait = wait  # answer only what replicas acknowledged (engine/store/replicas.py)
@@ -172,7 +173,7 @@ class AutoPipeline:
         command: its arguments as they are."""
         encode = self._encoder.encode
         if c.command:
-            return b"".join([b"*%d\r\n" % len(c.args), *(_bulk(encode(a)) for a in c.args)])
+            return b"".join([b"*%d\r\n" % len(c.args), *bulk_args(c.args, encode, self._utf8)])
         head_key = (c.name, c.keys[0])
         head = self._heads.get(head_key)
         if head is None:
@@ -182,7 +183,7 @@ class AutoPipeline:
             head = b"".join(_bulk(p.encode()) for p in ("FCALL", fn, str(len(c.keys)), *c.keys))
             self._heads[head_key] = head
         parts = [b"*%d\r\n" % (3 + len(c.keys) + len(c.args)), head]
-        parts += [_bulk(encode(a)) for a in c.args]
+        parts += bulk_args(c.args, encode, self._utf8)
         return b"".join(parts)
 
     async def _execute(self, batch: list[_Call], deadline: float) -> list[Any]:
@@ -281,6 +282,19 @@ class AutoPipeline:
 
 def _bulk(b: bytes) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(b), b)
+
+
+def bulk_args(args: Sequence[Any], encode: Callable[[Any], bytes], utf8: bool) -> list[bytes]:
+    """RESP bulk strings of `args`, as redis-py's encoder `encode` makes them. With a client
+    that encodes UTF-8 strictly (`utf8`, the engine's), a str, nearly every argument of a call,
+    is encoded here at once (about 0.4 µs an argument less than through its isinstance
+    chain); anything else goes to `encode` (its bytes, int and float rules, its refusal of a
+    bool or of another type)."""
+    out = []
+    for a in args:
+        b = a.encode() if utf8 and a.__class__ is str else encode(a)
+        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return out
 
 
 def _answer(batch: list[_Call], replies: list[Any]) -> None:

@@ -153,3 +153,26 @@ async def test_many_concurrent_claims_batch_up_on_real_redis(real_store: Store) 
     assert all(isinstance(g, errors.SoldOut) for g in got if isinstance(g, BaseException))
     assert store.pipeline.stats.largest > 100  # they really went out together
     await sale.audit_ok()
+
+
+def test_arguments_are_packed_as_redis_py_packs_them() -> None:
+    """The pipeline's own packing of a call's arguments is redis-py's, byte for byte, for every
+    type a caller may pass (a str encoded at once, the rest by redis-py's encoder), and refuses
+    what redis-py refuses."""
+    from redis._parsers.encoders import Encoder
+    from redis.connection import PythonRespSerializer
+    from redis.exceptions import DataError
+
+    from engine.store.pipeline import bulk_args
+
+    args = ["h_0f3a", "", "séance", "票", 0, -7, 2**60, 1.5, b"raw\r\nbytes", bytearray(b"x")]
+    for encoder, utf8 in ((Encoder("utf-8", "strict", True), True),
+                          (Encoder("latin-1", "replace", True), False)):  # fmt: skip
+        want = b"".join(
+            PythonRespSerializer(10**9, encoder.encode).pack("X", *args)
+        ).split(b"\r\n", 3)[3]  # the array header and the command's name off
+        assert b"".join(bulk_args(args, encoder.encode, utf8)) == want
+    utf8 = Encoder("utf-8", "strict", True)
+    for refused in (True, None, object()):
+        with pytest.raises(DataError):
+            bulk_args(["ok", refused], utf8.encode, True)
