@@ -3,7 +3,7 @@
 from typing import Any
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from api.errors import ApiError
@@ -21,14 +21,24 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
             raise ApiError(400, "invalid_request", "bad Content-Length")
         if int(declared) > max_bytes:
             raise ApiError(413, "body_too_large", f"body larger than {max_bytes} bytes")
+    # The ASGI messages read here, as Request.stream() reads them, without its generator
+    # (about 4 µs of a claim); every body is read once, by this.
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    receive = request.receive
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        if message["type"] != "http.request":
+            continue
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > max_bytes:
             raise ApiError(413, "body_too_large", f"body larger than {max_bytes} bytes")
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 async def read_json(request: Request, max_bytes: int, *, allow_empty: bool = False) -> Any:

@@ -116,3 +116,26 @@ async def test_a_json_body_within_bounds_is_read_and_answered_with_orjson() -> N
     assert await read_json(_request(b"", {}), max_bytes=32, allow_empty=True) == {}
     r = json_response({"b": 1}, status=201)
     assert (r.status_code, r.body, r.media_type) == (201, b'{"b":1}', "application/json")
+
+
+async def test_a_body_is_read_across_messages_and_a_disconnect_ends_it() -> None:
+    """read_body reads the ASGI messages as Starlette's stream does: chunks joined in order,
+    empty chunks and other message types passed over, a client gone raises ClientDisconnect."""
+    from starlette.requests import ClientDisconnect
+
+    from api.responses import read_body
+
+    def request(messages: list[dict[str, object]]) -> Request:
+        async def receive() -> dict[str, object]:
+            return messages.pop(0)
+
+        return Request({"type": "http", "method": "POST", "headers": []}, receive)
+
+    parts = [{"type": "http.request", "body": b'{"a"', "more_body": True},
+             {"type": "http.request", "body": b"", "more_body": True},
+             {"type": "lifespan.whatever"},
+             {"type": "http.request", "body": b": 1}", "more_body": False}]  # fmt: skip
+    assert await read_body(request(parts), max_bytes=32) == b'{"a": 1}'
+    gone = [{"type": "http.request", "body": b"{", "more_body": True}, {"type": "http.disconnect"}]
+    with pytest.raises(ClientDisconnect):
+        await read_body(request(gone), max_bytes=32)
