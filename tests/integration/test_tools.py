@@ -110,6 +110,11 @@ def test_token_cost_smoke() -> None:
     assert "segments µs" in out  # PyJWT's strict base64url decoding of the three segments
 
 
+def test_wire_cost_smoke() -> None:
+    out = run_tool("loadtest.bench.wire_cost", "--rounds", "1", "--loops", "50")
+    assert "pack the FCALL" in out and "read a `{}` body" in out
+
+
 def test_confirm_cost_smoke() -> None:
     out = run_tool(
         "loadtest.bench.confirm_cost", "--sales", "6", "--concurrency", "3",
