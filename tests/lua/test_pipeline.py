@@ -168,9 +168,8 @@ def test_arguments_are_packed_as_redis_py_packs_them() -> None:
     args = ["h_0f3a", "", "séance", "票", 0, -7, 2**60, 1.5, b"raw\r\nbytes", bytearray(b"x")]
     for encoder, utf8 in ((Encoder("utf-8", "strict", True), True),
                           (Encoder("latin-1", "replace", True), False)):  # fmt: skip
-        want = b"".join(
-            PythonRespSerializer(10**9, encoder.encode).pack("X", *args)
-        ).split(b"\r\n", 3)[3]  # the array header and the command's name off
+        packed = b"".join(PythonRespSerializer(10**9, encoder.encode).pack("X", *args))
+        want = packed.split(b"\r\n", 3)[3]  # the array header and the command's name off
         assert b"".join(bulk_args(args, encoder.encode, utf8)) == want
     utf8 = Encoder("utf-8", "strict", True)
     for refused in (True, None, object()):
