@@ -8,8 +8,9 @@ A private Redis at `appendfsync always`; the API app in this process, driven str
 (no socket, no HTTP client: the HTTP server's parsing is not in the figure); one event of `claims` +
 500 seats; every claim a new login's (tokens minted before the clock starts), one after the other,
 on each of `rounds` fresh servers (medians), the per-login rate limit and cap at their production
-defaults (they refuse none of these claims, and the claim script runs them). Then the bare
-JSON+EVALSHA claim (loadtest/bench/bare_app.py) driven the same way on the same server. Four
+defaults (they refuse none of these claims, and the claim script runs them). The bare
+JSON+EVALSHA claim (loadtest/bench/bare_app.py) is driven the same way on the same server, in
+turns of 1,000 claims with it, so that both see the same minutes of the machine. Four
 figures: this process's CPU time per claim (the API code and the redis client, the access log
 written to stderr included) and Redis's own time per claim call (INFO commandstats, `fcall`), and
 the same two of the bare claim (`evalsha`); and what the guard holds, their ratios: the claim's
@@ -20,18 +21,20 @@ instead. A benchmark, not a test: CI does not run it."""
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import redis
 from itsdangerous import URLSafeTimedSerializer
 from rich.console import Console
-from rich.progress import track
+from rich.progress import Progress
 from rich.table import Table
 
 from api.app import create_app
@@ -50,6 +53,9 @@ TOLERANCE = 1.15
 # are printed beside them; they move with the hour of the machine (journal section 40).
 HELD = ("api_cpu_vs_bare", "redis_vs_bare")
 WARMUP = 300
+TURN = 1_000  # claims of one app before the other's turn
+CLAIM_PATH = "/v1/events/guard/holds"
+BARE_PREFIX = "guard:bare"
 DURABLE = ["--appendonly", "yes", "--appendfsync", "always"]
 
 
@@ -110,22 +116,49 @@ async def post(app: Any, path: str, authorization: bytes, method: str = "POST") 
     return status
 
 
-async def drive(
-    app: Any, path: str, auths: list[bytes], server: redis.Redis, command: str
-) -> tuple[float, float]:
-    """The app's lifespan around WARMUP claims, then the rest one after the other: this
-    process's CPU µs per claim, and Redis's µs per call of `command` (INFO commandstats)."""
-    claims = len(auths) - WARMUP
-    async with Lifespan(app):
-        for auth in auths[:WARMUP]:  # scripts loaded, pools filled, caches warm
-            assert await post(app, path, auth) == 201
+@dataclass
+class Side:
+    """One of the two apps the guard drives: its claims' path, their Authorization headers, the
+    script command its claims run (INFO commandstats), and the CPU its turns took."""
+
+    app: Any
+    path: str
+    auths: list[bytes]
+    command: str
+    cpu_s: float = 0.0
+
+
+async def drive(sides: list[Side], server: redis.Redis) -> list[tuple[float, float]]:
+    """Both apps' lifespans around WARMUP claims each, then the rest in turns of TURN claims,
+    one app then the other, so that both halves of a ratio see the same minutes of the machine
+    (run one after the other, an uneven hour moved their ratio by a fifth: journal section 50).
+    Per side: this process's CPU µs per claim of its turns, and Redis's µs per call of its
+    command."""
+    claims = len(sides[0].auths) - WARMUP
+    async with contextlib.AsyncExitStack() as stack:
+        for side in sides:
+            await stack.enter_async_context(Lifespan(side.app))
+            for auth in side.auths[:WARMUP]:  # scripts loaded, pools filled, caches warm
+                assert await post(side.app, side.path, auth) == 201
         server.config_resetstat()
-        began = time.process_time()
-        for auth in track(auths[WARMUP:], description=f"{claims:,} claims on {path}"):
-            assert await post(app, path, auth) == 201
-        cpu_s = time.process_time() - began
-    stats = server.info("commandstats").get(f"cmdstat_{command}", {})
-    return round(cpu_s * 1e6 / claims, 1), round(float(stats.get("usec_per_call", 0.0)), 2)
+        with Progress(transient=True) as progress:
+            task = progress.add_task(f"{claims:,} claims each, in turns", total=claims * 2)
+            for start in range(WARMUP, WARMUP + claims, TURN):
+                for side in sides:
+                    turn = side.auths[start : start + TURN]
+                    began = time.process_time()
+                    for auth in turn:
+                        assert await post(side.app, side.path, auth) == 201
+                    side.cpu_s += time.process_time() - began
+                    progress.advance(task, len(turn))
+    stats = server.info("commandstats")
+    return [
+        (
+            round(side.cpu_s * 1e6 / claims, 1),
+            round(float(stats.get(f"cmdstat_{side.command}", {}).get("usec_per_call", 0.0)), 2),
+        )
+        for side in sides
+    ]
 
 
 def workload_env(redis_url: str) -> dict[str, str]:
@@ -135,30 +168,27 @@ def workload_env(redis_url: str) -> dict[str, str]:
 
 
 async def workload(env: dict[str, str], claims: int, port: int) -> dict[str, float]:
+    """The claim, and the bare JSON+EVALSHA claim (loadtest/bench/bare_app.py) on the same
+    server in turns with it: the reference its figures are held against, so that a slower hour
+    of the machine moves both and not their ratio."""
     await create_event(env, claims + WARMUP + 200)
     signer = URLSafeTimedSerializer(env["ONSALE_TOKEN_SECRET"], salt="onsale-login")
     tokens = [f"Bearer {signer.dumps({'l': f'g{i}'})}".encode() for i in range(claims + WARMUP)]
-    with redis.Redis(port=port) as server:
-        app = create_app(ApiSettings.from_env(env))
-        cpu_us, redis_us = await drive(app, "/v1/events/guard/holds", tokens, server, "fcall")
-    return {"api_cpu_us_per_claim": cpu_us, "redis_us_per_claim_call": redis_us}
-
-
-async def bare_workload(redis_url: str, claims: int, port: int) -> dict[str, float]:
-    """The same figures of the bare JSON+EVALSHA claim (loadtest/bench/bare_app.py), driven the
-    same way on the same server right after: the reference the claim's figures are held
-    against, so a slower hour of the machine moves both and not their ratio."""
-    prefix = "guard:bare"
-    os.environ |= {"ONSALE_REDIS_URL": redis_url, "BARE_PREFIX": prefix}
-    free, _owners = bare_app.keys_of(prefix)
+    os.environ |= {"ONSALE_REDIS_URL": env["ONSALE_REDIS_URL"], "BARE_PREFIX": BARE_PREFIX}
+    free, _owners = bare_app.keys_of(BARE_PREFIX)
     with redis.Redis(port=port) as server:
         for mapping in bare_app.free_seats(claims + WARMUP):
             server.zadd(free, mapping)
-        auths = [b"-"] * (claims + WARMUP)  # the bare claim reads no token
-        cpu_us, redis_us = await drive(
-            bare_app.create_app(), "/bare-claim", auths, server, "evalsha"
-        )
-    return {"bare_api_cpu_us_per_claim": cpu_us, "bare_redis_us_per_call": redis_us}
+        claim = Side(create_app(ApiSettings.from_env(env)), CLAIM_PATH, tokens, "fcall")
+        bare = Side(bare_app.create_app(), "/bare-claim", [b"-"] * len(tokens), "evalsha")
+        # (the bare claim reads no token)
+        (api_us, redis_us), (bare_api_us, bare_redis_us) = await drive([claim, bare], server)
+    return {
+        "api_cpu_us_per_claim": api_us,
+        "redis_us_per_claim_call": redis_us,
+        "bare_api_cpu_us_per_claim": bare_api_us,
+        "bare_redis_us_per_call": bare_redis_us,
+    }
 
 
 def ratios(now: dict[str, float]) -> dict[str, float]:
@@ -184,8 +214,7 @@ def measure_once(claims: int) -> dict[str, float]:
     try:
         with private_server(DURABLE) as port:
             url = f"redis://127.0.0.1:{port}/0"
-            now = asyncio.run(workload(workload_env(url), claims, port))
-            return now | asyncio.run(bare_workload(url, claims, port))
+            return asyncio.run(workload(workload_env(url), claims, port))
     except Exception:
         Console().print_exception()
         raise
