@@ -34,11 +34,18 @@ def serve(args: argparse.Namespace) -> int:
     # Before anything imports prometheus_client: each worker writes its series to this private
     # directory, wiped at exit (api/metrics.py; a stale one would add old counts).
     metrics_dir = tempfile.mkdtemp(prefix="onsale-metrics-")
+    before = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     try:
         return _serve(args)
     finally:
         shutil.rmtree(metrics_dir, ignore_errors=True)
+        # The variable named the directory just wiped: a process started after this one
+        # returned (a caller that goes on) must not inherit it.
+        if before is None:
+            os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        else:
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = before
 
 
 def _serve(args: argparse.Namespace) -> int:

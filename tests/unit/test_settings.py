@@ -285,6 +285,7 @@ def test_a_boot_names_every_missing_or_weak_setting_at_once() -> None:
     assert len(said) == 3 and "ONSALE_ADMIN_TOKEN" in said[2], done.stderr
 
 
+@pytest.mark.slow  # a process per command family (about a second each)
 @pytest.mark.parametrize(
     ("argv", "env", "named"),
     [
@@ -303,20 +304,44 @@ def test_a_boot_names_every_missing_or_weak_setting_at_once() -> None:
     ],
 )  # fmt: skip
 def test_every_command_refused_a_setting_exits_2_naming_it(
-    argv: list[str], env: dict[str, str], named: str, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    argv: list[str], env: dict[str, str]
+    , named: str
 ) -> None:  # fmt: skip
     """Whichever command reads a setting, and wherever (its settings, its provider's), a
-    missing or malformed one ends it with 2 and the variable named, before any connection."""
+    missing or malformed one ends it with 2 and the variable named, before any connection. A
+    process of its own each: a command sets up the process it runs in (its logging, serve's
+    metrics directory)."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "onsale.cli", *argv],
+        env={"PATH": os.environ.get("PATH", ""), **env}, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done
+    said = done.stderr.splitlines()
+    assert said and all(line.startswith("onsale: ") for line in said), done.stderr
+    assert named in said[0], said
+
+
+def test_serve_leaves_no_metrics_directory_named_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`onsale serve` names a private metrics directory in PROMETHEUS_MULTIPROC_DIR and wipes it
+    at the end; the variable goes with it, or a process started afterwards by the same caller
+    would write its series to a directory that no longer exists."""
+    import argparse
     import os
 
-    from onsale.cli import main
+    from onsale.serve import serve
 
     for name in [n for n in os.environ if n.startswith("ONSALE_")]:
         monkeypatch.delenv(name)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    assert main(argv) == 2
-    said = capsys.readouterr().err.splitlines()
-    assert said and all(line.startswith("onsale: ") for line in said)
-    assert named in said[0], said
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    with pytest.raises(MissingSetting):
+        serve(argparse.Namespace())
+    assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "/somewhere/else")
+    with pytest.raises(MissingSetting):
+        serve(argparse.Namespace())
+    assert os.environ["PROMETHEUS_MULTIPROC_DIR"] == "/somewhere/else"
