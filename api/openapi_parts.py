@@ -278,24 +278,11 @@ def with_path_parameters(paths: dict[str, Any]) -> None:
             if declared:
                 raise ValueError(f"{method} {route} declares {sorted(declared)}: not in its path")
             if params:
-                op = {**op, "parameters": params}
-                item[method] = {k: op[k] for k in sorted(op, key=_operation_order)}
+                op["parameters"] = params
+                for later in ("requestBody", "responses"):  # after it, as `operation` puts them
+                    if later in op:
+                        op[later] = op.pop(later)
 
-
-def _operation_order(key: str) -> int:
-    return OPERATION_KEYS.index(key) if key in OPERATION_KEYS else len(OPERATION_KEYS)
-
-
-# An operation's keys in the order `operation` gives them.
-OPERATION_KEYS = (
-    "operationId",
-    "summary",
-    "description",
-    "security",
-    "parameters",
-    "requestBody",
-    "responses",
-)
 
 # The codes every operation of a kind may answer, beside its own.
 BODY = ("invalid_request", "body_too_large", "unsupported_media_type")

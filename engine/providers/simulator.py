@@ -54,7 +54,6 @@ def parse_callback(event: Any) -> Callback:
     if kind not in CALLBACK_OUTCOMES and kind not in CALLBACK_REVERSALS and kind != DISPUTE_CLOSED:
         raise BadCallback(f"unknown callback type {kind!r}")
     provider_event_id = field(event, "id")
-    # "-": the metadata named no event at all
     event_id, key, meta_event = route(data.get("idempotency_key"), metadata, "data.idempotency_key")
     attempt_id = field(data, "attempt_id")
     if kind in CALLBACK_OUTCOMES:
