@@ -159,7 +159,8 @@ def _background(ctx: Context, jwks: Jwks | None, stop: asyncio.Event) -> list[as
     return tasks
 
 
-def _store(settings: ApiSettings, client: "aioredis.Redis") -> Store:
+def store_for(settings: ApiSettings, client: "aioredis.Redis") -> Store:
+    """The store an API process decides with (also the bare app's engine-script claim's)."""
     return Store(
         client,
         prefix=settings.engine.key_prefix,
@@ -177,7 +178,7 @@ def create_app(settings: ApiSettings, hooks: WebhookDbSettings | None = None) ->
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         client = settings.engine.redis_client()
-        store = _store(settings, client)
+        store = store_for(settings, client)
         if not await store.boot():
             log.warning("Redis unreachable at boot; answering 503 until it is back")
         sold_out = None

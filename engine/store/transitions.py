@@ -80,8 +80,9 @@ class Store:
         self.scripts = scripts or Scripts(client)
         self.prefix = prefix
         self.limits = limits = limits or LoginLimits()
-        # 0: a claim's hold id is its idempotency key; else key + window (lua/hold_claim.lua).
-        self._claim_limits = [
+        # What every claim passes after its hold id, login and want (lua/hold_claim.lua ARGV[4..8];
+        # a window of 0: a claim's hold id is its idempotency key; else key + window).
+        self.claim_limits = [
             limits.claims_per_s, limits.claims_burst, limits.cap, idempotency_window_ms,
             "full" if hold_record == "full" else "",
         ]  # fmt: skip
@@ -184,7 +185,7 @@ class Store:
         if not goods.keys() <= GOODS:  # a misspelt keyword is an error, never "the best seat"
             raise TypeError(f"claim() got unexpected arguments {sorted(goods.keys() - GOODS)}")
         want = claim_want(seat_id, goods)
-        args = [hold_id, login, want, *self._claim_limits, goods.get("access_code", "")]
+        args = [hold_id, login, want, *self.claim_limits, goods.get("access_code", "")]
         reply = await self.runner.run("hold_claim", event_id, args)
         code = ClaimCode(reply[0])
         if code in (ClaimCode.OK, ClaimCode.REPLAY):

@@ -6,7 +6,10 @@ Starts the stack (API with N uvicorn workers), creates an event with enough seat
 never run out, and drives both endpoints with wrk (a separate C process, so the load generator
 does not compete with Python for the GIL). Each claim is a real one: a fresh hold id, and one
 login per wrk connection, so every request also releases that login's previous hold (one
-active checkout per login). Prints requests/s, latency percentiles and the ratio.
+active checkout per login). Prints requests/s, latency percentiles and the ratio. Beside the
+bare claim, the bare app runs the engine's own claim script (loadtest/bench/bare_app.py `POST
+/bare-engine-claim`): the distance to the bare claim split into the script's share and the
+share of the engine's Python.
 
 `--api-tree DIR` runs the API from another checkout (`git worktree add DIR REV`): an earlier
 commit measured with today's tools beside today's bare claim (docs/benchmarks-journal.md
@@ -50,16 +53,20 @@ PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
 
 
 def run_bare(
-    redis_url: str, prefix: str, args: argparse.Namespace, script: str
+    redis_url: str, prefix: str, args: argparse.Namespace, tokens: list[str], engine: LocalStack
 ) -> dict[str, dict[str, float]]:
     """The naive ceiling (loadtest/bench/bare_app.py), same uvicorn configuration, same run,
-    its claim driven by the claim's own wrk `script` (the same requests: a token each, which
-    the bare endpoint does not read)."""
-    with bare_app.served(redis_url, prefix, args.seats, args.workers) as (url, pid):
+    its claim driven by the claim's own wrk requests (a token each, which the bare endpoint does
+    not read); then the bare app's Python around the engine's own claim script, on the engine's
+    event "bench" with the engine API's environment: the script's share of the distance."""
+    env = {**engine.env(), "BARE_ENGINE_EVENT": "bench"}
+    with bare_app.served(redis_url, prefix, args.seats, args.workers, env) as (url, pid):
         meter = CpuMeter({"api": lambda: [pid], "redis": lambda: [redis_pid(redis_url)]})
+        engine_script = claim_script(tokens, path="/bare-engine-claim")
         return {
             "trivial": wrk(f"{url}/trivial", args.seconds, args.connections, meter=meter),
-            "claim": wrk(url, args.seconds, args.connections, script, meter),
+            "claim": wrk(url, args.seconds, args.connections, claim_script(tokens), meter),
+            "engine_script": wrk(url, args.seconds, args.connections, engine_script, meter),
         }
 
 
@@ -273,8 +280,12 @@ def measure(args: argparse.Namespace, redis_url: str) -> Rows:
         rows["claim_no_autopipeline"] = wrk(
             stack.api_url, args.seconds, args.connections, script, meter
         )
-        bare = run_bare(redis_url, prefix, args, script)
-        rows |= {"bare_trivial": bare["trivial"], "bare_claim": bare["claim"]}
+        bare = run_bare(redis_url, prefix, args, tokens, stack)
+        rows |= {
+            "bare_trivial": bare["trivial"],
+            "bare_claim": bare["claim"],
+            "bare_engine_script": bare["engine_script"],
+        }
         if args.pg:
             rows["pg_claim"] = run_pg(args)
     finally:
@@ -295,6 +306,7 @@ ROW_NAMES = {
     "claim_no_autopipeline": "POST claim (API, auto-pipelining off)",
     "bare_trivial": "GET /trivial (bare app)",
     "bare_claim": "POST bare JSON+EVALSHA claim",
+    "bare_engine_script": "POST bare JSON + the engine's claim script",
     "pg_claim": "POST claim (PostgreSQL baseline)",
 }
 
@@ -323,9 +335,13 @@ def print_report(args: argparse.Namespace, rows: Rows) -> None:
     Console().print(t)
     print_cpu(rows)
     claim, pg = rows["claim"]["rps"], rows.get("pg_claim")
+    engine_script = rows["bare_engine_script"]["rps"]
     Console().print(
         f"claim / trivial = {claim / rows['healthz']['rps']:.2f}; "
         f"claim / bare JSON+EVALSHA = {claim / rows['bare_claim']['rps']:.2f}; "
+        f"bare + the engine's script / bare = {engine_script / rows['bare_claim']['rps']:.2f} "
+        f"(the script's share); claim / bare + the engine's script = "
+        f"{claim / engine_script:.2f} (the engine's Python's share); "
         f"auto-pipelining on / off = {claim / rows['claim_no_autopipeline']['rps']:.2f}; "
         f"bare claim / bare trivial = "
         f"{rows['bare_claim']['rps'] / rows['bare_trivial']['rps']:.2f}"

@@ -30,7 +30,7 @@ end
 request = function()
   n = n + 1
   local token = tokens[((n - 1) %% #tokens) + 1]
-  return wrk.format("POST", "/v1/events/%s/holds",
+  return wrk.format("POST", "%s",
     {["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json"}, "{}")
 end
 """
@@ -42,15 +42,16 @@ LOGINS_PER_S = 25_000
 JWT_LOGINS_PER_S = 9_000
 
 
-def claim_script(tokens: Iterable[str]) -> str:
-    """A wrk script claiming on event "bench" with `tokens`, one per claim in turn, cycling:
+def claim_script(tokens: Iterable[str], path: str = "/v1/events/bench/holds") -> str:
+    """A wrk script claiming on event "bench" (or POSTing to `path`) with `tokens`, one per
+    claim in turn, cycling:
     more tokens than claims makes every claim a new login's (the realistic shape: each buyer
     holds one hold); a few makes each login claim again and again (each claim then also
     releases the login's previous hold)."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as t:
         t.write("\n".join(tokens))
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(WRK_CLAIM % (WRK_THREADS, t.name, "bench"))
+        f.write(WRK_CLAIM % (WRK_THREADS, t.name, path))
     return f.name
 
 

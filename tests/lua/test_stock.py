@@ -117,7 +117,7 @@ async def test_two_tabs_a_new_cart_replaces_the_old_and_may_reuse_its_units(stor
 
 async def test_the_cap_counts_units_and_an_event_may_set_its_own(store: Store) -> None:
     store.limits = LoginLimits(cap=3)
-    store._claim_limits[2] = 3
+    store.claim_limits[2] = 3
     sale = await warehouse(store)
     with pytest.raises(errors.LimitExceeded):
         await store.claim(sale.event_id, "ann", "c1", lines=[StockLine("CHAIN", 4)])
