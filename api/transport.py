@@ -22,7 +22,7 @@ callbacks, `timeout_keep_alive_task`) is named in api/claim_front/uvicorn_seam.p
 tests/fault/test_slow_clients.py serves it."""
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +72,59 @@ class HttpBounds:
         return cls(**read_all(env, HTTP))
 
 
+SEND_AT_ONCE = 65_536  # a write this large is not held: the transport's flow control sees it
+
+
+class OneWritePerTick:
+    """A connection's transport as its protocol writes to it: the writes of one event-loop step
+    leave in one `write`. uvicorn writes an answer's status line and headers when the app sends
+    `http.response.start` and its body when it sends `http.response.body`, each at once: two
+    sends and two TCP segments per answer, which the client reads twice. Held until the step
+    ends, they go out as one (ADR 0055). A large write goes at once, with what was held before
+    it. Closing sends what is held first; aborting drops it."""
+
+    __slots__ = ("_held", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self._held:
+            self._loop.call_soon(self._send)
+        self._held.append(data)
+        if len(data) >= SEND_AT_ONCE:  # a large body goes now, with the headers held before it
+            self._send()
+
+    def writelines(self, lines: Iterable[bytes]) -> None:
+        for data in lines:
+            self.write(data)
+
+    def _send(self) -> None:
+        held, self._held = self._held, []
+        if held and not self._transport.is_closing():
+            self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def write_eof(self) -> None:
+        self._send()
+        self._transport.write_eof()
+
+    def close(self) -> None:
+        self._send()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._held = []
+        self._transport.abort()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def __getattr__(self, name: str) -> Any:  # the rest of the transport, as it is
+        return getattr(self._transport, name)
+
+
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with header, body and first-request bounds; uvicorn builds
     one per connection. The idle bound is uvicorn's `timeout_keep_alive`, which `onsale serve`
@@ -92,7 +145,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._headers_done_at = 0.0  # loop.time() at the end of the headers; 0.0: reading them
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        # The protocol, the early lane and the answers write through it: one write a step.
+        super().connection_made(OneWritePerTick(transport, self.loop))  # type: ignore[arg-type]
         # The keep-alive timer, armed before the first request too; the first byte cancels it.
         self.timeout_keep_alive_task = self.loop.call_later(
             self.timeout_keep_alive, self.timeout_keep_alive_handler

@@ -5,6 +5,10 @@ on beyond uvicorn's documented interface is imported here and named in INTERNALS
 tests/unit/test_uvicorn_seam.py fails naming each one an upgrade removed or reshaped, before a
 held claim could hang or a bound stop holding.
 
+The protocol hands uvicorn the transport its answers are written to (api/transport.py
+OneWritePerTick, ADR 0055); tests/unit/test_one_write.py fails if uvicorn stops writing
+through it.
+
 `onsale serve` runs uvicorn through its public interface (`uvicorn.run`, `Config`), and
 `ONSALE_EARLY_LANE=0` serves with the bounds alone."""
 
