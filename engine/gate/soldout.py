@@ -37,17 +37,17 @@ sold_out rather than seat_taken or unknown_seat.
 
 The gate in front of it: at T0 every claim of the burst reaches this process before the first
 reply comes back, so without more the memory would answer none of them. `admit` lets a limited
-number of claims of one event be in flight to Redis from this process: START at first, one
-more per claim that won, up to `window` (the pipeline's own capacity, `max_batch` x
-`max_inflight`), so a sale that sells opens up within a few round trips while a sold-out one is
-found out with few claims; the others wait their turn, in order. While a SOLD_OUT reply is
-being turned into a memory (the subscription confirmed, the snapshot read), no waiting claim of
-that event is let through; then each is answered from the memory, or, if none was entered (a
-seat came back meanwhile, the read failed), goes on to Redis. A wait is bounded by the caller's
-`wait_s` (StoreUnavailable after it). Nothing is answered that the memory alone would not
-answer: the gate only changes when a claim asks. The API waits at the gate before it checks
-the claim's token (api/claim_front/asgi_lane.py), so a claim answered from memory costs little more
-than a trivial request."""
+number of claims of one event be in flight to Redis from this process: START at first, one more
+per claim that won, up to `window` (ONSALE_CLAIM_WINDOW, within the pipeline's own capacity,
+`max_batch` x `max_inflight`), so a sale that sells opens up within a few round trips while a
+sold-out one is found out with few claims; the others wait their turn, in order. While a
+SOLD_OUT reply is being turned into a memory (the subscription confirmed, the snapshot read),
+no waiting claim of that event is let through; then each is answered from the memory, or, if
+none was entered (a seat came back meanwhile, the read failed), goes on to Redis. A wait is
+bounded by the caller's `wait_s` (StoreUnavailable after it). Nothing is answered that the
+memory alone would not answer: the gate only changes when a claim asks. The API waits at the
+gate before it checks the claim's token (api/claim_front/asgi_lane.py), so a claim answered
+from memory costs little more than a trivial request."""
 
 import asyncio
 import contextlib
