@@ -53,19 +53,24 @@ PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
 
 
 def run_bare(
-    redis_url: str, prefix: str, args: argparse.Namespace, tokens: list[str], engine: LocalStack
+    redis_url: str,
+    prefix: str,
+    args: argparse.Namespace,
+    scripts: tuple[str, str],
+    engine: LocalStack,
 ) -> dict[str, dict[str, float]]:
     """The naive ceiling (loadtest/bench/bare_app.py), same uvicorn configuration, same run,
-    its claim driven by the claim's own wrk requests (a token each, which the bare endpoint does
-    not read); then the bare app's Python around the engine's own claim script, on the engine's
-    event "bench" with the engine API's environment: the script's share of the distance."""
+    its claim driven by the claim's own wrk requests (`scripts[0]`: a token each, which the bare
+    endpoint does not read); then the bare app's Python around the engine's own claim script
+    (`scripts[1]`, the same tokens to its route), on the engine's event "bench" with the engine
+    API's environment: the script's share of the distance."""
+    claim, engine_script = scripts
     env = {**engine.env(), "BARE_ENGINE_EVENT": "bench"}
     with bare_app.served(redis_url, prefix, args.seats, args.workers, env) as (url, pid):
         meter = CpuMeter({"api": lambda: [pid], "redis": lambda: [redis_pid(redis_url)]})
-        engine_script = claim_script(tokens, path="/bare-engine-claim")
         return {
             "trivial": wrk(f"{url}/trivial", args.seconds, args.connections, meter=meter),
-            "claim": wrk(url, args.seconds, args.connections, claim_script(tokens), meter),
+            "claim": wrk(url, args.seconds, args.connections, claim, meter),
             "engine_script": wrk(url, args.seconds, args.connections, engine_script, meter),
         }
 
@@ -280,7 +285,8 @@ def measure(args: argparse.Namespace, redis_url: str) -> Rows:
         rows["claim_no_autopipeline"] = wrk(
             stack.api_url, args.seconds, args.connections, script, meter
         )
-        bare = run_bare(redis_url, prefix, args, tokens, stack)
+        engine_script = claim_script(tokens, path="/bare-engine-claim")
+        bare = run_bare(redis_url, prefix, args, (script, engine_script), stack)
         rows |= {
             "bare_trivial": bare["trivial"],
             "bare_claim": bare["claim"],
