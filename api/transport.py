@@ -91,11 +91,13 @@ class OneWritePerTick:
         self._held: list[bytes] = []
 
     def write(self, data: bytes) -> None:
+        if len(data) >= SEND_AT_ONCE:  # a large body goes now, with the headers held before it
+            self._held.append(data)
+            self._send()
+            return
         if not self._held:
             self._loop.call_soon(self._send)
         self._held.append(data)
-        if len(data) >= SEND_AT_ONCE:  # a large body goes now, with the headers held before it
-            self._send()
 
     def writelines(self, lines: Iterable[bytes]) -> None:
         for data in lines:
