@@ -214,6 +214,10 @@ def create_app(settings: ApiSettings, hooks: WebhookDbSettings | None = None) ->
         tasks = _background(app.state.ctx, jwks, stop)
         settle_gc(settings.gc_gen0)
         yield
+        # Every request is answered by now. The access lines still buffered are written here:
+        # uvicorn's workers end by raising again the SIGTERM they caught, so no atexit runs.
+        if app.state.ctx.access is not None:
+            app.state.ctx.access.flush()
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
         if app.state.webhooks is not None:

@@ -61,7 +61,9 @@ def request_id_from(headers: list[tuple[bytes, bytes]] | Any) -> str:
 
 
 class AccessLog:
-    """Buffered access lines to a file descriptor (stderr's)."""
+    """Buffered access lines to a file descriptor (stderr's). The app's shutdown flushes
+    them (api/app.py): a uvicorn worker dies by the SIGTERM it raises again, and runs no
+    atexit hook; the hook is kept for a process that exits normally."""
 
     def __init__(self, fd: int | None = None, *, json: bool = True) -> None:
         self.fd = sys.stderr.fileno() if fd is None else fd

@@ -1,10 +1,12 @@
 """SIGTERM while `onsale worker` and `onsale ledger` are busy: each ends the step in hand and
 exits 0, and nothing is left half done (every overdue hold of the sweep pass in hand is
 expired; every ledger batch taken from an outbox is committed and acknowledged, none left
-pending). The commands run as child processes against the shared Redis under a private
-prefix and a private database; only they are stopped."""
+pending); `onsale serve` writes every access line it still buffers. The commands run as
+child processes against the shared Redis under a private prefix and a private database; only
+they are stopped."""
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -195,3 +197,47 @@ async def test_a_ledger_writer_started_while_postgresql_is_down_waits_for_it(
     finally:
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(proc.wait, 15) == 0
+
+
+def test_the_api_writes_every_access_line_before_it_exits_on_sigterm(tmp_path: Path) -> None:
+    """uvicorn's workers end by raising again the SIGTERM they caught, so no atexit hook runs:
+    the access lines still buffered (up to `api.logs.FLUSH_S`) are written by the app's own
+    shutdown, whichever worker answered and however quickly the signal follows the answer."""
+    import httpx
+
+    from api.logs import FLUSH_S
+    from loadtest.devstack.scratch import api_env
+    from loadtest.devstack.stack import signal_group, wait_healthy
+
+    port = spare_port()
+    env = {**os.environ, **api_env(REDIS_URL, ONSALE_KEY_PREFIX=new_prefix())}
+    log = tmp_path / "api.log"
+    with open(log, "wb") as out:
+        api = subprocess.Popen(
+            [sys.executable, "-m", "onsale.cli", "serve", "--port", str(port), "--workers", "2"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, api, 60)
+        ids = [f"last-{i}" for i in range(20)]
+        started = time.monotonic()
+        with httpx.Client() as client:
+            for request_id in ids:
+                client.get(f"{url}/healthz", headers={"X-Request-Id": request_id})
+        signal_group(api, signal.SIGTERM)
+        signalled_after = time.monotonic() - started
+        api.wait(30)
+    finally:
+        signal_group(api, signal.SIGKILL)
+        api.wait(5)
+    written = {
+        entry["request_id"]
+        for line in log.read_bytes().splitlines()
+        if line.startswith(b"{") and (entry := json.loads(line)).get("logger") == "onsale.access"
+    }
+    assert signalled_after < FLUSH_S, "the answers were slower than a flush: nothing to show"
+    assert set(ids) <= written, sorted(set(ids) - written)
