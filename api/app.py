@@ -173,6 +173,31 @@ def store_for(settings: ApiSettings, client: "aioredis.Redis") -> Store:
     )
 
 
+async def _shut_down(
+    app: Starlette,
+    jwks: Jwks | None,
+    stop: asyncio.Event,
+    tasks: list[asyncio.Task[None]],
+    client: aioredis.Redis,
+) -> None:
+    """After the last answer: the access lines still buffered are written first (a uvicorn
+    worker ends by raising again the SIGTERM it caught, so no exit hook runs in it), then the
+    background loops end and every connection is closed."""
+    ctx: Context = app.state.ctx
+    if ctx.access is not None:
+        ctx.access.flush()
+    stop.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    if app.state.webhooks is not None:
+        await app.state.webhooks.close()
+    if jwks is not None:
+        await jwks.close()
+    if ctx.sold_out is not None:
+        await ctx.sold_out.stop()
+    await ctx.provider.aclose()
+    await client.aclose()
+
+
 # `hooks`: the database of the merchant webhook routes (None: they answer 503, ADR 0024).
 def create_app(settings: ApiSettings, hooks: WebhookDbSettings | None = None) -> HotRoute:
     @contextlib.asynccontextmanager
@@ -214,20 +239,7 @@ def create_app(settings: ApiSettings, hooks: WebhookDbSettings | None = None) ->
         tasks = _background(app.state.ctx, jwks, stop)
         settle_gc(settings.gc_gen0)
         yield
-        # Every request is answered by now. The access lines still buffered are written here:
-        # uvicorn's workers end by raising again the SIGTERM they caught, so no atexit runs.
-        if app.state.ctx.access is not None:
-            app.state.ctx.access.flush()
-        stop.set()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        if app.state.webhooks is not None:
-            await app.state.webhooks.close()
-        if jwks is not None:
-            await jwks.close()
-        if sold_out is not None:
-            await sold_out.stop()
-        await provider.aclose()
-        await client.aclose()
+        await _shut_down(app, jwks, stop, tasks, client)
 
     app = Starlette(
         routes=ROUTES, lifespan=lifespan, exception_handlers={HTTPException: _http_error}
