@@ -1,6 +1,6 @@
 """Logs and the worker's series, without a server: JSON lines with the request id, secrets
-scrubbed, request ids echoed or minted, the buffered access log, the loops' counters and the
-backlog read from Redis replies."""
+scrubbed, request ids echoed or minted, the buffered access log (written at the app's
+shutdown too), the loops' counters and the backlog read from Redis replies."""
 
 import asyncio
 import io
@@ -262,3 +262,32 @@ def test_every_exported_outcome_is_a_counter_of_its_loops_stats() -> None:
     assert [loop for loop, *_ in OUTCOMES] == list(stats)
     for loop, _series, _help, counters in OUTCOMES:
         assert set(counters) <= {f.name for f in fields(stats[loop])}, loop
+
+
+async def test_the_app_s_shutdown_writes_the_access_lines_it_still_buffers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A uvicorn worker ends by raising again the SIGTERM it caught: no exit hook runs, and no
+    timer after the shutdown. Lines still in the buffer are written by the app's shutdown
+    (here no timer flushes: FLUSH_S is a minute; Redis is nowhere, as at a boot without it)."""
+    from api.app import create_app
+    from api.settings import ApiSettings
+    from loadtest.devstack.scratch import api_env
+
+    monkeypatch.setattr("api.logs.FLUSH_S", 60.0)
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    app = create_app(ApiSettings.from_env(api_env("redis://127.0.0.1:9/0")))
+    try:
+        async with app.router.lifespan_context(app):
+            app.state.ctx.access = AccessLog(write, json=True)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+                await http.get("/healthz", headers={"X-Request-Id": "still-buffered"})
+            with pytest.raises(BlockingIOError):
+                os.read(read, 65536)  # nothing written yet: the line waits in the buffer
+        line = orjson.loads(os.read(read, 65536))
+    finally:
+        os.close(read)
+        os.close(write)
+    assert (line["request_id"], line["path"]) == ("still-buffered", "/healthz")
