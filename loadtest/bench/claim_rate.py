@@ -35,9 +35,11 @@ from rich.table import Table
 from loadtest.bench import bare_app
 from loadtest.bench.cpu_meter import CpuMeter
 from loadtest.bench.wrk_load import (
+    CLAIM_PATH,
     JWT_LOGINS_PER_S,
     LOGINS_PER_S,
     claim_script,
+    claim_scripts,
     demo_tokens,
     wrk,
 )
@@ -269,7 +271,7 @@ def measure(args: argparse.Namespace, redis_url: str) -> Rows:
             if provider
             else demo_tokens(stack.token_secret, logins(args))
         )
-        script = claim_script(tokens)
+        script, engine_script = claim_scripts(tokens, CLAIM_PATH, "/bare-engine-claim")
         meter = CpuMeter(
             {"api": lambda: [stack.pid("api")], "redis": lambda: [redis_pid(redis_url)]}
         )
@@ -285,7 +287,6 @@ def measure(args: argparse.Namespace, redis_url: str) -> Rows:
         rows["claim_no_autopipeline"] = wrk(
             stack.api_url, args.seconds, args.connections, script, meter
         )
-        engine_script = claim_script(tokens, path="/bare-engine-claim")
         bare = run_bare(redis_url, prefix, args, (script, engine_script), stack)
         rows |= {
             "bare_trivial": bare["trivial"],

@@ -35,6 +35,7 @@ request = function()
 end
 """
 WRK_THREADS = 2
+CLAIM_PATH = "/v1/events/bench/holds"
 # Logins per second of a run, more than this machine claims (about 7,000/s; the bare endpoint
 # about 10,000/s): every claim is a new login's, and a short run signs few tokens. Production
 # tokens (RS256 JWTs) take about 0.3 ms each to sign, and their claims go slower: fewer.
@@ -42,17 +43,25 @@ LOGINS_PER_S = 25_000
 JWT_LOGINS_PER_S = 9_000
 
 
-def claim_script(tokens: Iterable[str], path: str = "/v1/events/bench/holds") -> str:
-    """A wrk script claiming on event "bench" (or POSTing to `path`) with `tokens`, one per
-    claim in turn, cycling:
+def claim_script(tokens: Iterable[str]) -> str:
+    """A wrk script claiming on event "bench" with `tokens`, one per claim in turn, cycling:
     more tokens than claims makes every claim a new login's (the realistic shape: each buyer
     holds one hold); a few makes each login claim again and again (each claim then also
     releases the login's previous hold)."""
+    return claim_scripts(tokens, CLAIM_PATH)[0]
+
+
+def claim_scripts(tokens: Iterable[str], *paths: str) -> list[str]:
+    """`claim_script`'s requests POSTed to each of `paths`, one wrk script per path, the tokens
+    written once for all."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as t:
         t.write("\n".join(tokens))
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(WRK_CLAIM % (WRK_THREADS, t.name, path))
-    return f.name
+    scripts = []
+    for path in paths:
+        with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+            f.write(WRK_CLAIM % (WRK_THREADS, t.name, path))
+        scripts.append(f.name)
+    return scripts
 
 
 def demo_tokens(token_secret: str, logins: int) -> list[str]:
